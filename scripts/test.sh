@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: lint, format, types, generated-code drift, and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYBIN=$(bash scripts/bootstrap.sh | tail -n 1)
+BIN=$(dirname "$PYBIN")
+echo "== ruff check";   "$BIN/ruff" check src tests tools bench
+echo "== ruff format";  "$BIN/ruff" format --check src tests tools bench
+echo "== mypy --strict"; "$BIN/mypy"
+echo "== generated protocol is up to date"; "$PYBIN" tools/generate_messages.py --check
+echo "== pytest";       "$PYBIN" -m pytest "$@"

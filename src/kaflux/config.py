@@ -1,0 +1,307 @@
+"""Client configuration: Kafka's dotted keys, Java's defaults, validated. [pure]
+
+Each client takes a ``dict`` of Kafka's configuration keys (``"bootstrap.servers"``,
+``"max.poll.records"``, ...). :func:`ConsumerConfig.from_dict` and friends check every key:
+an unknown key, a value of the wrong type or outside its allowed range raises
+:class:`~kaflux.errors.ConfigError` naming the key. Values may be given as Python values or as
+strings (``"500"``, ``"true"``), as Spark and properties files pass them.
+
+Each setting is a dataclass field whose metadata names its Kafka key, so the key, its type,
+its default and its check are written once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+from kaflux.errors import ConfigError
+
+_INT_MAX = 2**31 - 1
+
+
+def _setting(
+    key: str,
+    default: Any,
+    *,
+    kind: str = "int",
+    low: int | None = None,
+    high: int | None = None,
+    choices: Sequence[str] | None = None,
+    doc: str = "",
+) -> Any:
+    """Declare one setting: its Kafka key, default, value kind and allowed range/choices."""
+    meta = {"key": key, "kind": kind, "low": low, "high": high, "choices": choices, "doc": doc}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _parse_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(key, f"expected a boolean (True/False or 'true'/'false'), got {value!r}")
+
+
+def _parse_int(key: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(key, f"expected an integer, got the boolean {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    raise ConfigError(key, f"expected an integer, got {value!r}")
+
+
+def _parse_list(key: str, value: object) -> list[str]:
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+        return [item for item in items if item]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    raise ConfigError(key, f"expected a comma-separated string or a list of strings, got {value!r}")
+
+
+def _parse_str(key: str, value: object, nullable: bool) -> str | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, str):
+        return value
+    raise ConfigError(key, f"expected a string, got {value!r}")
+
+
+def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
+    meta = f.metadata
+    key: str = meta["key"]
+    kind: str = meta["kind"]
+    parsed: object
+    if kind == "int":
+        number = _parse_int(key, value)
+        low, high = meta["low"], meta["high"]
+        if low is not None and number < low:
+            raise ConfigError(key, f"must be at least {low}, got {number}")
+        if high is not None and number > high:
+            raise ConfigError(key, f"must be at most {high}, got {number}")
+        parsed = number
+    elif kind == "bool":
+        parsed = _parse_bool(key, value)
+    elif kind == "list":
+        parsed = _parse_list(key, value)
+    elif kind in ("str", "optional_str"):
+        parsed = _parse_str(key, value, nullable=kind == "optional_str")
+    else:  # pragma: no cover - a programming error in a declaration below
+        raise AssertionError(f"unknown setting kind {kind!r}")
+    choices = meta["choices"]
+    if choices is not None and parsed is not None:
+        values = parsed if isinstance(parsed, list) else [parsed]
+        for item in values:
+            if str(item).lower() not in choices:
+                raise ConfigError(key, f"must be one of {', '.join(choices)}; got {item!r}")
+        parsed = [str(v).lower() for v in values] if isinstance(parsed, list) else str(parsed).lower()
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class CommonConfig:
+    """Settings every kaflux client shares (``CommonClientConfigs`` in Java)."""
+
+    CLIENT_KIND: ClassVar[str] = "client"
+
+    bootstrap_servers: list[str] = _setting(
+        "bootstrap.servers", [], kind="list", doc="host:port pairs used to discover the cluster"
+    )
+    client_id: str = _setting("client.id", "", kind="str")
+    client_rack: str = _setting("client.rack", "", kind="str")
+    request_timeout_ms: int = _setting("request.timeout.ms", 30000, low=0, high=_INT_MAX)
+    retry_backoff_ms: int = _setting("retry.backoff.ms", 100, low=0, high=_INT_MAX)
+    retry_backoff_max_ms: int = _setting("retry.backoff.max.ms", 1000, low=0, high=_INT_MAX)
+    reconnect_backoff_ms: int = _setting("reconnect.backoff.ms", 50, low=0, high=_INT_MAX)
+    reconnect_backoff_max_ms: int = _setting("reconnect.backoff.max.ms", 1000, low=0, high=_INT_MAX)
+    socket_connection_setup_timeout_ms: int = _setting(
+        "socket.connection.setup.timeout.ms", 10000, low=0, high=_INT_MAX
+    )
+    socket_connection_setup_timeout_max_ms: int = _setting(
+        "socket.connection.setup.timeout.max.ms", 30000, low=0, high=_INT_MAX
+    )
+    connections_max_idle_ms: int = _setting("connections.max.idle.ms", 540000, low=-1, high=_INT_MAX)
+    metadata_max_age_ms: int = _setting("metadata.max.age.ms", 300000, low=0, high=_INT_MAX)
+    send_buffer_bytes: int = _setting("send.buffer.bytes", 131072, low=-1, high=_INT_MAX)
+    receive_buffer_bytes: int = _setting("receive.buffer.bytes", 65536, low=-1, high=_INT_MAX)
+    max_in_flight_requests_per_connection: int = _setting(
+        "max.in.flight.requests.per.connection", 5, low=1, high=_INT_MAX
+    )
+    security_protocol: str = _setting(
+        "security.protocol", "plaintext", kind="str", choices=("plaintext",),
+        doc="only PLAINTEXT is implemented so far",
+    )
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> Self:
+        """Parse and validate a dict of Kafka configuration keys.
+
+        Raises:
+            ConfigError: a key is unknown (the message suggests the nearest known key), a
+                value has the wrong type or is out of range, or settings contradict each other.
+        """
+        if not isinstance(raw, Mapping):
+            raise ConfigError("<config>", f"expected a dict of Kafka settings, got {type(raw).__name__}")
+        by_key = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            if not isinstance(key, str) or key not in by_key:
+                raise ConfigError(str(key), cls._unknown_key_message(str(key), by_key))
+            f = by_key[key]
+            values[f.name] = _parse_value(f, value)
+        config = cls(**values)
+        config.validate()
+        config.validate_explicit(frozenset(raw))
+        return config
+
+    @classmethod
+    def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:
+        close = difflib.get_close_matches(key, list(by_key), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown {cls.CLIENT_KIND} setting{hint}"
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """All Kafka keys this client accepts."""
+        return [f.metadata["key"] for f in dataclasses.fields(cls)]
+
+    def to_dict(self) -> dict[str, object]:
+        """The settings as a dict of Kafka keys (defaults included)."""
+        return {f.metadata["key"]: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def validate_explicit(self, given: frozenset[str]) -> None:
+        """Check rules that depend on which keys the user set explicitly (none by default)."""
+
+    def validate(self) -> None:
+        """Check settings that depend on each other. Raises ConfigError."""
+        if not self.bootstrap_servers:
+            raise ConfigError("bootstrap.servers", "at least one host:port is required")
+        for server in self.bootstrap_servers:
+            parse_host_port(server)
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ConfigError("retry.backoff.max.ms", "must not be less than retry.backoff.ms")
+        if self.reconnect_backoff_max_ms < self.reconnect_backoff_ms:
+            raise ConfigError("reconnect.backoff.max.ms", "must not be less than reconnect.backoff.ms")
+
+
+def parse_host_port(server: str) -> tuple[str, int]:
+    """Split ``host:port`` (IPv6 as ``[::1]:9092``). Raises ConfigError on a malformed entry."""
+    match = re.fullmatch(r"\s*(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\s]+)):(?P<port>\d{1,5})\s*", server)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise ConfigError("bootstrap.servers", f"{server!r} is not of the form host:port")
+    return (match["v6"] or match["host"], int(match["port"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig(CommonConfig):
+    """Consumer settings (Java's ``ConsumerConfig``)."""
+
+    CLIENT_KIND: ClassVar[str] = "consumer"
+
+    group_id: str | None = _setting("group.id", None, kind="optional_str")
+    group_instance_id: str | None = _setting("group.instance.id", None, kind="optional_str")
+    group_protocol: str = _setting("group.protocol", "classic", kind="str", choices=("classic", "consumer"))
+    partition_assignment_strategy: list[str] = _setting(
+        "partition.assignment.strategy", ["range", "cooperative-sticky"], kind="list"
+    )
+    session_timeout_ms: int = _setting("session.timeout.ms", 45000, low=1, high=_INT_MAX)
+    heartbeat_interval_ms: int = _setting("heartbeat.interval.ms", 3000, low=1, high=_INT_MAX)
+    max_poll_interval_ms: int = _setting("max.poll.interval.ms", 300000, low=1, high=_INT_MAX)
+    max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
+    enable_auto_commit: bool = _setting("enable.auto.commit", True, kind="bool")
+    auto_commit_interval_ms: int = _setting("auto.commit.interval.ms", 5000, low=0, high=_INT_MAX)
+    auto_offset_reset: str = _setting(
+        "auto.offset.reset", "latest", kind="str", choices=("earliest", "latest", "none")
+    )
+    fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
+    fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
+    fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)
+    max_partition_fetch_bytes: int = _setting("max.partition.fetch.bytes", 1048576, low=0, high=_INT_MAX)
+    fetch_buffer_max_bytes: int = _setting(
+        "fetch.buffer.max.bytes", 64 * 1024 * 1024, low=1, high=2**62,
+        doc="kaflux: bytes of fetched, not yet consumed data kept in memory (KIP-81 style)",
+    )
+    isolation_level: str = _setting(
+        "isolation.level", "read_uncommitted", kind="str", choices=("read_uncommitted", "read_committed")
+    )
+    check_crcs: bool = _setting("check.crcs", True, kind="bool")
+    default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    allow_auto_create_topics: bool = _setting("allow.auto.create.topics", True, kind="bool")
+    exclude_internal_topics: bool = _setting("exclude.internal.topics", True, kind="bool")
+    enable_fetch_sessions: bool = _setting(
+        "enable.fetch.sessions", True, kind="bool", doc="kaflux: use KIP-227 incremental fetch sessions"
+    )
+
+    def validate(self) -> None:
+        CommonConfig.validate(self)
+        if self.group_id is not None and not self.group_id.strip():
+            raise ConfigError("group.id", "must not be empty or blank; leave it unset for no group")
+        if self.group_protocol == "consumer":
+            raise ConfigError(
+                "group.protocol",
+                "'consumer' (KIP-848) is not supported yet; kaflux implements the classic group "
+                "protocol. Use group.protocol=classic (the default).",
+            )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
+
+    def validate_explicit(self, given: frozenset[str]) -> None:
+        # Java silently turns auto-commit off without a group, unless the user asked for it.
+        if self.group_id is None and self.enable_auto_commit and "enable.auto.commit" in given:
+            raise ConfigError("enable.auto.commit", "cannot be true without a group.id")
+
+    @property
+    def auto_commit(self) -> bool:
+        """Whether offsets are committed automatically (never without a group)."""
+        return self.enable_auto_commit and self.group_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig(CommonConfig):
+    """Producer settings (Java's ``ProducerConfig``)."""
+
+    CLIENT_KIND: ClassVar[str] = "producer"
+
+    acks: str = _setting("acks", "all", kind="str", choices=("all", "-1", "0", "1"))
+    linger_ms: int = _setting("linger.ms", 5, low=0, high=_INT_MAX)
+    batch_size: int = _setting("batch.size", 16384, low=0, high=_INT_MAX)
+    buffer_memory: int = _setting("buffer.memory", 33554432, low=0, high=2**62)
+    max_block_ms: int = _setting("max.block.ms", 60000, low=0, high=_INT_MAX)
+    max_request_size: int = _setting("max.request.size", 1048576, low=0, high=_INT_MAX)
+    compression_type: str = _setting(
+        "compression.type", "none", kind="str", choices=("none", "gzip", "snappy", "lz4", "zstd")
+    )
+    retries: int = _setting("retries", _INT_MAX, low=0, high=_INT_MAX)
+    delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
+    partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
+    enable_idempotence: bool = _setting(
+        "enable.idempotence", False, kind="bool", doc="kaflux: idempotence is not implemented yet"
+    )
+
+    def validate(self) -> None:
+        CommonConfig.validate(self)
+        if self.enable_idempotence:
+            raise ConfigError("enable.idempotence", "idempotent production is not supported yet; set false")
+
+    @property
+    def acks_value(self) -> int:
+        """``acks`` as the wire value: -1 for all, else 0 or 1."""
+        return -1 if self.acks in ("all", "-1") else int(self.acks)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig(CommonConfig):
+    """Admin client settings."""
+
+    CLIENT_KIND: ClassVar[str] = "admin"
+
+    default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)

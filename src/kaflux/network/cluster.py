@@ -1,0 +1,119 @@
+"""The client's view of the cluster: brokers, topics, partition leaders. [bg, pure]
+
+Updated from Metadata responses by the metadata request manager on the network thread.
+Readers on other threads get immutable snapshots through events, never this object.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from kaflux.structs import Node, PartitionInfo, TopicPartition
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic's metadata."""
+
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: dict[int, PartitionInfo]
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class ClusterMetadata:
+    """Brokers and topics as last reported, plus what the client wants refreshed."""
+
+    bootstrap: list[tuple[str, int]]
+    brokers: dict[int, Node] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    cluster_id: str | None = None
+    controller_id: int = -1
+    #: bumped on every update so observers can tell something changed
+    version: int = 0
+    last_refresh_ms: int = -1
+
+    def node(self, node_id: int) -> Node | None:
+        """The broker ``node_id``; bootstrap entries have ids -1, -2, ..."""
+        if node_id < 0:
+            index = -node_id - 1
+            if index < len(self.bootstrap):
+                host, port = self.bootstrap[index]
+                return Node(node_id, host, port)
+            return None
+        return self.brokers.get(node_id)
+
+    def known_node_ids(self) -> list[int]:
+        """Broker ids from metadata, or the bootstrap ids before the first update."""
+        if self.brokers:
+            return sorted(self.brokers)
+        return [-(i + 1) for i in range(len(self.bootstrap))]
+
+    def leader_for(self, tp: TopicPartition) -> int | None:
+        """The leader broker id of ``tp`` if known and online."""
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return None
+        info = topic.partitions.get(tp.partition)
+        if info is None or info.leader < 0 or info.leader not in self.brokers:
+            return None
+        return info.leader
+
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch of ``tp`` if known."""
+        topic = self.topics.get(tp.topic)
+        info = topic.partitions.get(tp.partition) if topic else None
+        return info.leader_epoch if info is not None and info.leader_epoch >= 0 else None
+
+    def partitions_for(self, topic: str) -> list[PartitionInfo] | None:
+        """Partition infos of ``topic`` sorted by partition, or None if unknown."""
+        info = self.topics.get(topic)
+        if info is None:
+            return None
+        return [info.partitions[p] for p in sorted(info.partitions)]
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (None if unknown or the broker reported none)."""
+        info = self.topics.get(topic)
+        if info is None or info.topic_id == ZERO_UUID:
+            return None
+        return info.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id``."""
+        for info in self.topics.values():
+            if info.topic_id == topic_id:
+                return info.name
+        return None
+
+    def update(
+        self,
+        brokers: dict[int, Node],
+        topics: dict[str, TopicInfo],
+        *,
+        cluster_id: str | None,
+        controller_id: int,
+        now_ms: int,
+        full: bool,
+    ) -> None:
+        """Apply a Metadata response. ``full`` replaces all topics, else merges these."""
+        self.brokers = brokers
+        if full:
+            self.topics = dict(topics)
+        else:
+            self.topics.update(topics)
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.last_refresh_ms = now_ms
+        self.version += 1
+
+    def forget_topics(self, names: set[str]) -> None:
+        """Drop topics the client no longer cares about or that no longer exist."""
+        for name in names:
+            self.topics.pop(name, None)
+        self.version += 1

@@ -1,0 +1,46 @@
+"""Assembles the network stack of one client from its configuration. [app: at construction]"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaflux.config import CommonConfig, parse_host_port
+from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.metadata_manager import MetadataManager
+from kaflux.network.network_client import NetworkClient
+from kaflux.network.network_client_delegate import NetworkClientDelegate
+
+
+@dataclass(slots=True)
+class NetworkStack:
+    """The pieces every client's network thread runs."""
+
+    cluster: ClusterMetadata
+    client: NetworkClient
+    delegate: NetworkClientDelegate
+    metadata: MetadataManager
+    retry_backoff: ExponentialBackoff
+
+
+def build_network(config: CommonConfig, client_id: str, *, allow_auto_create_topics: bool) -> NetworkStack:
+    """Build cluster metadata, network client, delegate and metadata manager for ``config``."""
+    cluster = ClusterMetadata([parse_host_port(s) for s in config.bootstrap_servers])
+    client = NetworkClient(
+        cluster,
+        client_id=client_id,
+        request_timeout_ms=config.request_timeout_ms,
+        max_in_flight=config.max_in_flight_requests_per_connection,
+        reconnect_backoff=ExponentialBackoff(config.reconnect_backoff_ms, config.reconnect_backoff_max_ms),
+        connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+        send_buffer_bytes=config.send_buffer_bytes,
+        receive_buffer_bytes=config.receive_buffer_bytes,
+    )
+    retry_backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
+    metadata = MetadataManager(
+        cluster,
+        RequestState(retry_backoff),
+        max_age_ms=config.metadata_max_age_ms,
+        allow_auto_create_topics=allow_auto_create_topics,
+    )
+    return NetworkStack(cluster, client, NetworkClientDelegate(client, config.request_timeout_ms), metadata, retry_backoff)

@@ -1,0 +1,188 @@
+"""Keeps :class:`~kaflux.network.cluster.ClusterMetadata` fresh. [bg, pure: takes now_ms]
+
+A request manager: ``poll(now_ms)`` returns a Metadata request when an update is due — the
+first time, when someone asked for one (new topics, a leader moved, an unknown partition),
+or every ``metadata.max.age.ms`` — and never more often than the retry backoff allows.
+Callers may also ask for a one-off answer with :meth:`MetadataManager.request_topics`, whose
+callback gets the parsed topics (used for ``partitions_for`` and ``list_topics``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kaflux.errors import KafkaError, error_for_code
+from kaflux.network.backoff import RequestState
+from kaflux.network.cluster import ClusterMetadata, TopicInfo
+from kaflux.network.network_client import ClientResponse
+from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from kaflux.structs import Node, PartitionInfo
+
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_LEADER_NOT_AVAILABLE = 5
+
+
+@dataclass(slots=True)
+class MetadataAnswer:
+    """The parsed content of one Metadata response."""
+
+    brokers: dict[int, Node]
+    topics: dict[str, TopicInfo]
+    #: per-topic error codes for topics that could not be described (e.g. unknown)
+    topic_errors: dict[str, int]
+    cluster_id: str | None
+    controller_id: int
+
+
+TopicsCallback = Callable[[MetadataAnswer | None, KafkaError | None], None]
+
+
+def parse_metadata(response: MetadataResponse) -> MetadataAnswer:
+    """Turn a Metadata response into nodes and topic infos."""
+    brokers = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
+    topics: dict[str, TopicInfo] = {}
+    errors: dict[str, int] = {}
+    for t in response.topics:
+        if t.name is None:
+            continue
+        if t.error_code not in (0, _LEADER_NOT_AVAILABLE):
+            errors[t.name] = t.error_code
+            continue
+        partitions = {
+            p.partition_index: PartitionInfo(
+                t.name,
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                tuple(p.replica_nodes),
+                tuple(p.isr_nodes),
+                tuple(p.offline_replicas),
+            )
+            for p in t.partitions
+        }
+        topics[t.name] = TopicInfo(t.name, t.topic_id or uuid.UUID(int=0), t.is_internal, partitions, t.error_code)
+    return MetadataAnswer(brokers, topics, errors, response.cluster_id, response.controller_id)
+
+
+class MetadataManager:
+    """Decides when to refresh cluster metadata and applies responses."""
+
+    def __init__(
+        self,
+        cluster: ClusterMetadata,
+        request_state: RequestState,
+        *,
+        max_age_ms: int,
+        allow_auto_create_topics: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self._state = request_state
+        self._max_age_ms = max_age_ms
+        self._allow_auto_create = allow_auto_create_topics
+        #: topics to keep fresh; None means all topics in the cluster
+        self._topics: set[str] | None = set()
+        self._update_requested = True
+        self._one_off: list[tuple[list[str] | None, bool, TopicsCallback]] = []
+        self._listeners: list[Callable[[ClusterMetadata], None]] = []
+
+    # -- configuration by other managers ------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[ClusterMetadata], None]) -> None:
+        """Call ``listener(cluster)`` after every applied update."""
+        self._listeners.append(listener)
+
+    def set_topics(self, topics: set[str] | None) -> None:
+        """Keep exactly these topics fresh (None: every topic, as for pattern subscriptions)."""
+        if topics != self._topics:
+            self._topics = None if topics is None else set(topics)
+            self._update_requested = True
+
+    def add_topics(self, topics: set[str]) -> None:
+        """Also keep these topics fresh."""
+        if self._topics is not None and not topics <= self._topics:
+            self._topics |= topics
+            self._update_requested = True
+
+    def request_update(self) -> None:
+        """Refresh at the next opportunity (a leader moved, a partition was unknown...)."""
+        self._update_requested = True
+
+    def request_topics(self, topics: list[str] | None, callback: TopicsCallback, *, auto_create: bool = False) -> None:
+        """Ask once for ``topics`` (None: all); ``callback(answer, error)`` runs on this thread."""
+        self._one_off.append((topics, auto_create, callback))
+
+    # -- request manager ----------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        """Return Metadata requests that are due."""
+        unsent: list[UnsentRequest] = []
+        while self._one_off:
+            topics, auto_create, callback = self._one_off.pop(0)
+            unsent.append(self._one_off_request(topics, auto_create, callback))
+        age = now_ms - self.cluster.last_refresh_ms if self.cluster.last_refresh_ms >= 0 else None
+        due = self._update_requested or age is None or age >= self._max_age_ms
+        if due and self._state.can_send(now_ms):
+            self._state.on_send(now_ms)
+            self._update_requested = False
+            topics = None if self._topics is None else sorted(self._topics)
+            unsent.append(
+                UnsentRequest(self._build(topics, self._allow_auto_create), None, self._on_response_factory(topics))
+            )
+            wait = self._max_age_ms
+        elif due:
+            wait = max(1, self._state.remaining_backoff_ms(now_ms)) if not self._state.in_flight else 5000
+        else:
+            wait = self._max_age_ms - (age or 0)
+        return PollResult(max(0, wait), unsent)
+
+    def _build(self, topics: list[str] | None, auto_create: bool) -> MetadataRequest:
+        request_topics = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
+        return MetadataRequest(topics=request_topics, allow_auto_topic_creation=auto_create)
+
+    def _one_off_request(self, topics: list[str] | None, auto_create: bool, callback: TopicsCallback) -> UnsentRequest:
+        def handle(response: ClientResponse) -> None:
+            if response.error is not None:
+                callback(None, response.error)
+                return
+            answer = parse_metadata(response.body)
+            self._apply(answer, response.received_ms, full=topics is None)
+            callback(answer, None)
+
+        return UnsentRequest(self._build(topics, auto_create), None, handle)
+
+    def _on_response_factory(self, topics: list[str] | None) -> Callable[[ClientResponse], None]:
+        def handle(response: ClientResponse) -> None:
+            if response.error is not None:
+                self._state.on_failure(response.received_ms)
+                self._update_requested = True
+                return
+            answer = parse_metadata(response.body)
+            self._state.on_success()
+            retry = any(
+                code in (_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE) or error_for_code(code).retriable
+                for code in answer.topic_errors.values()
+            ) or any(p.leader < 0 for t in answer.topics.values() for p in t.partitions.values())
+            self._apply(answer, response.received_ms, full=topics is None)
+            if retry:
+                # Topics being created or leaders being elected: ask again after a backoff.
+                self._state.on_failure(response.received_ms)
+                self._update_requested = True
+
+        return handle
+
+    def _apply(self, answer: MetadataAnswer, now_ms: int, *, full: bool) -> None:
+        self.cluster.update(
+            answer.brokers,
+            answer.topics,
+            cluster_id=answer.cluster_id,
+            controller_id=answer.controller_id,
+            now_ms=now_ms,
+            full=full,
+        )
+        if answer.topic_errors:
+            self.cluster.forget_topics(set(answer.topic_errors))
+        for listener in self._listeners:
+            listener(self.cluster)

@@ -1,0 +1,323 @@
+"""The selector loop over all broker connections. [bg: only the network thread calls it,
+except :meth:`NetworkClient.wakeup`, which any thread may call]
+
+Responsibilities, mirroring Java's ``NetworkClient``:
+
+* connections per broker, opened on demand, with reconnect backoff (exponential, jittered,
+  ``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms``) and a connection-setup timeout;
+* at most ``max.in.flight.requests.per.connection`` requests in flight per broker;
+* ``request.timeout.ms``: a request unanswered for that long fails with
+  :class:`~kaflux.errors.KafkaTimeoutError` and its connection is closed (the other requests
+  on it fail with :class:`~kaflux.errors.KafkaConnectionError`);
+* a wakeup socketpair so another thread can cut a blocking :meth:`poll` short.
+
+Every failure reaches the caller as a :class:`ClientResponse` with ``error`` set, all of
+them retriable: a request is never lost silently.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.connection import BrokerConnection, describe_failure
+from kaflux.protocol.api import ApiKey
+from kaflux.protocol.framing import RequestMessage
+
+
+@dataclass(slots=True)
+class ClientRequest:
+    """A request to send to one broker, with the callback that receives its outcome."""
+
+    node_id: int
+    request: RequestMessage
+    callback: Callable[[ClientResponse], None]
+    created_ms: int
+    expect_response: bool = True
+    #: highest version the caller can build (None: whatever both sides support)
+    max_version: int | None = None
+
+
+@dataclass(slots=True)
+class ClientResponse:
+    """The outcome of a :class:`ClientRequest`: a decoded ``body`` or an ``error``."""
+
+    request: ClientRequest
+    body: Any
+    error: KafkaError | None
+    api_version: int
+    received_ms: int
+
+
+@dataclass(slots=True)
+class _NodeBackoff:
+    failures: int = 0
+    retry_at_ms: int = 0
+
+
+class NetworkClient:
+    """Owns the selector and all broker connections of one client."""
+
+    def __init__(
+        self,
+        cluster: ClusterMetadata,
+        *,
+        client_id: str,
+        request_timeout_ms: int,
+        max_in_flight: int,
+        reconnect_backoff: ExponentialBackoff,
+        connection_setup_timeout_ms: int,
+        send_buffer_bytes: int = 131072,
+        receive_buffer_bytes: int = 65536,
+    ) -> None:
+        self.cluster = cluster
+        self._client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._max_in_flight = max_in_flight
+        self._reconnect_backoff = reconnect_backoff
+        self._setup_timeout_ms = connection_setup_timeout_ms
+        self._send_buffer_bytes = send_buffer_bytes
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._selector = selectors.DefaultSelector()
+        self._connections: dict[int, BrokerConnection] = {}
+        self._backoff: dict[int, _NodeBackoff] = {}
+        self._completed: list[ClientResponse] = []
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+
+    # -- any thread -------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Interrupt a blocked :meth:`poll`. Safe from any thread."""
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (a wakeup is already pending) or we are closing
+
+    # -- network thread ---------------------------------------------------------------------
+
+    def connection(self, node_id: int) -> BrokerConnection | None:
+        """The connection object for ``node_id`` if one was opened."""
+        return self._connections.get(node_id)
+
+    def is_ready(self, node_id: int) -> bool:
+        """Connected, versions negotiated, and below the in-flight limit."""
+        conn = self._connections.get(node_id)
+        return conn is not None and conn.is_ready() and conn.in_flight_count() < self._max_in_flight
+
+    def in_flight_count(self, node_id: int | None = None) -> int:
+        """Requests in flight to ``node_id`` (or to all brokers)."""
+        if node_id is not None:
+            conn = self._connections.get(node_id)
+            return conn.in_flight_count() if conn else 0
+        return sum(c.in_flight_count() for c in self._connections.values())
+
+    def connection_failed_recently(self, node_id: int, now_ms: int) -> bool:
+        """Whether ``node_id`` is in reconnect backoff."""
+        state = self._backoff.get(node_id)
+        return state is not None and state.failures > 0 and now_ms < state.retry_at_ms
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """Like :meth:`is_ready`, but starts connecting if the node is idle and not backing off."""
+        if self.is_ready(node_id):
+            return True
+        conn = self._connections.get(node_id)
+        if (conn is None or not conn.is_connected_or_connecting()) and not self.connection_failed_recently(
+            node_id, now_ms
+        ):
+            self._initiate_connect(node_id, now_ms)
+        return False
+
+    def api_version(self, node_id: int, api_key: ApiKey) -> int | None:
+        """The negotiated version of ``api_key`` on a READY connection, else None."""
+        conn = self._connections.get(node_id)
+        if conn is None or not conn.is_ready():
+            return None
+        return conn.negotiated.get(api_key)
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        """Send on a READY connection (check :meth:`is_ready` first).
+
+        Failures, including "no common API version", complete the request with an error.
+        """
+        conn = self._connections.get(request.node_id)
+        if conn is None or not conn.is_ready():
+            self._complete(request, None, KafkaConnectionError(f"node {request.node_id} is not ready"), -1, now_ms)
+            return
+        try:
+            version = conn.version_for(ApiKey(request.request.API_KEY))
+            if request.max_version is not None:
+                version = min(version, request.max_version)
+            conn.send(request.request, version, request, now_ms, expect_response=request.expect_response)
+        except KafkaError as exc:
+            if isinstance(exc, KafkaConnectionError):
+                self._disconnect(conn, exc, now_ms)
+            self._complete(request, None, exc, -1, now_ms)
+            return
+        if not request.expect_response:
+            self._complete(request, None, None, version, now_ms)
+
+    def poll(self, timeout_ms: int, now_ms: int, clock: Callable[[], int]) -> list[ClientResponse]:
+        """Wait up to ``timeout_ms`` for I/O, do it, and return every completed request.
+
+        ``clock`` reads the current time in ms after the wait (the only clock use here).
+        """
+        self._update_interest()
+        if self._completed:
+            timeout_ms = 0
+        timeout_ms = min(timeout_ms, self._next_timeout_ms(now_ms))
+        events = self._selector.select(max(0, timeout_ms) / 1000.0)
+        now_ms = clock()
+        for key, mask in events:
+            conn = key.data
+            if conn is None:
+                self._drain_wakeups()
+                continue
+            self._handle_io(conn, mask, now_ms)
+        self._expire(now_ms)
+        completed, self._completed = self._completed, []
+        return completed
+
+    def close(self) -> list[ClientResponse]:
+        """Close every connection; returns the in-flight requests, failed with
+        KafkaConnectionError."""
+        if self._closed:
+            return []
+        self._closed = True
+        for conn in list(self._connections.values()):
+            self._disconnect(conn, KafkaConnectionError("client closed"), 0, backoff=False)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+        completed, self._completed = self._completed, []
+        return completed
+
+    def disconnect(self, node_id: int, now_ms: int) -> None:
+        """Close the connection to ``node_id`` (e.g. the coordinator moved)."""
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.is_connected_or_connecting():
+            self._disconnect(conn, KafkaConnectionError(f"disconnected from node {node_id}"), now_ms, backoff=False)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _initiate_connect(self, node_id: int, now_ms: int) -> None:
+        node = self.cluster.node(node_id)
+        if node is None:
+            return
+        conn = self._connections.get(node_id)
+        if conn is None or (conn.host, conn.port) != (node.host, node.port):
+            conn = BrokerConnection(
+                node_id,
+                node.host,
+                node.port,
+                client_id=self._client_id,
+                send_buffer_bytes=self._send_buffer_bytes,
+                receive_buffer_bytes=self._receive_buffer_bytes,
+            )
+            self._connections[node_id] = conn
+        try:
+            conn.connect(now_ms)
+        except KafkaError:
+            self._record_failure(node_id, now_ms)
+            return
+        self._selector.register(conn.fileno(), selectors.EVENT_WRITE, conn)
+
+    def _update_interest(self) -> None:
+        for conn in self._connections.values():
+            if not conn.is_connected_or_connecting():
+                continue
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.wants_write() else 0)
+            key = self._selector.get_key(conn.fileno())
+            if key.events != mask:
+                self._selector.modify(conn.fileno(), mask, conn)
+
+    def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
+        was_ready = conn.is_ready()
+        try:
+            if mask & selectors.EVENT_WRITE:
+                conn.on_writable(now_ms)
+            if mask & selectors.EVENT_READ and conn.is_connected_or_connecting():
+                for response in conn.on_readable(now_ms):
+                    request: ClientRequest = response.in_flight.context
+                    self._complete(request, response.body, None, response.in_flight.api_version, now_ms)
+        except Exception as exc:  # noqa: BLE001 - every I/O or parse failure closes the connection
+            self._disconnect(conn, describe_failure(exc), now_ms)
+            return
+        if conn.is_ready() and not was_ready:
+            self._backoff.pop(conn.node_id, None)
+
+    def _expire(self, now_ms: int) -> None:
+        for conn in list(self._connections.values()):
+            if not conn.is_connected_or_connecting():
+                continue
+            if not conn.is_ready() and now_ms - conn.connect_started_ms > self._setup_timeout_ms:
+                self._disconnect(
+                    conn,
+                    KafkaTimeoutError(
+                        f"connection to node {conn.node_id} ({conn.host}:{conn.port}) not established "
+                        f"within socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
+                    ),
+                    now_ms,
+                )
+                continue
+            oldest = conn.oldest_send_ms()
+            if oldest is not None and now_ms - oldest >= self._request_timeout_ms:
+                self._disconnect(
+                    conn,
+                    KafkaTimeoutError(
+                        f"no response from node {conn.node_id} ({conn.host}:{conn.port}) within "
+                        f"request.timeout.ms={self._request_timeout_ms}; the connection was closed"
+                    ),
+                    now_ms,
+                )
+
+    def _next_timeout_ms(self, now_ms: int) -> int:
+        deadline = 2**31
+        for conn in self._connections.values():
+            if not conn.is_connected_or_connecting():
+                continue
+            if not conn.is_ready():
+                deadline = min(deadline, conn.connect_started_ms + self._setup_timeout_ms + 1 - now_ms)
+            oldest = conn.oldest_send_ms()
+            if oldest is not None:
+                deadline = min(deadline, oldest + self._request_timeout_ms - now_ms)
+        return max(0, deadline)
+
+    def _disconnect(self, conn: BrokerConnection, error: KafkaError, now_ms: int, *, backoff: bool = True) -> None:
+        if conn.is_connected_or_connecting():
+            try:
+                self._selector.unregister(conn.fileno())
+            except (KeyError, ValueError):
+                pass
+        failed = conn.close()
+        if backoff:
+            self._record_failure(conn.node_id, now_ms)
+        for in_flight in failed:
+            request: ClientRequest = in_flight.context
+            self._complete(request, None, error, in_flight.api_version, now_ms)
+
+    def _record_failure(self, node_id: int, now_ms: int) -> None:
+        state = self._backoff.setdefault(node_id, _NodeBackoff())
+        state.retry_at_ms = now_ms + self._reconnect_backoff.backoff_ms(state.failures)
+        state.failures += 1
+
+    def _complete(
+        self, request: ClientRequest, body: Any, error: KafkaError | None, version: int, now_ms: int
+    ) -> None:
+        self._completed.append(ClientResponse(request, body, error, version, now_ms))
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass

@@ -1,0 +1,166 @@
+"""The unsent-request queue between request managers and the network client. [bg]
+
+Request managers never send anything: their ``poll(now_ms)`` returns a :class:`PollResult`
+of :class:`UnsentRequest` objects. The network thread adds them here; each loop this delegate
+sends those whose broker is ready (connecting to it if needed), fails those that could not
+be sent within ``request.timeout.ms``, polls the network client and hands every outcome to
+the request's handler. Handlers run on the network thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kaflux.errors import KafkaError, KafkaTimeoutError
+from kaflux.network.network_client import ClientRequest, ClientResponse, NetworkClient
+from kaflux.protocol.framing import RequestMessage
+
+log = logging.getLogger(__name__)
+
+#: The longest the network thread sleeps in one poll when no manager asks for sooner.
+MAX_POLL_TIMEOUT_MS = 5000
+
+
+@dataclass(slots=True)
+class UnsentRequest:
+    """A request a manager wants sent. ``node_id=None`` means the least-loaded broker."""
+
+    request: RequestMessage
+    node_id: int | None
+    handler: Callable[[ClientResponse], None]
+    max_version: int | None = None
+    expect_response: bool = True
+    #: set when the delegate accepts it: the request fails if still unsent by then
+    deadline_ms: int = -1
+
+
+@dataclass(slots=True)
+class PollResult:
+    """What a request manager's ``poll`` returns."""
+
+    time_until_next_poll_ms: int = MAX_POLL_TIMEOUT_MS
+    unsent: list[UnsentRequest] = field(default_factory=list)
+
+
+
+class NetworkClientDelegate:
+    """Queues unsent requests, sends them when their broker is ready, dispatches responses."""
+
+    def __init__(self, client: NetworkClient, request_timeout_ms: int) -> None:
+        self.client = client
+        self._request_timeout_ms = request_timeout_ms
+        self._unsent: deque[UnsentRequest] = deque()
+
+    def add(self, request: UnsentRequest, now_ms: int) -> None:
+        """Queue ``request``; it gets ``request.timeout.ms`` to be sent."""
+        request.deadline_ms = now_ms + self._request_timeout_ms
+        self._unsent.append(request)
+
+    def add_all(self, requests: Iterable[UnsentRequest], now_ms: int) -> None:
+        """Queue several requests."""
+        for request in requests:
+            self.add(request, now_ms)
+
+    def has_unsent(self) -> bool:
+        """Whether requests are waiting to be sent."""
+        return bool(self._unsent)
+
+    def poll(self, timeout_ms: int, now_ms: int, clock: Callable[[], int]) -> None:
+        """Send what can be sent, wait for I/O up to ``timeout_ms``, run response handlers."""
+        self._try_send(now_ms)
+        if self._unsent:
+            # Unsent requests wait on a connection; come back soon to retry them.
+            timeout_ms = min(timeout_ms, 50)
+        responses = self.client.poll(timeout_ms, now_ms, clock)
+        now_ms = clock()
+        self._try_send(now_ms)
+        for response in responses:
+            self._dispatch(response)
+        self._fail_expired(now_ms)
+
+    def _try_send(self, now_ms: int) -> None:
+        pending = len(self._unsent)
+        for _ in range(pending):
+            unsent = self._unsent.popleft()
+            node_id = unsent.node_id if unsent.node_id is not None else self.least_loaded_node(now_ms)
+            if node_id is None or not self.client.ready(node_id, now_ms):
+                self._unsent.append(unsent)
+                continue
+            self.client.send(
+                ClientRequest(
+                    node_id=node_id,
+                    request=unsent.request,
+                    callback=unsent.handler,
+                    created_ms=now_ms,
+                    expect_response=unsent.expect_response,
+                    max_version=unsent.max_version,
+                ),
+                now_ms,
+            )
+
+    def _fail_expired(self, now_ms: int) -> None:
+        pending = len(self._unsent)
+        for _ in range(pending):
+            unsent = self._unsent.popleft()
+            if now_ms < unsent.deadline_ms:
+                self._unsent.append(unsent)
+                continue
+            target = "any broker" if unsent.node_id is None else f"node {unsent.node_id}"
+            error = KafkaTimeoutError(
+                f"{type(unsent.request).__name__} could not be sent to {target} within "
+                f"request.timeout.ms={self._request_timeout_ms}: no connection could be made"
+            )
+            request = ClientRequest(
+                node_id=unsent.node_id if unsent.node_id is not None else -1,
+                request=unsent.request,
+                callback=unsent.handler,
+                created_ms=now_ms,
+            )
+            self._dispatch(ClientResponse(request, None, error, -1, now_ms))
+
+    def _dispatch(self, response: ClientResponse) -> None:
+        try:
+            response.request.callback(response)
+        except Exception:
+            # A handler bug must not kill the network thread; managers report their own
+            # errors to the application through events.
+            log.exception("response handler for %s failed", type(response.request.request).__name__)
+
+    def least_loaded_node(self, now_ms: int) -> int | None:
+        """A broker to send a node-agnostic request to: ready with the fewest in flight,
+        else one that is connecting, else one not in reconnect backoff (connect to it)."""
+        nodes = self.client.cluster.known_node_ids()
+        best: int | None = None
+        best_load = 2**31
+        for node_id in nodes:
+            if self.client.is_ready(node_id):
+                load = self.client.in_flight_count(node_id)
+                if load < best_load:
+                    best, best_load = node_id, load
+        if best is not None:
+            return best
+        for node_id in nodes:
+            conn = self.client.connection(node_id)
+            if conn is not None and conn.is_connected_or_connecting():
+                return node_id
+        for node_id in nodes:
+            if not self.client.connection_failed_recently(node_id, now_ms):
+                return node_id
+        return None
+
+    def close(self, error: KafkaError) -> None:
+        """Fail every unsent request with ``error``, close all connections and fail what was
+        in flight."""
+        self.fail_all_unsent(error)
+        for response in self.client.close():
+            self._dispatch(response)
+
+    def fail_all_unsent(self, error: KafkaError) -> None:
+        """At close: fail every request that was never sent with ``error``."""
+        while self._unsent:
+            unsent = self._unsent.popleft()
+            request = ClientRequest(-1, unsent.request, unsent.handler, 0)
+            self._dispatch(ClientResponse(request, None, error, -1, 0))

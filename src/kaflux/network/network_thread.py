@@ -1,0 +1,163 @@
+"""The background network thread shared by the consumer, the producer and the admin client.
+[bg: the loop; app: :meth:`NetworkThread.submit`, :meth:`NetworkThread.close`]
+
+Theory of operation. Each client owns one :class:`NetworkThread`. The application thread never
+touches a socket: it puts an *application event* on :attr:`NetworkThread.events` with
+:meth:`submit` (which also wakes the selector). Each pass of the loop:
+
+1. drains the event queue into the client's :class:`EventProcessor` (which updates request
+   managers and completes or chains the event's future);
+2. polls every request manager for a :class:`PollResult` and queues its unsent requests;
+3. sends what it can and waits for I/O, at most as long as the soonest manager asked;
+4. lets the processor fail events whose deadline passed.
+
+Only this module reads the clock; managers get ``now_ms``. On :meth:`close` the loop asks each
+manager for its last requests (``poll_on_close``), keeps sending until they are answered or the
+close deadline passes, then closes every connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from kaflux.errors import KafkaConnectionError
+from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, NetworkClientDelegate, PollResult
+
+log = logging.getLogger(__name__)
+
+
+def monotonic_ms() -> int:
+    """The clock every kaflux timer uses: monotonic milliseconds."""
+    return int(time.monotonic() * 1000)
+
+
+class RequestManager(Protocol):
+    """A source of requests. ``poll`` does no I/O and must not block."""
+
+    def poll(self, now_ms: int) -> PollResult: ...
+
+
+class EventProcessor(Protocol):
+    """Applies application events on the network thread."""
+
+    def process(self, event: Any, now_ms: int) -> None: ...
+
+    def expire(self, now_ms: int) -> None: ...
+
+    def fail_all(self, error: Exception) -> None: ...
+
+
+class NetworkThread(threading.Thread):
+    """Runs one client's request managers and network I/O on a daemon thread."""
+
+    def __init__(
+        self,
+        name: str,
+        delegate: NetworkClientDelegate,
+        managers: Sequence[RequestManager],
+        processor: EventProcessor,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.delegate = delegate
+        self._managers = list(managers)
+        self._processor = processor
+        self._close_deadline_ms: int | None = None
+        self._closed = threading.Event()
+        #: how long the app may wait before the managers need it (for poll timeouts)
+        self.max_time_to_wait_ms = MAX_POLL_TIMEOUT_MS
+        self.loop_count = 0
+
+    # -- application thread ------------------------------------------------------------------
+
+    def submit(self, event: Any) -> None:
+        """Queue an application event and wake the network thread. Never blocks."""
+        self.events.put(event)
+        self.delegate.client.wakeup()
+
+    def wakeup(self) -> None:
+        """Make the loop run a pass now."""
+        self.delegate.client.wakeup()
+
+    def close(self, timeout_s: float) -> bool:
+        """Let the managers finish (bounded by ``timeout_s``), then stop; True if it stopped."""
+        if self.is_alive():
+            self._close_deadline_ms = monotonic_ms() + int(timeout_s * 1000)
+            self.delegate.client.wakeup()
+            self._closed.wait(max(0.0, timeout_s) + 1.0)
+        return not self.is_alive() or self._closed.is_set()
+
+    # -- network thread ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            while self._close_deadline_ms is None:
+                try:
+                    self.run_once()
+                except Exception:
+                    # A bug in one pass must not kill the client; managers report their own
+                    # failures through events.
+                    log.exception("%s: error in network loop", self.name)
+                    time.sleep(0.01)
+            self._run_close()
+        finally:
+            self._shutdown()
+
+    def run_once(self) -> None:
+        """One pass: events, managers, I/O, expiry."""
+        now = monotonic_ms()
+        self._drain_events(now)
+        wait = MAX_POLL_TIMEOUT_MS
+        for manager in self._managers:
+            result = manager.poll(now)
+            self.delegate.add_all(result.unsent, now)
+            wait = min(wait, result.time_until_next_poll_ms)
+        self.max_time_to_wait_ms = wait
+        self.delegate.poll(wait, now, monotonic_ms)
+        self._processor.expire(monotonic_ms())
+        self.loop_count += 1
+
+    def _drain_events(self, now: int) -> None:
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                self._processor.process(event, now)
+            except Exception as exc:
+                log.exception("%s: failed to process %s", self.name, type(event).__name__)
+                future = getattr(event, "future", None)
+                if future is not None and not future.done():
+                    future.set_exception(exc)
+
+    def _run_close(self) -> None:
+        assert self._close_deadline_ms is not None
+        now = monotonic_ms()
+        self._drain_events(now)
+        for manager in self._managers:
+            poll_on_close = getattr(manager, "poll_on_close", None)
+            if poll_on_close is not None:
+                self.delegate.add_all(poll_on_close(now).unsent, now)
+        while now < self._close_deadline_ms and (
+            self.delegate.has_unsent() or self.delegate.client.in_flight_count() > 0
+        ):
+            self._drain_events(now)
+            self.delegate.poll(min(100, self._close_deadline_ms - now), now, monotonic_ms)
+            now = monotonic_ms()
+
+    def _shutdown(self) -> None:
+        error = KafkaConnectionError("the client was closed")
+        try:
+            self.delegate.close(error)
+            self._drain_events(monotonic_ms())
+            self._processor.fail_all(error)
+        except Exception:
+            log.exception("%s: error while closing", self.name)
+        finally:
+            self._closed.set()

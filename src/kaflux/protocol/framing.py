@@ -1,0 +1,187 @@
+"""Sans-IO core of one broker connection: framing, headers and correlation ids. [pure]
+
+:class:`BrokerProtocol` never touches a socket. The I/O shell (``network.connection``)
+
+* calls :meth:`BrokerProtocol.send_request` to frame a request, then writes
+  :meth:`BrokerProtocol.pending_output` to the socket and reports :meth:`output_sent`;
+* asks :meth:`BrokerProtocol.recv_buffer` for the exact ``memoryview`` to ``recv_into``, and
+  reports with :meth:`BrokerProtocol.data_received`, which returns the responses completed.
+
+Receiving is zero-copy: each response body is read straight into its own ``bytearray`` and
+decoded from a ``memoryview`` over it, so ``records`` fields of Fetch responses are slices of
+that buffer and no byte is copied before the record decoder reads it.
+
+Kafka answers requests on one connection in order; a response whose correlation id is not
+the oldest in flight is a protocol violation and the connection must be closed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kaflux.errors import ProtocolError
+from kaflux.protocol.api import request_header_version, response_header_version
+from kaflux.protocol.messages.headers import RequestHeader, ResponseHeader
+from kaflux.protocol.primitives import Reader, Writer
+
+_SIZE = struct.Struct(">i")
+
+#: A response larger than this is refused as a protocol violation (Kafka's own default limit
+#: for a socket request is 100 MiB; responses are bounded by fetch.max.bytes in practice).
+DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+
+class RequestMessage(Protocol):
+    """What framing needs of a generated request class."""
+
+    API_KEY: int
+
+    def encode(self, w: Writer, version: int) -> None: ...
+
+
+@dataclass(slots=True)
+class InFlightRequest:
+    """A request written to the connection and awaiting its response."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    request: Any
+    context: Any
+
+
+@dataclass(slots=True)
+class ReceivedResponse:
+    """A complete response, decoded, matched with the request that caused it."""
+
+    in_flight: InFlightRequest
+    body: Any
+    size: int
+
+
+class BrokerProtocol:
+    """Frames requests and parses responses for one broker connection."""
+
+    def __init__(self, client_id: str | None, *, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+        self._client_id = client_id
+        self._max_response_bytes = max_response_bytes
+        self._next_correlation_id = 0
+        self._in_flight: deque[InFlightRequest] = deque()
+        self._out = bytearray()
+        self._size_buf = bytearray(4)
+        self._body: bytearray | None = None
+        self._filled = 0
+
+    # -- sending -------------------------------------------------------------------------
+
+    def send_request(
+        self, request: RequestMessage, api_version: int, context: Any = None, *, expect_response: bool = True
+    ) -> InFlightRequest:
+        """Frame ``request`` at ``api_version`` and queue its bytes for sending.
+
+        ``expect_response=False`` is for the one request Kafka never answers (Produce with
+        ``acks=0``): it is not tracked as in flight.
+        """
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        header = RequestHeader(
+            request_api_key=request.API_KEY,
+            request_api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=self._client_id,
+        )
+        w = Writer()
+        header.encode(w, request_header_version(request.API_KEY, api_version))
+        request.encode(w, api_version)
+        payload = w.getvalue()
+        self._out += _SIZE.pack(len(payload))
+        self._out += payload
+        in_flight = InFlightRequest(correlation_id, request.API_KEY, api_version, request, context)
+        if expect_response:
+            self._in_flight.append(in_flight)
+        return in_flight
+
+    def pending_output(self) -> memoryview:
+        """Bytes waiting to be written to the socket (may be empty)."""
+        return memoryview(self._out)
+
+    def output_sent(self, count: int) -> None:
+        """Record that the first ``count`` bytes of :meth:`pending_output` were written."""
+        del self._out[:count]
+
+    def has_pending_output(self) -> bool:
+        """Whether bytes are waiting to be written."""
+        return bool(self._out)
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def in_flight_count(self) -> int:
+        """Requests sent (or queued) whose response has not arrived."""
+        return len(self._in_flight)
+
+    def in_flight(self) -> list[InFlightRequest]:
+        """The requests awaiting responses, oldest first."""
+        return list(self._in_flight)
+
+    def recv_buffer(self) -> memoryview:
+        """The writable view the next ``recv_into`` must fill (never empty)."""
+        if self._body is None:
+            return memoryview(self._size_buf)[self._filled :]
+        return memoryview(self._body)[self._filled :]
+
+    def data_received(self, count: int) -> list[ReceivedResponse]:
+        """Account for ``count`` bytes written into :meth:`recv_buffer`.
+
+        Returns the responses this completed (at most one per call, since the buffer handed
+        out never spans two frames). Raises ProtocolError on a malformed or unexpected frame.
+        """
+        self._filled += count
+        if self._body is None:
+            if self._filled < 4:
+                return []
+            (size,) = _SIZE.unpack(self._size_buf)
+            if size < 4 or size > self._max_response_bytes:
+                raise ProtocolError(f"response frame size {size} is out of range")
+            self._body = bytearray(size)
+            self._filled = 0
+            return []
+        if self._filled < len(self._body):
+            return []
+        body, self._body, self._filled = self._body, None, 0
+        return [self._decode(body)]
+
+    def _decode(self, body: bytearray) -> ReceivedResponse:
+        if not self._in_flight:
+            raise ProtocolError("received a response with no request in flight")
+        expected = self._in_flight.popleft()
+        reader = Reader(memoryview(body))
+        header = ResponseHeader.decode(
+            reader, response_header_version(expected.api_key, expected.api_version)
+        )
+        if header.correlation_id != expected.correlation_id:
+            raise ProtocolError(
+                f"correlation id {header.correlation_id} does not match the oldest request in flight "
+                f"({expected.correlation_id}, api key {expected.api_key})"
+            )
+        response_class = type(expected.request).RESPONSE
+        try:
+            decoded = response_class.decode(reader, expected.api_version)
+        except ProtocolError:
+            raise
+        except (ValueError, UnicodeDecodeError, struct.error, IndexError) as exc:
+            raise ProtocolError(
+                f"malformed response to api key {expected.api_key} v{expected.api_version}: {exc}"
+            ) from exc
+        return ReceivedResponse(expected, decoded, len(body))
+
+    def fail_all(self) -> list[InFlightRequest]:
+        """Forget every request in flight (the connection closed); returns them."""
+        failed = list(self._in_flight)
+        self._in_flight.clear()
+        self._out.clear()
+        self._body = None
+        self._filled = 0
+        return failed
