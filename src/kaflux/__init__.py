@@ -1,0 +1,39 @@
+"""kaflux: a Kafka client for Python on the event-driven, two-thread consumer design.
+
+Public API::
+
+    from kaflux import Consumer, Producer, AdminClient, TopicPartition
+"""
+
+from kaflux.admin import AdminClient, NewTopic
+from kaflux.consumer.consumer import Consumer
+from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
+from kaflux.errors import KafkaError
+from kaflux.producer.producer import Producer
+from kaflux.structs import (
+    Node,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    PartitionInfo,
+    RecordMetadata,
+    TopicPartition,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdminClient",
+    "Consumer",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "KafkaError",
+    "NewTopic",
+    "Node",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "PartitionInfo",
+    "Producer",
+    "RecordMetadata",
+    "TopicPartition",
+    "__version__",
+]

@@ -83,8 +83,8 @@ class _AdminEventProcessor:
             future = event.future
 
             def on_topics(answer: MetadataAnswer | None, error: KafkaError | None) -> None:
-                if error is not None:
-                    future.set_exception(error)
+                if answer is None:
+                    future.set_exception(error or KafkaError("no metadata"))
                 else:
                     future.set_result(answer)
 

@@ -13,6 +13,20 @@ from kaflux.structs import Node, PartitionInfo, TopicPartition
 
 ZERO_UUID = uuid.UUID(int=0)
 
+#: Coordinator connections get their own node ids (and so their own sockets), like Java's
+#: ``Integer.MAX_VALUE - nodeId``: a Fetch parked on the broker for fetch.max.wait.ms must not
+#: delay a commit or a heartbeat queued behind it on the same connection.
+_COORDINATOR_ID_BASE = 2**31 - 1
+
+
+def coordinator_node_id(broker_id: int) -> int:
+    """The node id used for the coordinator connection to ``broker_id``."""
+    return _COORDINATOR_ID_BASE - broker_id
+
+
+def is_coordinator_node_id(node_id: int) -> bool:
+    return node_id > _COORDINATOR_ID_BASE // 2
+
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
@@ -34,12 +48,17 @@ class ClusterMetadata:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     cluster_id: str | None = None
     controller_id: int = -1
+    #: coordinators found by FindCoordinator, by their coordinator node id
+    coordinators: dict[int, Node] = field(default_factory=dict)
     #: bumped on every update so observers can tell something changed
     version: int = 0
     last_refresh_ms: int = -1
 
     def node(self, node_id: int) -> Node | None:
-        """The broker ``node_id``; bootstrap entries have ids -1, -2, ..."""
+        """The broker ``node_id``; bootstrap entries have ids -1, -2, ...; coordinator
+        connections have ids from :func:`coordinator_node_id`."""
+        if is_coordinator_node_id(node_id):
+            return self.brokers.get(_COORDINATOR_ID_BASE - node_id) or self.coordinators.get(node_id)
         if node_id < 0:
             index = -node_id - 1
             if index < len(self.bootstrap):

@@ -25,7 +25,7 @@ from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.producer.accumulator import RecordAccumulator
 from kaflux.producer.partitioner import StickyPartitioner, partition_for_key
 from kaflux.producer.sender import ProduceRequestManager
-from kaflux.records import CODECS_BY_NAME
+from kaflux.records import codec_id
 from kaflux.structs import RecordMetadata, TopicPartition
 
 Serializer = Callable[[Any], bytes | None]
@@ -118,7 +118,7 @@ class Producer:
             batch_size=self._config.batch_size,
             linger_ms=self._config.linger_ms,
             buffer_memory=self._config.buffer_memory,
-            compression=CODECS_BY_NAME[self._config.compression_type],
+            compression=codec_id(self._config.compression_type),
             delivery_timeout_ms=self._config.delivery_timeout_ms,
         )
         network = build_network(self._config, client_id, allow_auto_create_topics=True)

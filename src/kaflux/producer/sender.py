@@ -83,7 +83,7 @@ class ProduceRequestManager:
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
             by_topic[batch.tp.topic].append(
-                PartitionProduceData(index=batch.tp.partition, records=batch.builder.build())
+                PartitionProduceData(index=batch.tp.partition, records=memoryview(batch.builder.build()))
             )
         request = ProduceRequest(
             acks=self._acks,

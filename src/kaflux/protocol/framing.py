@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from kaflux.errors import ProtocolError
 from kaflux.protocol.api import request_header_version, response_header_version
@@ -33,11 +33,23 @@ _SIZE = struct.Struct(">i")
 #: for a socket request is 100 MiB; responses are bounded by fetch.max.bytes in practice).
 DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 
+_API_VERSIONS_KEY = 18
+_UNSUPPORTED_VERSION = 35
+_ERROR_CODE = struct.Struct(">h")
+
+
+def _peek_error_code(reader: Reader) -> int | None:
+    """The int16 at the reader's position (ApiVersions responses start with error_code)."""
+    if reader.remaining() < 2:
+        return None
+    (code,) = _ERROR_CODE.unpack_from(reader.buf, reader.pos)
+    return int(code)
+
 
 class RequestMessage(Protocol):
     """What framing needs of a generated request class."""
 
-    API_KEY: int
+    API_KEY: ClassVar[int]
 
     def encode(self, w: Writer, version: int) -> None: ...
 
@@ -167,8 +179,12 @@ class BrokerProtocol:
                 f"({expected.correlation_id}, api key {expected.api_key})"
             )
         response_class = type(expected.request).RESPONSE
+        version = expected.api_version
+        if expected.api_key == _API_VERSIONS_KEY and _peek_error_code(reader) == _UNSUPPORTED_VERSION:
+            # A broker answers an ApiVersions version it does not know in the v0 format.
+            version = 0
         try:
-            decoded = response_class.decode(reader, expected.api_version)
+            decoded = response_class.decode(reader, version)
         except ProtocolError:
             raise
         except (ValueError, UnicodeDecodeError, struct.error, IndexError) as exc:

@@ -1,0 +1,123 @@
+"""Applies application events on the network thread. [bg]
+
+Each event goes to the request manager or shared state it targets, and the event's future is
+completed, or chained to the manager's future. Blocking events are remembered until done so
+that :meth:`ApplicationEventProcessor.expire` can fail them once their deadline passes (the
+"reaper" of Java's design), and :meth:`fail_all` at close.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, assert_never
+
+from kaflux.consumer.commit_request_manager import CommitRequestManager
+from kaflux.consumer.events import (
+    ApplicationEvent,
+    AssignmentChangeEvent,
+    CheckAndUpdatePositionsEvent,
+    CommitEvent,
+    CompletableEvent,
+    FetchCommittedOffsetsEvent,
+    ListOffsetsEvent,
+    PollEvent,
+    TopicMetadataEvent,
+    WakeNetworkEvent,
+    complete,
+    fail,
+)
+from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
+from kaflux.consumer.subscription_state import SubscriptionState
+from kaflux.errors import InvalidGroupIdError, KafkaError, KafkaTimeoutError
+from kaflux.network.metadata_manager import MetadataAnswer, MetadataManager
+
+
+class ApplicationEventProcessor:
+    """Dispatches application events to request managers."""
+
+    def __init__(
+        self,
+        subscription: SubscriptionState,
+        metadata: MetadataManager,
+        commits: CommitRequestManager | None,
+        offsets: OffsetsRequestManager,
+        *,
+        allow_auto_create_topics: bool,
+    ) -> None:
+        self._subscription = subscription
+        self._metadata = metadata
+        self._commits = commits
+        self._offsets = offsets
+        self._auto_create = allow_auto_create_topics
+        self._pending: list[CompletableEvent] = []
+
+    def process(self, event: ApplicationEvent, now_ms: int) -> None:
+        if isinstance(event, CompletableEvent):
+            self._pending = [e for e in self._pending if not e.future.done()]
+            self._pending.append(event)
+        match event:
+            case AssignmentChangeEvent():
+                self._assign(event, now_ms)
+            case PollEvent():
+                if self._commits is not None:
+                    self._commits.maybe_auto_commit(now_ms)
+            case CheckAndUpdatePositionsEvent():
+                self._offsets.await_positions(event.partitions, event.deadline_ms, event.future)
+            case CommitEvent():
+                commits = self._require_group(event.future)
+                if commits is not None:
+                    offsets = event.offsets if event.offsets is not None else self._subscription.all_consumed()
+                    commits.commit(offsets, retry=event.sync, deadline_ms=event.deadline_ms, future=event.future)
+            case FetchCommittedOffsetsEvent():
+                commits = self._require_group(event.future)
+                if commits is not None:
+                    commits.fetch_committed(frozenset(event.partitions), event.deadline_ms, event.future)
+            case ListOffsetsEvent():
+                self._offsets.list_offsets(event.timestamps, event.deadline_ms, event.future)
+            case TopicMetadataEvent():
+                self._topic_metadata(event)
+            case WakeNetworkEvent():
+                pass
+            case _:
+                assert_never(event)
+
+    def _assign(self, event: AssignmentChangeEvent, now_ms: int) -> None:
+        if self._commits is not None:
+            # Commit what was consumed from the old assignment before it changes.
+            self._commits.auto_commit_now(now_ms)
+        self._subscription.assign_from_user(event.partitions)
+        self._metadata.set_topics({tp.topic for tp in event.partitions})
+        complete(event.future, None)
+
+    def _require_group(self, future: Future[Any]) -> CommitRequestManager | None:
+        if self._commits is None:
+            fail(future, InvalidGroupIdError("committing and reading commits need a group.id in the config"))
+        return self._commits
+
+    def _topic_metadata(self, event: TopicMetadataEvent) -> None:
+        future = event.future
+
+        def on_answer(answer: MetadataAnswer | None, error: KafkaError | None) -> None:
+            if error is not None:
+                fail(future, error)
+            else:
+                complete(future, answer)
+
+        topics = None if event.topic is None else [event.topic]
+        self._metadata.request_topics(topics, on_answer, auto_create=self._auto_create and event.topic is not None)
+
+    def expire(self, now_ms: int) -> None:
+        """Fail blocking events whose deadline passed."""
+        for event in self._pending:
+            if not event.future.done() and now_ms >= event.deadline_ms:
+                fail(event.future, KafkaTimeoutError(f"{type(event).__name__} did not complete before its deadline"))
+        self._pending = [e for e in self._pending if not e.future.done()]
+
+    def fail_all(self, error: Exception) -> None:
+        """At close: fail everything still waiting."""
+        for event in self._pending:
+            fail(event.future, error)
+        self._pending = []
+        self._offsets.fail_all(error)
+        if self._commits is not None:
+            self._commits.fail_all(error)

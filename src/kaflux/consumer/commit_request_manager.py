@@ -1,0 +1,360 @@
+"""Commits offsets and reads committed offsets (OffsetCommit, OffsetFetch). [bg, pure]
+
+Retry policy, as in Java's new consumer:
+
+* ``commit_sync`` retries retriable errors until its deadline, then times out;
+* ``commit_async`` is never retried: a retriable failure becomes
+  :class:`~kaflux.errors.RetriableCommitFailedError`;
+* the auto-commit timer (``auto.commit.interval.ms``) commits every consumed position, one
+  commit in flight at a time; a retriable failure re-arms the timer to ``retry.backoff.ms``;
+* OffsetFetch retries retriable errors (including UNSTABLE_OFFSET_COMMIT) until its deadline.
+
+Requests wait while the coordinator is unknown; NOT_COORDINATOR-style errors and lost
+connections make the coordinator manager look it up again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+from kaflux.consumer.events import complete, fail
+from kaflux.consumer.subscription_state import SubscriptionState
+from kaflux.errors import (
+    BrokerError,
+    CommitFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+    RetriableCommitFailedError,
+    error_for_code,
+)
+from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.network_client import ClientResponse
+from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from kaflux.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
+from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: v9 is the KIP-848 flavour; v8 is the newest classic one.
+MAX_OFFSET_COMMIT_VERSION = 8
+#: v8+ batches groups; v7 (one group, require_stable) is enough.
+MAX_OFFSET_FETCH_VERSION = 7
+
+_COORDINATOR_MOVED = {14: False, 15: True, 16: True}  # code -> whether the coordinator is gone
+_MEMBER_ERRORS = {22, 25, 27, 82, 110, 113}  # illegal generation, unknown member, rebalancing, fenced...
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """Who commits: the group generation and member id (-1 / "" without membership)."""
+
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class _PendingCommit:
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    retry: bool
+    deadline_ms: int
+    future: Future[dict[TopicPartition, OffsetAndMetadata]]
+    attempts: int = 0
+    retry_at_ms: int = 0
+    in_flight: bool = False
+
+
+@dataclass(slots=True)
+class _PendingFetch:
+    partitions: frozenset[TopicPartition]
+    deadline_ms: int
+    futures: list[Future[dict[TopicPartition, OffsetAndMetadata | None]]] = field(default_factory=list)
+    attempts: int = 0
+    retry_at_ms: int = 0
+    in_flight: bool = False
+
+
+class CommitRequestManager:
+    """OffsetCommit and OffsetFetch for one group, plus the auto-commit timer."""
+
+    def __init__(
+        self,
+        group_id: str,
+        coordinator: CoordinatorRequestManager,
+        subscription: SubscriptionState,
+        *,
+        retry_backoff: ExponentialBackoff,
+        auto_commit_interval_ms: int | None,
+        require_stable: bool,
+        member_info: Callable[[], MemberInfo] = MemberInfo,
+    ) -> None:
+        self._group_id = group_id
+        self._coordinator = coordinator
+        self._subscription = subscription
+        self._backoff = retry_backoff
+        self._auto_interval_ms = auto_commit_interval_ms
+        self._require_stable = require_stable
+        self._member_info = member_info
+        self._commits: list[_PendingCommit] = []
+        self._fetches: list[_PendingFetch] = []
+        self._next_auto_commit_ms: int | None = None
+        self._auto_commit_in_flight = False
+        self._last_auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
+
+    # -- called by the event processor --------------------------------------------------------
+
+    def commit(
+        self,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        retry: bool,
+        deadline_ms: int,
+        future: Future[dict[TopicPartition, OffsetAndMetadata]],
+    ) -> None:
+        """Queue a commit; ``future`` gets the committed offsets or the error."""
+        if not offsets:
+            complete(future, {})
+            return
+        self._commits.append(_PendingCommit(dict(offsets), retry, deadline_ms, future))
+
+    def fetch_committed(
+        self,
+        partitions: frozenset[TopicPartition],
+        deadline_ms: int,
+        future: Future[dict[TopicPartition, OffsetAndMetadata | None]],
+    ) -> None:
+        """Queue an OffsetFetch; an identical one already pending is reused."""
+        for pending in self._fetches:
+            if pending.partitions == partitions:
+                pending.futures.append(future)
+                pending.deadline_ms = max(pending.deadline_ms, deadline_ms)
+                return
+        self._fetches.append(_PendingFetch(partitions, deadline_ms, [future]))
+
+    def maybe_auto_commit(self, now_ms: int) -> None:
+        """Commit consumed positions if the auto-commit interval elapsed."""
+        if self._auto_interval_ms is None:
+            return
+        if self._next_auto_commit_ms is None:
+            self._next_auto_commit_ms = now_ms + self._auto_interval_ms
+            return
+        if now_ms < self._next_auto_commit_ms or self._auto_commit_in_flight:
+            return
+        self._next_auto_commit_ms = now_ms + self._auto_interval_ms
+        self.auto_commit_now(now_ms)
+
+    def auto_commit_now(self, now_ms: int, future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None) -> None:
+        """Commit every consumed position now (before an assignment change, on close)."""
+        offsets = self._subscription.all_consumed()
+        changed = {tp: o for tp, o in offsets.items() if self._last_auto_committed.get(tp) != o}
+        done: Future[dict[TopicPartition, OffsetAndMetadata]] = future or Future()
+        if not changed:
+            complete(done, {})
+            return
+        self._auto_commit_in_flight = True
+
+        def finished(f: Future[dict[TopicPartition, OffsetAndMetadata]]) -> None:
+            self._auto_commit_in_flight = False
+            error = f.exception()
+            if error is None:
+                self._last_auto_committed.update(f.result())
+            else:
+                log.warning("group %s: auto-commit failed: %s", self._group_id, error)
+                if isinstance(error, KafkaError) and error.retriable and self._auto_interval_ms is not None:
+                    self._next_auto_commit_ms = now_ms + self._backoff.initial_ms
+
+        done.add_done_callback(finished)
+        self.commit(changed, retry=False, deadline_ms=now_ms + 30_000, future=done)
+
+    # -- request manager ------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        self._expire(now_ms)
+        self.maybe_auto_commit(now_ms)
+        wait = 5000 if self._next_auto_commit_ms is None else max(0, self._next_auto_commit_ms - now_ms)
+        node = self._coordinator.coordinator_id
+        if node is None:
+            return PollResult(wait)
+        unsent: list[UnsentRequest] = []
+        for commit in self._commits:
+            if not commit.in_flight and now_ms >= commit.retry_at_ms:
+                commit.in_flight = True
+                unsent.append(self._commit_request(node, commit))
+        for pending in self._fetches:
+            if not pending.in_flight and now_ms >= pending.retry_at_ms:
+                pending.in_flight = True
+                unsent.append(self._fetch_request(node, pending))
+        pending_retry = [c.retry_at_ms for c in self._commits if not c.in_flight]
+        pending_retry += [f.retry_at_ms for f in self._fetches if not f.in_flight]
+        if pending_retry:
+            wait = min(wait, max(0, min(pending_retry) - now_ms))
+        return PollResult(wait, unsent)
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return self.poll(now_ms)
+
+    def has_pending(self) -> bool:
+        return bool(self._commits or self._fetches)
+
+    def _expire(self, now_ms: int) -> None:
+        for commit in list(self._commits):
+            if not commit.in_flight and now_ms >= commit.deadline_ms:
+                self._commits.remove(commit)
+                fail(commit.future, KafkaTimeoutError(
+                    f"offset commit for group {self._group_id!r} did not complete before its deadline"
+                ))
+        for pending in list(self._fetches):
+            if not pending.in_flight and now_ms >= pending.deadline_ms:
+                self._fetches.remove(pending)
+                for future in pending.futures:
+                    fail(future, KafkaTimeoutError(
+                        f"committed offsets of group {self._group_id!r} were not fetched before the deadline"
+                    ))
+
+    def fail_all(self, error: BaseException) -> None:
+        for commit in self._commits:
+            fail(commit.future, error)
+        for pending in self._fetches:
+            for future in pending.futures:
+                fail(future, error)
+        self._commits.clear()
+        self._fetches.clear()
+
+    # -- OffsetCommit ----------------------------------------------------------------------------
+
+    def _commit_request(self, node: int, commit: _PendingCommit) -> UnsentRequest:
+        member = self._member_info()
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = defaultdict(list)
+        for tp, offset in sorted(commit.offsets.items()):
+            by_topic[tp.topic].append(
+                OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=offset.offset,
+                    committed_leader_epoch=-1 if offset.leader_epoch is None else offset.leader_epoch,
+                    committed_metadata=offset.metadata,
+                )
+            )
+        request = OffsetCommitRequest(
+            group_id=self._group_id,
+            generation_id_or_member_epoch=member.generation,
+            member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
+            topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
+        )
+        return UnsentRequest(
+            request, node, lambda r: self._on_commit_response(commit, r), MAX_OFFSET_COMMIT_VERSION
+        )
+
+    def _on_commit_response(self, commit: _PendingCommit, response: ClientResponse) -> None:
+        commit.in_flight = False
+        now_ms = response.received_ms
+        if response.error is not None:
+            self._coordinator.mark_unknown(str(response.error))
+            self._retry_or_fail(commit, response.error, now_ms)
+            return
+        body: OffsetCommitResponse = response.body
+        error: BrokerError | None = None
+        for topic in body.topics:
+            for partition in topic.partitions:
+                if partition.error_code != 0:
+                    error = error_for_code(partition.error_code)(f"{topic.name}-{partition.partition_index}")
+                    break
+            if error is not None:
+                break
+        if error is None:
+            self._commits.remove(commit)
+            complete(commit.future, commit.offsets)
+            return
+        if _COORDINATOR_MOVED.get(error.code):
+            self._coordinator.mark_unknown(type(error).__name__)
+        if error.code in _MEMBER_ERRORS:
+            self._commits.remove(commit)
+            fail(commit.future, CommitFailedError(
+                f"the commit was rejected with {type(error).__name__}: this consumer is no longer a "
+                "valid member of the group (a rebalance happened or it was removed after "
+                "max.poll.interval.ms). Its partitions may be consumed by another member; poll() "
+                "again to rejoin, and consider raising max.poll.interval.ms or lowering "
+                "max.poll.records if processing is slow."
+            ))
+            return
+        self._retry_or_fail(commit, error, now_ms)
+
+    def _retry_or_fail(self, commit: _PendingCommit, error: KafkaError, now_ms: int) -> None:
+        if error.retriable and commit.retry and now_ms < commit.deadline_ms:
+            commit.retry_at_ms = now_ms + self._backoff.backoff_ms(commit.attempts)
+            commit.attempts += 1
+            return
+        self._commits.remove(commit)
+        if error.retriable and not commit.retry:
+            fail(commit.future, RetriableCommitFailedError(
+                f"asynchronous offset commit failed with a retriable error ({error}); commit again "
+                "or use commit_sync()"
+            ))
+        else:
+            fail(commit.future, error)
+
+    # -- OffsetFetch ------------------------------------------------------------------------------
+
+    def _fetch_request(self, node: int, pending: _PendingFetch) -> UnsentRequest:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in sorted(pending.partitions):
+            by_topic[tp.topic].append(tp.partition)
+        request = OffsetFetchRequest(
+            group_id=self._group_id,
+            topics=[OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()],
+            require_stable=self._require_stable,
+        )
+        return UnsentRequest(request, node, lambda r: self._on_fetch_response(pending, r), MAX_OFFSET_FETCH_VERSION)
+
+    def _on_fetch_response(self, pending: _PendingFetch, response: ClientResponse) -> None:
+        pending.in_flight = False
+        now_ms = response.received_ms
+        if response.error is not None:
+            self._coordinator.mark_unknown(str(response.error))
+            self._retry_fetch_or_fail(pending, response.error, now_ms)
+            return
+        body: OffsetFetchResponse = response.body
+        if body.error_code != 0:
+            error = error_for_code(body.error_code)(f"group {self._group_id!r}")
+            if _COORDINATOR_MOVED.get(body.error_code):
+                self._coordinator.mark_unknown(type(error).__name__)
+            self._retry_fetch_or_fail(pending, error, now_ms)
+            return
+        result: dict[TopicPartition, OffsetAndMetadata | None] = {tp: None for tp in pending.partitions}
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code != 0:
+                    error = error_for_code(p.error_code)(str(tp))
+                    self._retry_fetch_or_fail(pending, error, now_ms)
+                    return
+                if p.committed_offset >= 0:
+                    epoch = p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None
+                    result[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "", epoch)
+        self._fetches.remove(pending)
+        for future in pending.futures:
+            complete(future, dict(result))
+
+    def _retry_fetch_or_fail(self, pending: _PendingFetch, error: KafkaError, now_ms: int) -> None:
+        if error.retriable and now_ms < pending.deadline_ms:
+            pending.retry_at_ms = now_ms + self._backoff.backoff_ms(pending.attempts)
+            pending.attempts += 1
+            return
+        self._fetches.remove(pending)
+        for future in pending.futures:
+            fail(future, error)

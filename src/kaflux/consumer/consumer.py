@@ -1,0 +1,646 @@
+"""``kaflux.Consumer``: the public consumer API. [app]
+
+Theory of operation. Every public method runs on the caller's thread (the application
+thread) and does no I/O. Calls that need the cluster become application events for the
+consumer's network thread; blocking ones wait on the event's future with a deadline.
+``poll()`` collects records from the fetch buffer, which the network thread keeps filled,
+and handles background events (errors) between waits. ``wakeup()`` is the only method other
+threads may call: it fails the future being waited on, or the next one, with WakeupError.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from kaflux.config import ConsumerConfig
+from kaflux.consumer.application_event_processor import ApplicationEventProcessor
+from kaflux.consumer.commit_request_manager import CommitRequestManager
+from kaflux.consumer.completed_fetch import Deserializer
+from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
+from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+from kaflux.consumer.events import (
+    AssignmentChangeEvent,
+    BackgroundEvent,
+    CheckAndUpdatePositionsEvent,
+    CommitEvent,
+    CompletableEvent,
+    ErrorEvent,
+    FetchCommittedOffsetsEvent,
+    ListOffsetsEvent,
+    PollEvent,
+    TopicMetadataEvent,
+    fail,
+)
+from kaflux.consumer.fetch_buffer import FetchBuffer
+from kaflux.consumer.fetch_collector import FetchCollector
+from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.offsets_request_manager import OffsetResult, OffsetsRequestManager
+from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
+from kaflux.errors import (
+    ConcurrentAccessError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    WakeupError,
+)
+from kaflux.network.backoff import RequestState
+from kaflux.network.factory import build_network
+from kaflux.network.metadata_manager import MetadataAnswer
+from kaflux.network.network_thread import NetworkThread, RequestManager, monotonic_ms
+from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], None]
+_client_ids = itertools.count(1)
+_NO_THREAD = -1
+
+
+class Consumer:
+    """Reads records from Kafka partitions.
+
+    Example::
+
+        consumer = Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "billing"})
+        consumer.assign([TopicPartition("orders", 0)])
+        for record in consumer.poll(1.0):
+            print(record.offset, record.value)
+        consumer.close()
+
+    Only one thread may use a consumer at a time (others get ConcurrentAccessError), except
+    :meth:`wakeup`, which any thread may call.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+    ) -> None:
+        """Validate ``config`` (Kafka consumer keys, Java defaults) and start the network thread.
+
+        Raises:
+            ConfigError: a key is unknown, a value has the wrong type or is out of range.
+        """
+        self._config = config_ = ConsumerConfig.from_dict(config)
+        group = config_.group_id
+        self.client_id = config_.client_id or f"consumer-{group or 'nogroup'}-{next(_client_ids)}"
+        self._read_committed = config_.isolation_level == "read_committed"
+        self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
+        self._fetch_buffer = FetchBuffer()
+        self._background_events: queue.SimpleQueue[BackgroundEvent] = queue.SimpleQueue()
+        network = build_network(config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics)
+        managers: list[RequestManager] = [network.metadata]
+        commits: CommitRequestManager | None = None
+        if group is not None:
+            coordinator = CoordinatorRequestManager(
+                group, RequestState(network.retry_backoff), network.cluster, self._post_error
+            )
+            commits = CommitRequestManager(
+                group,
+                coordinator,
+                self._subscription,
+                retry_backoff=network.retry_backoff,
+                auto_commit_interval_ms=config_.auto_commit_interval_ms if config_.auto_commit else None,
+                require_stable=self._read_committed,
+            )
+            managers += [coordinator, commits]
+        offsets = OffsetsRequestManager(
+            self._subscription,
+            network.cluster,
+            network.metadata,
+            commits,
+            read_committed=self._read_committed,
+            retry_backoff=network.retry_backoff,
+            default_api_timeout_ms=config_.default_api_timeout_ms,
+            on_error=self._post_error,
+        )
+        self._fetcher = FetchRequestManager(
+            self._subscription,
+            network.cluster,
+            network.metadata,
+            self._fetch_buffer,
+            fetch_min_bytes=config_.fetch_min_bytes,
+            fetch_max_bytes=config_.fetch_max_bytes,
+            fetch_max_wait_ms=config_.fetch_max_wait_ms,
+            max_partition_fetch_bytes=config_.max_partition_fetch_bytes,
+            buffer_max_bytes=config_.fetch_buffer_max_bytes,
+            read_committed=self._read_committed,
+            check_crcs=config_.check_crcs,
+            client_rack=config_.client_rack,
+            retry_backoff=network.retry_backoff,
+            use_sessions=config_.enable_fetch_sessions,
+        )
+        managers += [offsets, self._fetcher]
+        processor = ApplicationEventProcessor(
+            self._subscription,
+            network.metadata,
+            commits,
+            offsets,
+            allow_auto_create_topics=config_.allow_auto_create_topics,
+        )
+        self._collector = FetchCollector(
+            self._subscription,
+            self._fetch_buffer,
+            max_poll_records=config_.max_poll_records,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+        )
+        self._thread = NetworkThread(f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, processor)
+        self._has_group = group is not None
+        self._async_commits: list[tuple[Future[Any], CommitCallback | None]] = []
+        self._owner = _NO_THREAD
+        self._depth = 0
+        self._owner_lock = threading.Lock()
+        self._wakeup_requested = False
+        self._waiting_on: Future[Any] | None = None
+        self._wakeup_lock = threading.Lock()
+        self._closed = False
+        self._records_returned = 0
+        self._thread.start()
+
+    # -- single-threaded access ---------------------------------------------------------------
+
+    def _acquire(self) -> None:
+        me = threading.get_ident()
+        with self._owner_lock:
+            if self._owner not in (_NO_THREAD, me):
+                raise ConcurrentAccessError(
+                    "this Consumer is being used by another thread; a consumer is not safe for "
+                    "concurrent use (only wakeup() may be called from other threads)"
+                )
+            self._owner = me
+            self._depth += 1
+
+    def _release(self) -> None:
+        with self._owner_lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = _NO_THREAD
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("this consumer is closed")
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    def _timeout_s(self, timeout: float | None) -> float:
+        if timeout is None:
+            return self._config.default_api_timeout_ms / 1000
+        if timeout < 0:
+            raise ValueError(f"timeout must not be negative, got {timeout}")
+        return float(timeout)
+
+    def _check_wakeup(self) -> None:
+        with self._wakeup_lock:
+            if self._wakeup_requested:
+                self._wakeup_requested = False
+                raise WakeupError("the consumer was woken up by wakeup()")
+
+    def _call(self, event: CompletableEvent, timeout_s: float) -> Any:
+        """Submit ``event`` and wait for its result (interruptible by wakeup())."""
+        with self._wakeup_lock:
+            if self._wakeup_requested:
+                self._wakeup_requested = False
+                raise WakeupError("the consumer was woken up by wakeup()")
+            self._waiting_on = event.future
+        try:
+            self._thread.submit(event)
+            try:
+                return event.future.result(timeout=timeout_s + 1.0)
+            except FutureTimeoutError:
+                raise KafkaTimeoutError(f"{type(event).__name__} timed out after {timeout_s} s") from None
+        finally:
+            with self._wakeup_lock:
+                self._waiting_on = None
+
+    def _deadline_ms(self, timeout_s: float) -> int:
+        return monotonic_ms() + int(timeout_s * 1000)
+
+    def _post_error(self, error: KafkaError) -> None:
+        """[bg] Hand an error to the application thread; raised by the next poll()."""
+        self._background_events.put(ErrorEvent(error))
+        self._fetch_buffer.wakeup()
+
+    def _process_background_events(self) -> None:
+        first: BaseException | None = None
+        while True:
+            try:
+                event = self._background_events.get_nowait()
+            except queue.Empty:
+                break
+            if first is None:
+                first = event.error
+            else:
+                log.warning("%s: further background error: %s", self.client_id, event.error)
+        if first is not None:
+            raise first
+
+    def _run_commit_callbacks(self) -> None:
+        while self._async_commits and self._async_commits[0][0].done():
+            future, callback = self._async_commits.pop(0)
+            error = future.exception()
+            offsets = future.result() if error is None else {}
+            if callback is not None:
+                callback(offsets, error)
+            elif error is not None:
+                log.warning("%s: asynchronous commit failed: %s", self.client_id, error)
+
+    # -- assignment -------------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (no group membership; replaces any previous assignment).
+
+        An empty list is the same as :meth:`unsubscribe`.
+
+        Raises:
+            IllegalStateError: the consumer is subscribed to topics or a pattern.
+            TypeError: an element is not a TopicPartition.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            wanted = list(dict.fromkeys(partitions))
+            for tp in wanted:
+                if not isinstance(tp, TopicPartition) or not tp.topic or tp.partition < 0:
+                    raise TypeError(f"assign() takes TopicPartition values, got {tp!r}")
+            if not wanted:
+                self._unassign()
+                return
+            timeout = self._timeout_s(None)
+            self._call(AssignmentChangeEvent(self._deadline_ms(timeout), partitions=wanted), timeout)
+            self._fetch_buffer.retain_all(set(wanted))
+        finally:
+            self._release()
+
+    def _unassign(self) -> None:
+        self._subscription.unsubscribe()
+        self._fetch_buffer.clear()
+
+    def unsubscribe(self) -> None:
+        """Drop the assignment (or subscription); buffered data is discarded."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            self._unassign()
+        finally:
+            self._release()
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned."""
+        return set(self._subscription.assigned_partitions())
+
+    # -- poll -----------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 0.0) -> ConsumerRecords:
+        """Return records, waiting up to ``timeout`` seconds for some to arrive.
+
+        Raises:
+            IllegalStateError: nothing is assigned or subscribed.
+            WakeupError: wakeup() was called.
+            NoOffsetForPartitionError, OffsetOutOfRangeError: no position and auto.offset.reset=none.
+            CorruptRecordError, RecordDeserializationError: a bad record (seek past it).
+            KafkaError: any other error found by the network thread.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            if not self._subscription.assigned_partitions():
+                raise IllegalStateError("poll() needs an assignment: call assign() first")
+            deadline = time.monotonic() + timeout_s
+            while True:
+                self._thread.submit(PollEvent(monotonic_ms()))
+                self._check_wakeup()
+                self._run_commit_callbacks()
+                self._process_background_events()
+                records = self._collector.collect()
+                if records:
+                    self._thread.wakeup()  # let the network thread prefetch into the freed buffer
+                    result = ConsumerRecords(records)
+                    self._records_returned += len(result)
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return ConsumerRecords()
+                self._fetch_buffer.await_not_empty(min(remaining, self._thread.max_time_to_wait_ms / 1000))
+        finally:
+            self._release()
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Yield records forever (polling in 1-second slices) until the consumer is closed."""
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    # -- positions ---------------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+        """Fetch ``tp`` from ``offset`` on the next poll.
+
+        Raises:
+            IllegalStateError: ``tp`` is not assigned.
+            ValueError: the offset is negative.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            meta = offset if isinstance(offset, OffsetAndMetadata) else OffsetAndMetadata(offset)
+            if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
+                raise ValueError(f"seek offset must be a non-negative int, got {meta.offset!r}")
+            self._subscription.seek(tp, FetchPosition(meta.offset, meta.leader_epoch))
+            self._thread.wakeup()
+        finally:
+            self._release()
+
+    def _reset(self, partitions: Iterable[TopicPartition] | None, strategy: ResetStrategy) -> None:
+        self._acquire()
+        try:
+            self._ensure_open()
+            targets = self._subscription.assigned_partitions() if partitions is None else list(partitions)
+            for tp in targets:
+                self._subscription.request_reset(tp, strategy)
+            self._thread.wakeup()
+        finally:
+            self._release()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Move to the earliest offset (of all assigned partitions by default); resolved lazily."""
+        self._reset(partitions, ResetStrategy.EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Move to the end (of all assigned partitions by default); resolved lazily."""
+        self._reset(partitions, ResetStrategy.LATEST)
+
+    def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record to be returned for ``tp``.
+
+        Raises:
+            IllegalStateError: ``tp`` is not assigned.
+            KafkaTimeoutError: the position could not be determined within ``timeout`` seconds.
+            NoOffsetForPartitionError: no committed offset and auto.offset.reset=none.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            current = self._subscription.position(tp)
+            if current is not None and self._subscription.has_all_positions([tp]):
+                return current.offset
+            self._call(CheckAndUpdatePositionsEvent(self._deadline_ms(timeout_s), partitions=[tp]), timeout_s)
+            resolved = self._subscription.position(tp)
+            if resolved is None:
+                raise KafkaTimeoutError(f"the position of {tp} is not known yet")
+            return resolved.offset
+        finally:
+            self._release()
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions; data already buffered is kept for :meth:`resume`."""
+        self._subscription.pause(list(partitions))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetch these partitions again."""
+        self._subscription.resume(list(partitions))
+        self._thread.wakeup()
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return self._subscription.paused()
+
+    # -- commits -----------------------------------------------------------------------------------
+
+    def commit_sync(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None, timeout: float | None = None
+    ) -> None:
+        """Commit ``offsets`` (default: every consumed position) and wait, retrying retriable
+        errors until ``timeout``. Earlier asynchronous commits finish first and their callbacks run.
+
+        Raises:
+            CommitFailedError: the group no longer accepts this member's commits.
+            KafkaTimeoutError: not committed within ``timeout`` seconds.
+            InvalidGroupIdError: no group.id was configured.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            deadline = time.monotonic() + timeout_s
+            event = CommitEvent(self._deadline_ms(timeout_s), offsets=self._normalize(offsets), sync=True)
+            self._call(event, timeout_s)
+            for future, _ in list(self._async_commits):
+                try:
+                    future.exception(timeout=max(0.0, deadline - time.monotonic()))
+                except FutureTimeoutError:
+                    raise KafkaTimeoutError("earlier asynchronous commits did not finish in time") from None
+            self._run_commit_callbacks()
+        finally:
+            self._release()
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit without waiting; ``callback(offsets, error)`` runs on this thread during a
+        later poll(), commit or close(), in commit order. Failures are never retried."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            event = CommitEvent(2**62, offsets=self._normalize(offsets), sync=False)
+            self._thread.submit(event)
+            self._async_commits.append((event.future, callback))
+        finally:
+            self._release()
+
+    @staticmethod
+    def _normalize(
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+    ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+        if offsets is None:
+            return None
+        result: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            meta = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
+                raise ValueError(f"commit offset for {tp} must be a non-negative int, got {meta.offset!r}")
+            result[tp] = meta
+        return result
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The committed offsets of ``partitions`` (None where nothing was committed).
+
+        Raises:
+            KafkaTimeoutError: no answer within ``timeout`` seconds.
+            InvalidGroupIdError: no group.id was configured.
+        """
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            wanted = list(dict.fromkeys(partitions))
+            if not wanted:
+                return {}
+            result: dict[TopicPartition, OffsetAndMetadata | None] = self._call(
+                FetchCommittedOffsetsEvent(self._deadline_ms(timeout_s), partitions=wanted), timeout_s
+            )
+            return {tp: result.get(tp) for tp in wanted}
+        finally:
+            self._release()
+
+    # -- offset lookups ----------------------------------------------------------------------------
+
+    def _list_offsets(self, timestamps: dict[TopicPartition, int], timeout: float | None) -> dict[TopicPartition, OffsetResult]:
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            if not timestamps:
+                return {}
+            event = ListOffsetsEvent(self._deadline_ms(timeout_s), timestamps=timestamps, require_timestamp=True)
+            result: dict[TopicPartition, OffsetResult] = self._call(event, timeout_s)
+            return result
+        finally:
+            self._release()
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one
+        (milliseconds), or None if there is none.
+
+        Raises:
+            ValueError: a timestamp is negative.
+            KafkaTimeoutError: no answer within ``timeout`` seconds.
+        """
+        for tp, ts in timestamps.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be a non-negative int (ms), got {ts!r}")
+        result = self._list_offsets(dict(timestamps), timeout)
+        return {
+            tp: None if (r := result.get(tp)) is None else OffsetAndTimestamp(r[0], r[1], r[2])
+            for tp in timestamps
+        }
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The first offset of each partition."""
+        return self._ends(partitions, -2, timeout)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the LSO under read_committed)."""
+        return self._ends(partitions, -1, timeout)
+
+    def _ends(self, partitions: Iterable[TopicPartition], which: int, timeout: float | None) -> dict[TopicPartition, int]:
+        wanted = list(dict.fromkeys(partitions))
+        result = self._list_offsets({tp: which for tp in wanted}, timeout)
+        out: dict[TopicPartition, int] = {}
+        for tp in wanted:
+            r = result.get(tp)
+            out[tp] = r[0] if r is not None else 0
+        return out
+
+    def current_lag(self, tp: TopicPartition) -> int | None:
+        """Records between the position and the end of ``tp`` as of the last fetch, without
+        a network call; None while unknown."""
+        return self._subscription.lag(tp, self._read_committed)
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        """The partitions of ``topic`` (empty if it does not exist)."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            answer: MetadataAnswer = self._call(TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s)
+            info = answer.topics.get(topic)
+            return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
+        finally:
+            self._release()
+
+    def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
+        """Every topic the consumer may read, with its partitions."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            timeout_s = self._timeout_s(timeout)
+            answer: MetadataAnswer = self._call(TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s)
+            return {
+                name: [info.partitions[p] for p in sorted(info.partitions)]
+                for name, info in sorted(answer.topics.items())
+                if not (info.is_internal and self._config.exclude_internal_topics)
+            }
+        finally:
+            self._release()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Interrupt the current blocking call, or the next one, with WakeupError. Any thread."""
+        with self._wakeup_lock:
+            waiting = self._waiting_on
+            if waiting is not None and not waiting.done():
+                fail(waiting, WakeupError("the consumer was woken up by wakeup()"))
+            else:
+                self._wakeup_requested = True
+        self._fetch_buffer.wakeup()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit consumed offsets (with auto-commit), finish pending commits and stop the
+        network thread, all within ``timeout`` seconds. Idempotent."""
+        self._acquire()
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            deadline = time.monotonic() + max(0.0, timeout)
+            with self._wakeup_lock:
+                self._wakeup_requested = False
+            if self._config.auto_commit and self._subscription.all_consumed():
+                remaining = max(0.0, deadline - time.monotonic())
+                event = CommitEvent(self._deadline_ms(remaining), offsets=None, sync=True)
+                try:
+                    self._thread.submit(event)
+                    event.future.result(timeout=remaining)
+                except (KafkaError, FutureTimeoutError) as exc:
+                    log.warning("%s: commit on close failed: %s", self.client_id, exc)
+            self._thread.close(max(0.0, deadline - time.monotonic()))
+            self._run_commit_callbacks_after_close()
+        finally:
+            self._release()
+
+    def _run_commit_callbacks_after_close(self) -> None:
+        for future, callback in self._async_commits:
+            if not future.done():
+                fail(future, KafkaError("the consumer closed before the commit completed"))
+        self._run_commit_callbacks()
+
+    def metrics(self) -> dict[str, object]:
+        """Counters describing the consumer."""
+        return {
+            "records-returned": self._records_returned,
+            "fetch-requests": self._fetcher.fetches_sent,
+            "fetch-buffer-bytes": self._fetch_buffer.size_bytes(),
+            "network-loops": self._thread.loop_count,
+            "assigned-partitions": len(self._subscription.assigned_partitions()),
+            "partitions-awaiting-position": len(self._subscription.partitions_in_state(FetchState.AWAIT_RESET))
+            + len(self._subscription.partitions_in_state(FetchState.INITIALIZING)),
+        }
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

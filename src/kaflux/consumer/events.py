@@ -1,0 +1,125 @@
+"""Events between the consumer's two threads. [pure data]
+
+*Application events* travel from the application thread to the network thread; the blocking
+ones carry a ``concurrent.futures.Future`` and a deadline, and the network thread's event
+processor fails them with :class:`~kaflux.errors.KafkaTimeoutError` once the deadline passes.
+*Background events* travel the other way and are handled inside ``poll()``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+T = TypeVar("T")
+
+
+def complete(future: Future[T], result: T) -> None:
+    """Set a result unless the future is already done (expired or woken up)."""
+    try:
+        future.set_result(result)
+    except InvalidStateError:
+        pass
+
+
+def fail(future: Future[Any], error: BaseException) -> None:
+    """Set an exception unless the future is already done."""
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass
+
+
+# -- application events ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CompletableEvent:
+    """Base of events the application thread waits for."""
+
+    deadline_ms: int
+    future: Future[Any] = field(default_factory=Future, kw_only=True)
+
+
+@dataclass(slots=True)
+class AssignmentChangeEvent(CompletableEvent):
+    """``assign()``: auto-commit the old positions, then set the manual assignment."""
+
+    partitions: list[TopicPartition]
+
+
+@dataclass(slots=True)
+class PollEvent:
+    """A ``poll()`` pass: drives the auto-commit timer (and, with a group, the poll timer)."""
+
+    now_ms: int
+
+
+@dataclass(slots=True)
+class CheckAndUpdatePositionsEvent(CompletableEvent):
+    """Resolve missing positions (committed offset, else ``auto.offset.reset``)."""
+
+    partitions: list[TopicPartition] | None = None
+
+
+@dataclass(slots=True)
+class CommitEvent(CompletableEvent):
+    """``commit_sync`` (retried until the deadline) or ``commit_async`` (never retried)."""
+
+    offsets: dict[TopicPartition, OffsetAndMetadata] | None
+    sync: bool
+
+
+@dataclass(slots=True)
+class FetchCommittedOffsetsEvent(CompletableEvent):
+    """``committed()``: OffsetFetch for these partitions."""
+
+    partitions: list[TopicPartition]
+
+
+@dataclass(slots=True)
+class ListOffsetsEvent(CompletableEvent):
+    """``offsets_for_times`` / ``beginning_offsets`` / ``end_offsets``."""
+
+    timestamps: dict[TopicPartition, int]
+    require_timestamp: bool
+
+
+@dataclass(slots=True)
+class TopicMetadataEvent(CompletableEvent):
+    """``partitions_for(topic)`` or, with ``topic=None``, ``list_topics()``."""
+
+    topic: str | None
+
+
+@dataclass(slots=True)
+class WakeNetworkEvent:
+    """Nothing to do but run a loop pass now (after a seek, a pause...)."""
+
+
+ApplicationEvent = (
+    AssignmentChangeEvent
+    | PollEvent
+    | CheckAndUpdatePositionsEvent
+    | CommitEvent
+    | FetchCommittedOffsetsEvent
+    | ListOffsetsEvent
+    | TopicMetadataEvent
+    | WakeNetworkEvent
+)
+
+
+# -- background events ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    """An error the network thread found that the application must see (raised by poll)."""
+
+    error: BaseException
+
+
+BackgroundEvent = ErrorEvent

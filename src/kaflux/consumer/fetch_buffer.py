@@ -1,0 +1,131 @@
+"""Fetched data waiting for the application. [shared: the network thread adds, the application
+thread takes; one lock and condition guard everything]
+
+Bounded in bytes: the fetch request manager sends no new fetch while :meth:`FetchBuffer.size_bytes`
+is at or above ``fetch.buffer.max.bytes``, so memory stays bounded (by that limit plus the
+responses already in flight) however large the backlog on the brokers is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+
+from kaflux.consumer.completed_fetch import CompletedFetch
+from kaflux.structs import TopicPartition
+
+
+class FetchBuffer:
+    """A queue of :class:`CompletedFetch` plus the one the collector is reading."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._completed: deque[CompletedFetch] = deque()
+        self._next_in_line: CompletedFetch | None = None
+        self._bytes = 0
+        self._woken = False
+
+    # -- network thread --------------------------------------------------------------------
+
+    def add(self, fetches: Iterable[CompletedFetch]) -> None:
+        """Append fetched partitions and wake a waiting ``poll()``."""
+        with self._cond:
+            for fetch in fetches:
+                self._completed.append(fetch)
+                self._bytes += fetch.size_bytes
+            self._cond.notify_all()
+
+    def buffered_partitions(self) -> set[TopicPartition]:
+        """Partitions with data not yet consumed (these are not fetched again)."""
+        with self._cond:
+            parts = {f.tp for f in self._completed}
+            if self._next_in_line is not None and not self._next_in_line.consumed:
+                parts.add(self._next_in_line.tp)
+            return parts
+
+    def size_bytes(self) -> int:
+        """Bytes of fetched record data held (queued plus the one being read)."""
+        with self._cond:
+            return self._bytes
+
+    # -- application thread ----------------------------------------------------------------
+
+    def next_in_line(self) -> CompletedFetch | None:
+        with self._cond:
+            return self._next_in_line
+
+    def set_next_in_line(self, fetch: CompletedFetch | None) -> None:
+        """Make ``fetch`` the one being read; the previous one's bytes are released."""
+        with self._cond:
+            previous = self._next_in_line
+            if previous is not None:
+                self._bytes -= previous.size_bytes
+            self._next_in_line = fetch
+
+    def poll(self) -> CompletedFetch | None:
+        """Take the oldest queued fetch. Its bytes stay counted until it is released: the
+        caller must pass it to :meth:`set_next_in_line`, :meth:`requeue_front` or
+        :meth:`release`."""
+        with self._cond:
+            if not self._completed:
+                return None
+            return self._completed.popleft()
+
+    def release(self, fetch: CompletedFetch) -> None:
+        """Forget a fetch taken with :meth:`poll` (stale or dropped): free its bytes."""
+        with self._cond:
+            self._bytes -= fetch.size_bytes
+
+    def take_next_in_line(self) -> CompletedFetch | None:
+        """Detach the fetch being read without releasing its bytes (to requeue it)."""
+        with self._cond:
+            fetch, self._next_in_line = self._next_in_line, None
+            return fetch
+
+    def requeue_front(self, fetch: CompletedFetch) -> None:
+        """Put back a fetch taken with :meth:`poll` that cannot be read now (paused)."""
+        with self._cond:
+            self._completed.appendleft(fetch)
+
+    def is_empty(self) -> bool:
+        with self._cond:
+            return not self._completed
+
+    def await_not_empty(self, timeout_s: float) -> bool:
+        """Wait until data arrives, :meth:`wakeup` is called or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._completed and not self._woken:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            self._woken = False
+            return bool(self._completed)
+
+    def wakeup(self) -> None:
+        """Cut short an :meth:`await_not_empty` (any thread)."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    def retain_all(self, partitions: set[TopicPartition]) -> None:
+        """Drop buffered data of partitions not in ``partitions`` (after an assignment change)."""
+        with self._cond:
+            kept: deque[CompletedFetch] = deque()
+            for fetch in self._completed:
+                if fetch.tp in partitions:
+                    kept.append(fetch)
+                else:
+                    self._bytes -= fetch.size_bytes
+            self._completed = kept
+            current = self._next_in_line
+            if current is not None and current.tp not in partitions:
+                self._bytes -= current.size_bytes
+                self._next_in_line = None
+
+    def clear(self) -> None:
+        """Drop everything."""
+        self.retain_all(set())

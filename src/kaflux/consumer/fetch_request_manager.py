@@ -1,0 +1,202 @@
+"""Sends Fetch requests and fills the fetch buffer. [bg, pure: takes now_ms]
+
+Each poll, for every broker leading a fetchable partition (assigned, positioned, not paused,
+no data already buffered) and with no fetch in flight, one Fetch request is planned through
+that broker's :class:`~kaflux.consumer.fetch_session.FetchSession`. Nothing is fetched while
+the fetch buffer holds ``fetch.buffer.max.bytes`` or more, which bounds memory.
+
+Responses become :class:`~kaflux.consumer.completed_fetch.CompletedFetch` objects without
+touching record bytes. Partition errors: stale metadata (leader moved, unknown partition...)
+triggers a metadata refresh and a retry; OFFSET_OUT_OF_RANGE requests a reset by
+``auto.offset.reset`` (or, with ``none``, reaches the application as
+:class:`~kaflux.errors.OffsetOutOfRangeError`); anything else reaches the application
+through the buffer and is raised by ``poll()``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from kaflux.consumer.completed_fetch import CompletedFetch
+from kaflux.consumer.fetch_buffer import FetchBuffer
+from kaflux.consumer.fetch_session import FetchPlan, FetchSession, PartitionFetchData
+from kaflux.consumer.subscription_state import ResetStrategy, SubscriptionState
+from kaflux.errors import KafkaError, error_for_code
+from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.metadata_manager import MetadataManager
+from kaflux.network.network_client import ClientResponse
+from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+    PartitionData,
+)
+from kaflux.structs import TopicPartition
+
+#: v13+ addresses topics by id; v12 (flexible, sessions, names) is what kaflux sends.
+MAX_FETCH_VERSION = 12
+
+_OFFSET_OUT_OF_RANGE = 1
+_SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+
+
+class FetchRequestManager:
+    """Keeps one fetch in flight per broker while the buffer has room."""
+
+    def __init__(
+        self,
+        subscription: SubscriptionState,
+        cluster: ClusterMetadata,
+        metadata: MetadataManager,
+        buffer: FetchBuffer,
+        *,
+        fetch_min_bytes: int,
+        fetch_max_bytes: int,
+        fetch_max_wait_ms: int,
+        max_partition_fetch_bytes: int,
+        buffer_max_bytes: int,
+        read_committed: bool,
+        check_crcs: bool,
+        client_rack: str,
+        retry_backoff: ExponentialBackoff,
+        use_sessions: bool = True,
+    ) -> None:
+        self._subscription = subscription
+        self._cluster = cluster
+        self._metadata = metadata
+        self._buffer = buffer
+        self._min_bytes = fetch_min_bytes
+        self._max_bytes = fetch_max_bytes
+        self._max_wait_ms = fetch_max_wait_ms
+        self._partition_max_bytes = max_partition_fetch_bytes
+        self._buffer_max_bytes = buffer_max_bytes
+        self._read_committed = read_committed
+        self._check_crcs = check_crcs
+        self._rack = client_rack
+        self._backoff = retry_backoff
+        self._use_sessions = use_sessions
+        self._sessions: dict[int, FetchSession] = {}
+        self._in_flight: set[int] = set()
+        self._node_retry_at: dict[int, tuple[int, int]] = {}  # node -> (retry at ms, failures)
+        self.fetches_sent = 0
+
+    def poll(self, now_ms: int) -> PollResult:
+        if self._buffer.size_bytes() >= self._buffer_max_bytes:
+            return PollResult(100)  # the application thread wakes us as it drains the buffer
+        buffered = self._buffer.buffered_partitions()
+        wanted: dict[int, dict[TopicPartition, PartitionFetchData]] = defaultdict(dict)
+        unknown_leader = False
+        for tp, position, version in self._subscription.fetchable_partitions(buffered.__contains__):
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                unknown_leader = True
+                continue
+            if leader in self._in_flight or now_ms < self._node_retry_at.get(leader, (0, 0))[0]:
+                continue
+            epoch = position.current_leader_epoch
+            wanted[leader][tp] = PartitionFetchData(
+                position.offset, self._partition_max_bytes, -1 if epoch is None else epoch, version
+            )
+        if unknown_leader:
+            self._metadata.request_update()
+        unsent = [self._request(node, partitions) for node, partitions in wanted.items()]
+        return PollResult(100 if unknown_leader else 5000, unsent)
+
+    def _request(self, node: int, partitions: dict[TopicPartition, PartitionFetchData]) -> UnsentRequest:
+        session = self._sessions.setdefault(node, FetchSession(node, self._use_sessions))
+        plan = session.plan(partitions)
+        topics: dict[str, list[FetchPartition]] = {}
+        for tp in plan.to_send:
+            data = plan.partitions[tp]
+            topics.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=data.current_leader_epoch,
+                    fetch_offset=data.fetch_offset,
+                    partition_max_bytes=data.max_bytes,
+                )
+            )
+        forgotten: dict[str, list[int]] = defaultdict(list)
+        for tp in plan.to_forget:
+            forgotten[tp.topic].append(tp.partition)
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=self._max_wait_ms,
+            min_bytes=self._min_bytes,
+            max_bytes=self._max_bytes,
+            isolation_level=1 if self._read_committed else 0,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=[FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
+            forgotten_topics_data=[ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()],
+            rack_id=self._rack,
+        )
+        self._in_flight.add(node)
+        self.fetches_sent += 1
+        return UnsentRequest(request, node, lambda r: self._on_response(node, session, plan, r), MAX_FETCH_VERSION)
+
+    def _on_response(self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse) -> None:
+        self._in_flight.discard(node)
+        if response.error is not None:
+            session.reset()
+            self._node_failed(node, response.received_ms)
+            if response.error.invalid_metadata:
+                self._metadata.request_update()
+            return
+        body: FetchResponse = response.body
+        session.on_response(plan, body.session_id, body.error_code)
+        if body.error_code != 0:
+            if body.error_code not in _SESSION_ERRORS:
+                self._node_failed(node, response.received_ms)
+                self._metadata.request_update()
+            return
+        self._node_retry_at.pop(node, None)
+        completed: list[CompletedFetch] = []
+        for topic in body.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                data = plan.partitions.get(tp)
+                if data is not None:
+                    fetch = self._completed_fetch(tp, data, p)
+                    if fetch is not None:
+                        completed.append(fetch)
+        if completed:
+            self._buffer.add(completed)
+
+    def _completed_fetch(self, tp: TopicPartition, data: PartitionFetchData, p: PartitionData) -> CompletedFetch | None:
+        error: KafkaError | None = None
+        if p.error_code != 0:
+            error = error_for_code(p.error_code)(f"fetching {tp} at offset {data.fetch_offset}")
+            if error.invalid_metadata or error.retriable:
+                self._metadata.request_update()
+                return None
+            if p.error_code == _OFFSET_OUT_OF_RANGE and self._subscription.default_reset() is not ResetStrategy.NONE:
+                if self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == data.position_version:
+                    self._subscription.request_reset(tp)
+                return None
+        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
+        return CompletedFetch(
+            tp,
+            data.fetch_offset,
+            data.position_version,
+            p.records if error is None else None,
+            high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset,
+            log_start_offset=p.log_start_offset,
+            aborted_transactions=aborted,
+            error=error,
+            read_committed=self._read_committed,
+            check_crcs=self._check_crcs,
+        )
+
+    def _node_failed(self, node: int, now_ms: int) -> None:
+        failures = self._node_retry_at.get(node, (0, 0))[1]
+        self._node_retry_at[node] = (now_ms + self._backoff.backoff_ms(failures), failures + 1)
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Fetch sessions are left to expire on the brokers; nothing to send."""
+        return PollResult()

@@ -1,0 +1,361 @@
+"""What the consumer reads and where it is. [shared: both threads, every method takes one lock]
+
+One of the two objects the application and network threads share (the other is the fetch
+buffer). It holds the subscription (topics, a pattern, or a manual assignment), the assigned
+partitions in assignment order, and per partition its fetch state, position, pause flag and
+the offsets the last fetch reported (high watermark, last stable offset, log start).
+
+Never call out of this class while holding its lock, and never hold another lock while
+calling into it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from kaflux.errors import IllegalStateError
+from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+
+class SubscriptionType(enum.Enum):
+    """How partitions are chosen."""
+
+    NONE = "none"
+    AUTO_TOPICS = "auto_topics"
+    AUTO_PATTERN = "auto_pattern"
+    USER_ASSIGNED = "user_assigned"
+
+
+class FetchState(enum.Enum):
+    """Whether a partition has a position to fetch from."""
+
+    INITIALIZING = "initializing"  # no position yet: use the committed offset or the reset policy
+    AWAIT_RESET = "await_reset"  # a reset (earliest/latest) was requested
+    AWAIT_VALIDATION = "await_validation"  # leader changed: check the position is not truncated
+    FETCHING = "fetching"  # valid position
+
+
+class ResetStrategy(enum.Enum):
+    """``auto.offset.reset`` and explicit seeks to the ends."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+
+    @property
+    def timestamp(self) -> int:
+        """The ListOffsets timestamp: -2 earliest, -1 latest."""
+        return -2 if self is ResetStrategy.EARLIEST else -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """Where the next fetch starts, with the leader epoch of the last record consumed."""
+
+    offset: int
+    offset_epoch: int | None = None
+    current_leader_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """Per-partition state. Mutated only under the SubscriptionState lock."""
+
+    fetch_state: FetchState = FetchState.INITIALIZING
+    position: FetchPosition | None = None
+    reset_strategy: ResetStrategy | None = None
+    paused: bool = False
+    pending_revocation: bool = False
+    awaiting_callback: bool = False
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    log_start_offset: int | None = None
+    #: bumped on every seek/reset, so fetches issued before it can be recognised as stale
+    position_version: int = 0
+
+    def is_fetchable(self) -> bool:
+        return (
+            self.fetch_state is FetchState.FETCHING
+            and self.position is not None
+            and not self.paused
+            and not self.pending_revocation
+            and not self.awaiting_callback
+        )
+
+
+class SubscriptionState:
+    """The subscription, the assignment and per-partition positions (thread-safe)."""
+
+    def __init__(self, default_reset: ResetStrategy) -> None:
+        self._lock = threading.Lock()
+        self._type = SubscriptionType.NONE
+        self._topics: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self._assignment: dict[TopicPartition, PartitionState] = {}
+        self._default_reset = default_reset
+        #: bumped on every assignment change
+        self.assignment_version = 0
+
+    # -- subscription ---------------------------------------------------------------------
+
+    def _set_type(self, kind: SubscriptionType) -> None:
+        if self._type is SubscriptionType.NONE:
+            self._type = kind
+        elif self._type is not kind:
+            raise IllegalStateError(
+                "subscribe() to topics, subscribe() to a pattern and assign() are mutually exclusive; "
+                "call unsubscribe() first"
+            )
+
+    def assign_from_user(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Replace the manual assignment; keeps state of partitions that stay. Returns removed."""
+        with self._lock:
+            self._set_type(SubscriptionType.USER_ASSIGNED)
+            return self._replace_assignment(list(partitions))
+
+    def subscribe(self, topics: Iterable[str]) -> bool:
+        """Subscribe to topic names; returns whether the set changed."""
+        with self._lock:
+            self._set_type(SubscriptionType.AUTO_TOPICS)
+            new = frozenset(topics)
+            changed = new != self._topics
+            self._topics = new
+            return changed
+
+    def subscribe_pattern(self, pattern: re.Pattern[str]) -> None:
+        """Subscribe to every topic whose name fully matches ``pattern``."""
+        with self._lock:
+            self._set_type(SubscriptionType.AUTO_PATTERN)
+            self._pattern = pattern
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment."""
+        with self._lock:
+            self._type = SubscriptionType.NONE
+            self._topics = frozenset()
+            self._pattern = None
+            self._replace_assignment([])
+
+    def subscription_type(self) -> SubscriptionType:
+        with self._lock:
+            return self._type
+
+    def subscription(self) -> frozenset[str]:
+        """The subscribed topic names (for a pattern: the topics it currently matches)."""
+        with self._lock:
+            return self._topics
+
+    def pattern(self) -> re.Pattern[str] | None:
+        with self._lock:
+            return self._pattern
+
+    def set_pattern_matches(self, topics: Iterable[str]) -> bool:
+        """Record the topics a pattern subscription matches now; returns whether they changed."""
+        with self._lock:
+            new = frozenset(topics)
+            changed = new != self._topics
+            self._topics = new
+            return changed
+
+    # -- assignment ------------------------------------------------------------------------
+
+    def assign_from_subscription(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Set the group-assigned partitions; keeps state of partitions that stay."""
+        with self._lock:
+            if self._type not in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN):
+                raise IllegalStateError("assign_from_subscription without a subscription")
+            return self._replace_assignment(list(partitions))
+
+    def _replace_assignment(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        old = self._assignment
+        removed = set(old) - set(partitions)
+        self._assignment = {tp: old.get(tp) or PartitionState() for tp in partitions}
+        if removed or len(self._assignment) != len(old) or list(old) != partitions:
+            self.assignment_version += 1
+        return removed
+
+    def assigned_partitions(self) -> list[TopicPartition]:
+        """The assigned partitions in assignment order."""
+        with self._lock:
+            return list(self._assignment)
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            return tp in self._assignment
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        state = self._assignment.get(tp)
+        if state is None:
+            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
+        return state
+
+    # -- positions -------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, position: FetchPosition) -> None:
+        """Set the position (the fetch state becomes FETCHING)."""
+        with self._lock:
+            state = self._state(tp)
+            state.position = position
+            state.fetch_state = FetchState.FETCHING
+            state.reset_strategy = None
+            state.position_version += 1
+
+    def seek_if_version(self, tp: TopicPartition, position: FetchPosition, version: int) -> bool:
+        """Seek only if nothing else moved the position since ``version`` (for async results)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position_version != version:
+                return False
+            state.position = position
+            state.fetch_state = FetchState.FETCHING
+            state.reset_strategy = None
+            state.position_version += 1
+            return True
+
+    def advance(self, tp: TopicPartition, position: FetchPosition, expected_offset: int) -> bool:
+        """Move the position forward after records were returned (if still at ``expected_offset``)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None or state.position.offset != expected_offset:
+                return False
+            state.position = position
+            return True
+
+    def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
+        """Ask for the position to be reset (default: ``auto.offset.reset``)."""
+        with self._lock:
+            state = self._state(tp)
+            state.fetch_state = FetchState.AWAIT_RESET
+            state.reset_strategy = strategy or self._default_reset
+            state.position = None
+            state.position_version += 1
+
+    def request_validation(self, tp: TopicPartition) -> None:
+        """The leader changed: validate the position before fetching again."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is not None and state.fetch_state is FetchState.FETCHING:
+                state.fetch_state = FetchState.AWAIT_VALIDATION
+
+    def complete_validation(self, tp: TopicPartition) -> None:
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION:
+                state.fetch_state = FetchState.FETCHING
+
+    def position(self, tp: TopicPartition) -> FetchPosition | None:
+        """The current position, or None if it is not known yet."""
+        with self._lock:
+            return self._state(tp).position
+
+    def position_version(self, tp: TopicPartition) -> int:
+        with self._lock:
+            return self._state(tp).position_version
+
+    def partitions_in_state(self, fetch_state: FetchState) -> list[tuple[TopicPartition, PartitionState]]:
+        """Snapshots (copies) of partitions in ``fetch_state``."""
+        with self._lock:
+            return [(tp, replace(s)) for tp, s in self._assignment.items() if s.fetch_state is fetch_state]
+
+    def has_all_positions(self, partitions: Iterable[TopicPartition] | None = None) -> bool:
+        with self._lock:
+            wanted = self._assignment if partitions is None else partitions
+            return all(
+                (s := self._assignment.get(tp)) is not None and s.fetch_state is FetchState.FETCHING
+                for tp in wanted
+            )
+
+    def default_reset(self) -> ResetStrategy:
+        return self._default_reset
+
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The positions of partitions that have one: what ``commit_sync()`` commits."""
+        with self._lock:
+            return {
+                tp: OffsetAndMetadata(s.position.offset, "", s.position.offset_epoch)
+                for tp, s in self._assignment.items()
+                if s.position is not None and s.fetch_state is FetchState.FETCHING
+            }
+
+    # -- pause and fetchability ----------------------------------------------------------------
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            states = [self._state(tp) for tp in partitions]
+            for state in states:
+                state.paused = True
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            states = [self._state(tp) for tp in partitions]
+            for state in states:
+                state.paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        with self._lock:
+            return {tp for tp, s in self._assignment.items() if s.paused}
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.paused
+
+    def is_fetchable(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.is_fetchable()
+
+    def fetchable_partitions(
+        self, exclude: Callable[[TopicPartition], bool]
+    ) -> list[tuple[TopicPartition, FetchPosition, int]]:
+        """Fetchable partitions not excluded, with their positions and position versions."""
+        with self._lock:
+            result = []
+            for tp, state in self._assignment.items():
+                if state.is_fetchable() and not exclude(tp):
+                    assert state.position is not None
+                    result.append((tp, state.position, state.position_version))
+            return result
+
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                state = self._assignment.get(tp)
+                if state is not None:
+                    state.pending_revocation = True
+
+    def set_awaiting_callback(self, partitions: Iterable[TopicPartition], awaiting: bool) -> None:
+        with self._lock:
+            for tp in partitions:
+                state = self._assignment.get(tp)
+                if state is not None:
+                    state.awaiting_callback = awaiting
+
+    # -- offsets reported by fetches ------------------------------------------------------------
+
+    def update_fetch_offsets(
+        self, tp: TopicPartition, high_watermark: int, last_stable_offset: int, log_start_offset: int
+    ) -> None:
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None:
+                return
+            if high_watermark >= 0:
+                state.high_watermark = high_watermark
+            if last_stable_offset >= 0:
+                state.last_stable_offset = last_stable_offset
+            if log_start_offset >= 0:
+                state.log_start_offset = log_start_offset
+
+    def lag(self, tp: TopicPartition, read_committed: bool) -> int | None:
+        """End offset (HW, or LSO under read_committed) minus position, if both are known."""
+        with self._lock:
+            state = self._state(tp)
+            end = state.last_stable_offset if read_committed else state.high_watermark
+            if end is None or state.position is None:
+                return None
+            return max(0, end - state.position.offset)
