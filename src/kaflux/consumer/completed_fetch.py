@@ -190,13 +190,12 @@ class CompletedFetch:
         try:
             return deserializer(data)
         except Exception as exc:
-            what = "key" if is_key else "value"
             raise RecordDeserializationError(
-                f"the {what} deserializer failed on {self.tp} offset {record.offset}: {exc!r}; "
-                f"seek past offset {record.offset} to skip the record",
+                repr(exc),
                 topic=self.tp.topic,
                 partition=self.tp.partition,
                 offset=record.offset,
+                origin="key" if is_key else "value",
             ) from exc
 
     def drain(self) -> None:

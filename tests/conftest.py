@@ -1,0 +1,156 @@
+"""Shared fixtures: real brokers for integration tests, unique topic names, broker-defect markers.
+
+Brokers (see :mod:`kaflux.testing.brokers` and /work/shared/reference/brokers.md for their defects):
+
+- ``tansu`` / ``noida``: one started broker each for the whole session, stopped at the end.
+- ``broker``: parametrized over both (ids ``tansu`` and ``noida``), reusing the session brokers. A
+  session broker found dead (e.g. a test crashed it) is restarted first; Tansu then comes back empty.
+- ``fresh_broker(kind)`` / ``fresh_tansu()``: factories for a private broker that the test may kill or
+  restart; stopped and deleted when the test ends.
+
+Do not kill or restart the session brokers; use a fresh one.
+
+Marking a known broker defect::
+
+    @pytest.mark.broker_defect("tansu", reason="ListOffsets LATEST returns the last batch's base + 1")
+    def test_high_watermark(broker): ...
+
+When the test runs with ``broker`` = ``tansu`` it becomes a strict xfail: it must fail, and starts
+failing the run (XPASS(strict)) once the broker is fixed, so the marker gets removed. With other
+brokers it runs normally. Several markers may be stacked; the broker name must be in ``BROKER_KINDS``.
+
+Tests that use any broker fixture get the ``integration`` marker automatically; mark them explicitly
+too, so that ``-m "not integration"`` is obvious from the file.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kaflux.testing.brokers import (
+    BROKER_KINDS,
+    Broker,
+    BrokerUnavailableError,
+    NoidaBroker,
+    TansuBroker,
+    start_broker,
+)
+
+_BROKER_FIXTURES = frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida"})
+_START_TIMEOUT = 30.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "broker_defect(broker_name, reason): strict xfail of this test when its `broker` fixture "
+        f"parameter is broker_name (one of {', '.join(BROKER_KINDS)}); runs normally on other brokers",
+    )
+
+
+def _defect_args(mark: pytest.Mark) -> tuple[str, str]:
+    args = list(mark.args)
+    name = args.pop(0) if args else mark.kwargs.get("broker_name")
+    reason = args.pop(0) if args else mark.kwargs.get("reason")
+    if name not in BROKER_KINDS:
+        raise pytest.UsageError(f"broker_defect needs a broker name from {BROKER_KINDS}, got {name!r}")
+    if not reason:
+        raise pytest.UsageError(f"broker_defect({name!r}) needs a reason")
+    return name, str(reason)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("broker") if callspec is not None else None
+        for mark in item.iter_markers("broker_defect"):
+            name, reason = _defect_args(mark)
+            if param == name:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=f"{name} defect: {reason}"))
+
+
+def _session_broker(kind: str) -> Iterator[Broker]:
+    try:
+        broker = start_broker(kind, timeout=_START_TIMEOUT)
+    except BrokerUnavailableError as e:
+        pytest.skip(f"{kind} broker not available: {e}")
+    try:
+        yield broker
+    finally:
+        broker.cleanup()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[Broker]:
+    """A Tansu broker (memory storage) shared by the whole session."""
+    yield from _session_broker("tansu")
+
+
+@pytest.fixture(scope="session")
+def noida() -> Iterator[Broker]:
+    """A noida-db broker shared by the whole session."""
+    yield from _session_broker("noida")
+
+
+@pytest.fixture(params=list(BROKER_KINDS), ids=list(BROKER_KINDS))
+def broker(request: pytest.FixtureRequest) -> Broker:
+    """Each session broker in turn; restarted first if an earlier test left it dead."""
+    session_broker: Broker = request.getfixturevalue(request.param)
+    if not session_broker.is_alive():
+        session_broker.restart(timeout=_START_TIMEOUT)
+    return session_broker
+
+
+@pytest.fixture
+def fresh_broker() -> Iterator[Callable[[str], Broker]]:
+    """Factory: ``fresh_broker("noida")`` starts a private broker, removed when the test ends."""
+    started: list[Broker] = []
+
+    def make(kind: str) -> Broker:
+        try:
+            broker = start_broker(kind, timeout=_START_TIMEOUT)
+        except BrokerUnavailableError as e:
+            pytest.skip(f"{kind} broker not available: {e}")
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.cleanup()
+
+
+@pytest.fixture
+def fresh_tansu(fresh_broker: Callable[[str], Broker]) -> Callable[[], TansuBroker]:
+    """Factory: ``fresh_tansu()`` starts a private Tansu broker for kill/restart tests."""
+
+    def make() -> TansuBroker:
+        broker = fresh_broker("tansu")
+        assert isinstance(broker, TansuBroker)
+        return broker
+
+    return make
+
+
+@pytest.fixture
+def fresh_noida(fresh_broker: Callable[[str], Broker]) -> Callable[[], NoidaBroker]:
+    """Factory: ``fresh_noida()`` starts a private noida-db broker (its data survives restarts)."""
+
+    def make() -> NoidaBroker:
+        broker = fresh_broker("noida")
+        assert isinstance(broker, NoidaBroker)
+        return broker
+
+    return make
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test (and this run): ``kx-<test name>-<8 hex>``."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-.")[:80]
+    return f"kx-{base}-{uuid.uuid4().hex[:8]}"
