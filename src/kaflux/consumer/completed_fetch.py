@@ -145,7 +145,6 @@ class CompletedFetch:
         if self._sticky_error is not None:
             raise self._sticky_error
         out: list[ConsumerRecord] = []
-        topic, partition = self.tp
         try:
             while len(out) < max_records:
                 if self._index >= len(self._records):
@@ -157,23 +156,7 @@ class CompletedFetch:
                         self.consumed = True
                         break
                     continue
-                record = self._records[self._index]
-                if record.offset < self.next_fetch_offset:
-                    self._index += 1
-                    continue
-                key = record.key if key_deserializer is None else self._deserialize(key_deserializer, record, True)
-                value = (
-                    record.value if value_deserializer is None else self._deserialize(value_deserializer, record, False)
-                )
-                assert self._batch is not None
-                out.append(
-                    ConsumerRecord(
-                        topic, partition, record.offset, record.timestamp, self._batch.timestamp_type,
-                        key, value, record.headers, self.last_epoch,
-                    )
-                )
-                self._index += 1
-                self.next_fetch_offset = record.offset + 1
+                self._take(out, max_records - len(out), key_deserializer, value_deserializer)
         except CorruptRecordError as exc:
             # The batch iterator cannot resume after corrupt data: remember the error.
             self._sticky_error = exc
@@ -184,6 +167,43 @@ class CompletedFetch:
             if not out:
                 raise
         return out
+
+    def _take(
+        self,
+        out: list[ConsumerRecord],
+        limit: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
+        """Append up to ``limit`` records of the current batch to ``out`` (the hot path)."""
+        records = self._records
+        i = self._index
+        count = len(records)
+        next_offset = self.next_fetch_offset
+        while i < count and records[i][0] < next_offset:  # skip what was consumed before a seek
+            i += 1
+        end = min(count, i + limit)
+        self._index = i
+        if i >= end:
+            return
+        assert self._batch is not None
+        topic, partition = self.tp
+        ttype = self._batch.timestamp_type
+        epoch = self.last_epoch
+        if key_deserializer is None and value_deserializer is None:
+            make = ConsumerRecord
+            out.extend([make(topic, partition, r[0], r[1], ttype, r[2], r[3], r[4], epoch) for r in records[i:end]])
+            self._index = end
+            self.next_fetch_offset = records[end - 1][0] + 1
+            return
+        for j in range(i, end):
+            record = records[j]
+            key = record.key if key_deserializer is None else self._deserialize(key_deserializer, record, True)
+            value = record.value if value_deserializer is None else self._deserialize(value_deserializer, record, False)
+            out.append(ConsumerRecord(topic, partition, record.offset, record.timestamp, ttype, key, value,
+                                      record.headers, epoch))
+            self._index = j + 1
+            self.next_fetch_offset = record.offset + 1
 
     def _deserialize(self, deserializer: Deserializer, record: Record, is_key: bool) -> Any:
         data = record.key if is_key else record.value

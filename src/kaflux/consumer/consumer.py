@@ -319,13 +319,14 @@ class Consumer:
                 raise IllegalStateError("poll() needs an assignment: call assign() first")
             deadline = time.monotonic() + timeout_s
             while True:
-                self._thread.submit(PollEvent(monotonic_ms()))
+                self._thread.submit(PollEvent(monotonic_ms()), wake=False)
                 self._check_wakeup()
                 self._run_commit_callbacks()
                 self._process_background_events()
                 records = self._collector.collect()
+                if self._collector.released_fetches:
+                    self._thread.wakeup()  # partitions became fetchable again: prefetch now
                 if records:
-                    self._thread.wakeup()  # let the network thread prefetch into the freed buffer
                     result = ConsumerRecords(records)
                     self._records_returned += len(result)
                     return result

@@ -33,6 +33,8 @@ class FetchCollector:
         self._max_poll_records = max_poll_records
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
+        #: fetches fully read during the last collect() (their partitions can be fetched again)
+        self.released_fetches = 0
 
     def collect(self) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the buffer, at most ``max.poll.records``, positions advanced.
@@ -42,6 +44,7 @@ class FetchCollector:
         """
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = self._max_poll_records
+        self.released_fetches = 0
         parked: list[CompletedFetch] = []
         try:
             while remaining > 0:
@@ -61,6 +64,7 @@ class FetchCollector:
                         raise fetch.error
                     if not self._initialize(fetch):
                         self._buffer.release(fetch)
+                        self.released_fetches += 1
                         continue
                     self._buffer.set_next_in_line(fetch)
                     current = fetch
@@ -80,6 +84,7 @@ class FetchCollector:
                     remaining -= len(records)
                 if current.consumed:
                     self._buffer.set_next_in_line(None)  # release its bytes now
+                    self.released_fetches += 1
         finally:
             for fetch in reversed(parked):
                 self._buffer.requeue_front(fetch)

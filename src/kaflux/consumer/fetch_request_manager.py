@@ -178,6 +178,12 @@ class FetchRequestManager:
                 if self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == data.position_version:
                     self._subscription.request_reset(tp)
                 return None
+        if error is None and not p.records:
+            # Nothing to read: record the offsets now rather than parking an empty fetch in
+            # the buffer, which would keep the partition from being fetched until poll().
+            if self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == data.position_version:
+                self._subscription.update_fetch_offsets(tp, p.high_watermark, p.last_stable_offset, p.log_start_offset)
+            return None
         aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
         return CompletedFetch(
             tp,

@@ -71,18 +71,28 @@ class NetworkThread(threading.Thread):
         self._closed = threading.Event()
         #: how long the app may wait before the managers need it (for poll timeouts)
         self.max_time_to_wait_ms = MAX_POLL_TIMEOUT_MS
+        #: when the current I/O wait ends (0 while the loop is busy); lets producers skip
+        #: a wakeup when the loop will come round in time anyway
+        self.sleeping_until_ms = 0
         self.loop_count = 0
 
     # -- application thread ------------------------------------------------------------------
 
-    def submit(self, event: Any) -> None:
-        """Queue an application event and wake the network thread. Never blocks."""
+    def submit(self, event: Any, *, wake: bool = True) -> None:
+        """Queue an application event and (unless ``wake=False``: it can wait for the next
+        pass) wake the network thread. Never blocks."""
         self.events.put(event)
-        self.delegate.client.wakeup()
+        if wake:
+            self.delegate.client.wakeup()
 
     def wakeup(self) -> None:
         """Make the loop run a pass now."""
         self.delegate.client.wakeup()
+
+    def wakeup_before(self, due_ms: int) -> None:
+        """Make sure the loop runs a pass by ``due_ms``: wake it only if it sleeps past that."""
+        if self.sleeping_until_ms > due_ms:
+            self.delegate.client.wakeup()
 
     def close(self, timeout_s: float) -> bool:
         """Let the managers finish (bounded by ``timeout_s``), then stop; True if it stopped."""
@@ -118,7 +128,9 @@ class NetworkThread(threading.Thread):
             self.delegate.add_all(result.unsent, now)
             wait = min(wait, result.time_until_next_poll_ms)
         self.max_time_to_wait_ms = wait
+        self.sleeping_until_ms = now + wait
         self.delegate.poll(wait, now, monotonic_ms)
+        self.sleeping_until_ms = 0
         self._processor.expire(monotonic_ms())
         self.loop_count += 1
 

@@ -41,7 +41,6 @@ class ProducerBatch:
     attempts: int = 0
     retry_at_ms: int = 0
     size: int = BATCH_OVERHEAD
-    flush_requested: bool = False
 
     def try_append(
         self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header],
@@ -109,8 +108,9 @@ class RecordAccumulator:
         now_ms: int,
         deadline_s: float,
         clock_s: Callable[[], float],
-    ) -> tuple[Future[RecordMetadata], bool]:
-        """Add a record; returns its future and whether a new batch was started.
+    ) -> tuple[Future[RecordMetadata], bool, bool]:
+        """Add a record; returns its future, whether it started a new batch (the sender then
+        needs a wakeup to schedule it) and whether that was because the last batch was full.
 
         Blocks while the buffer is full, until ``deadline_s`` on the ``clock_s`` clock; then
         raises KafkaTimeoutError.
@@ -128,23 +128,16 @@ class RecordAccumulator:
                 self._lock.wait(remaining)
             queue = self._batches.setdefault(tp, deque())
             last = queue[-1] if queue else None
-            new_batch = False
+            new_batch = rolled_over = False
             if last is None or not last.try_append(timestamp, key, value, headers, self._batch_size, future):
                 batch = ProducerBatch(tp, BatchBuilder(self._compression), now_ms)
                 batch.try_append(timestamp, key, value, headers, self._batch_size, future)
                 queue.append(batch)
                 self._used_bytes += BATCH_OVERHEAD
-                new_batch = last is not None
+                new_batch, rolled_over = True, last is not None
             self._used_bytes += needed
             self._incomplete += 1
-            future.add_done_callback(self._record_done)
-        return future, new_batch
-
-    def _record_done(self, _: Future[RecordMetadata]) -> None:
-        with self._lock:
-            self._incomplete -= 1
-            if self._incomplete == 0:
-                self._lock.notify_all()
+        return future, new_batch, rolled_over
 
     def begin_flush(self) -> None:
         """Make every batch ready now (until :meth:`end_flush`)."""
@@ -181,7 +174,8 @@ class RecordAccumulator:
     def drain_ready(
         self, now_ms: int, leader_for: Callable[[TopicPartition], int | None]
     ) -> tuple[dict[int, list[ProducerBatch]], int, bool]:
-        """Take the ready batches, grouped by leader broker.
+        """Take the ready batches, grouped by leader broker (they leave the queue; the caller
+        must end each with :meth:`deallocate` or :meth:`reenqueue`).
 
         Returns ``(batches_by_node, ms_until_next_ready, unknown_leader)``.
         """
@@ -233,10 +227,12 @@ class RecordAccumulator:
             self._batches.setdefault(batch.tp, deque()).appendleft(batch)
 
     def deallocate(self, batch: ProducerBatch) -> None:
-        """The batch is finished (sent or failed): free its memory, unmute its partition."""
+        """The batch is finished (its futures resolved or failed): free its memory, unmute
+        its partition, and count its records as complete."""
         with self._lock:
             self._in_flight.discard(batch.tp)
             self._used_bytes -= batch.size
+            self._incomplete -= len(batch.futures)
             self._lock.notify_all()
 
     def has_unsent(self) -> bool:

@@ -178,13 +178,16 @@ class Producer:
             raise ValueError(f"partition {partition} does not exist: {topic!r} has {count} partitions")
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        future, new_batch = self._accumulator.append(
+        future, new_batch, rolled_over = self._accumulator.append(
             TopicPartition(topic, partition), timestamp, key_bytes, value_bytes, header_list,
             monotonic_ms(), deadline, time.monotonic,
         )
-        if sticky and new_batch:
-            self._sticky.on_new_batch(topic, count, partition)
-        self._thread.wakeup()
+        if new_batch:
+            # Only a new batch changes what the sender waits for (linger, a full batch);
+            # waking it for every record would cost a syscall and a loop pass per record.
+            if sticky and rolled_over:
+                self._sticky.on_new_batch(topic, count, partition)
+            self._thread.wakeup_before(monotonic_ms() + (0 if rolled_over else self._config.linger_ms))
         return future
 
     def _headers(

@@ -1,0 +1,119 @@
+"""The demo job: produce a realistic event stream and read it back. [app]
+
+``python -m kaflux.demo`` starts an embedded broker (Tansu) on a free loopback port unless
+``--bootstrap-servers`` names a cluster, creates a topic, produces JSON page-view events
+with :class:`kaflux.Producer`, reads them back with :class:`kaflux.Consumer` (manual
+assignment, commits in a consumer group) and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.testing.brokers import start_broker
+
+PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]
+COUNTRIES = ["DE", "FR", "IN", "US", "BR", "JP", "NG", "GB"]
+
+
+def page_views(count: int, seed: int = 7) -> Iterator[tuple[bytes, bytes]]:
+    """``count`` page-view events as (user key, JSON value)."""
+    rng = random.Random(seed)
+    start_ms = 1_790_000_000_000
+    for i in range(count):
+        user = f"user-{rng.randrange(500):04d}"
+        event = {
+            "user": user,
+            "page": rng.choice(PAGES),
+            "country": rng.choice(COUNTRIES),
+            "ts": start_ms + i * 37,
+            "duration_ms": rng.randrange(50, 30_000),
+        }
+        yield user.encode(), json.dumps(event, separators=(",", ":")).encode()
+
+
+@contextlib.contextmanager
+def cluster(bootstrap: str | None) -> Iterator[str]:
+    """Yield bootstrap servers: the given cluster, or an embedded broker for the duration."""
+    if bootstrap:
+        yield bootstrap
+        return
+    print("starting an embedded Tansu broker on 127.0.0.1 ...", flush=True)
+    with start_broker("tansu") as broker:
+        print(f"broker up at {broker.bootstrap_servers} (pid {broker.pid})", flush=True)
+        yield broker.bootstrap_servers
+
+
+def run(bootstrap: str, topic: str, records: int, partitions: int, compression: str) -> int:
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions)], exist_ok=True, timeout=30)
+
+    t0 = time.monotonic()
+    with Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 10}) as producer:
+        futures = [producer.send(topic, value, key=key) for key, value in page_views(records)]
+        producer.flush(60)
+    failures = sum(1 for f in futures if f.exception() is not None)
+    produce_s = time.monotonic() - t0
+    print(f"produced {records - failures:,} page views to {topic!r} in {produce_s:.2f} s ({compression})")
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kaflux-demo",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        },
+        value_deserializer=lambda v: json.loads(v) if v is not None else None,
+    )
+    pages: Counter[str] = Counter()
+    countries: Counter[str] = Counter()
+    per_partition: Counter[int] = Counter()
+    seen = 0
+    t0 = time.monotonic()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + 60
+        while seen < records - failures and time.monotonic() < deadline:
+            for record in consumer.poll(1.0):
+                pages[record.value["page"]] += 1
+                countries[record.value["country"]] += 1
+                per_partition[record.partition] += 1
+                seen += 1
+        consumer.commit_sync(timeout=30)
+    finally:
+        consumer.close(10)
+    consume_s = time.monotonic() - t0
+
+    print(f"read back {seen:,} events in {consume_s:.2f} s ({seen / max(consume_s, 1e-9):,.0f} records/s)\n")
+    print(f"{'page':<14}{'views':>8}   {'country':<8}{'views':>8}")
+    for (page, n), (country, m) in zip(pages.most_common(8), countries.most_common(8), strict=False):
+        print(f"{page:<14}{n:>8,}   {country:<8}{m:>8,}")
+    print("\nrecords per partition: " + ", ".join(f"{p}: {n:,}" for p, n in sorted(per_partition.items())))
+    ok = seen == records - failures and failures == 0
+    print("\nresult: " + ("OK, every event produced was read back" if ok else "MISMATCH"))
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kaflux.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", help="a Kafka cluster to use instead of the embedded broker")
+    parser.add_argument("--topic", default="page-views")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--compression", default="lz4", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    args = parser.parse_args(argv)
+    with cluster(args.bootstrap_servers) as bootstrap:
+        return run(bootstrap, args.topic, args.records, args.partitions, args.compression)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
