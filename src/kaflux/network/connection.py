@@ -77,8 +77,9 @@ class BrokerConnection:
         self.negotiated: dict[ApiKey, int] = {}
         self.connect_started_ms = -1
         self.last_activity_ms = -1
-        #: send time of each in-flight request by correlation id (for request.timeout.ms)
-        self._sent_at: dict[int, int] = {}
+        #: deadline of each in-flight request by correlation id (request.timeout.ms, or the
+        #: request's own timeout)
+        self._deadlines: dict[int, int] = {}
 
     # -- state ----------------------------------------------------------------------------
 
@@ -108,9 +109,9 @@ class BrokerConnection:
         """Whether the selector should wait for writability."""
         return self._machine.state is _S.CONNECTING or self._protocol.has_pending_output()
 
-    def oldest_send_ms(self) -> int | None:
-        """When the oldest in-flight request was sent, or None."""
-        return min(self._sent_at.values()) if self._sent_at else None
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of an in-flight request, or None."""
+        return min(self._deadlines.values()) if self._deadlines else None
 
     def in_flight(self) -> list[InFlightRequest]:
         """Requests awaiting a response, oldest first."""
@@ -188,7 +189,7 @@ class BrokerConnection:
             total += count
             self.last_activity_ms = now_ms
             for response in self._protocol.data_received(count):
-                self._sent_at.pop(response.in_flight.correlation_id, None)
+                self._deadlines.pop(response.in_flight.correlation_id, None)
                 if response.in_flight.context is _API_VERSIONS_CONTEXT:
                     self._on_api_versions(response.body, now_ms)
                 else:
@@ -196,21 +197,28 @@ class BrokerConnection:
         return responses
 
     def send(
-        self, request: RequestMessage, api_version: int, context: Any, now_ms: int, *, expect_response: bool = True
+        self,
+        request: RequestMessage,
+        api_version: int,
+        context: Any,
+        now_ms: int,
+        timeout_ms: int,
+        *,
+        expect_response: bool = True,
     ) -> InFlightRequest:
         """Queue ``request`` and try to write it at once. Only when READY."""
         if self._machine.state is not _S.READY:
             raise KafkaConnectionError(f"connection to node {self.node_id} is not ready")
         in_flight = self._protocol.send_request(request, api_version, context, expect_response=expect_response)
         if expect_response:
-            self._sent_at[in_flight.correlation_id] = now_ms
+            self._deadlines[in_flight.correlation_id] = now_ms + timeout_ms
         self._flush(now_ms)
         return in_flight
 
     def close(self) -> list[InFlightRequest]:
         """Close the socket; returns the requests that were in flight (to be failed)."""
         failed = [r for r in self._protocol.fail_all() if r.context is not _API_VERSIONS_CONTEXT]
-        self._sent_at.clear()
+        self._deadlines.clear()
         self._close_socket()
         if self._machine.state is not _S.DISCONNECTED:
             self._machine.transition_to(_S.DISCONNECTED)
@@ -225,12 +233,12 @@ class BrokerConnection:
 
     # -- ApiVersions handshake --------------------------------------------------------------
 
-    def _send_api_versions(self, now_ms: int) -> None:
+    def _send_api_versions(self, now_ms: int, timeout_ms: int = 30_000) -> None:
         request = ApiVersionsRequest(
             client_software_name=_CLIENT_SOFTWARE_NAME, client_software_version=_CLIENT_SOFTWARE_VERSION
         )
         in_flight = self._protocol.send_request(request, self._api_versions_version, _API_VERSIONS_CONTEXT)
-        self._sent_at[in_flight.correlation_id] = now_ms
+        self._deadlines[in_flight.correlation_id] = now_ms + timeout_ms
 
     def _on_api_versions(self, response: ApiVersionsResponse, now_ms: int) -> None:
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}

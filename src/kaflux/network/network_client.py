@@ -42,6 +42,8 @@ class ClientRequest:
     expect_response: bool = True
     #: highest version the caller can build (None: whatever both sides support)
     max_version: int | None = None
+    #: how long to wait for the response (None: request.timeout.ms)
+    timeout_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -157,7 +159,8 @@ class NetworkClient:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
                 version = min(version, request.max_version)
-            conn.send(request.request, version, request, now_ms, expect_response=request.expect_response)
+            timeout = request.timeout_ms if request.timeout_ms is not None else self._request_timeout_ms
+            conn.send(request.request, version, request, now_ms, timeout, expect_response=request.expect_response)
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._disconnect(conn, exc, now_ms)
@@ -269,13 +272,14 @@ class NetworkClient:
                     now_ms,
                 )
                 continue
-            oldest = conn.oldest_send_ms()
-            if oldest is not None and now_ms - oldest >= self._request_timeout_ms:
+            deadline = conn.next_deadline_ms()
+            if deadline is not None and now_ms >= deadline:
                 self._disconnect(
                     conn,
                     KafkaTimeoutError(
-                        f"no response from node {conn.node_id} ({conn.host}:{conn.port}) within "
-                        f"request.timeout.ms={self._request_timeout_ms}; the connection was closed"
+                        f"no response from node {conn.node_id} ({conn.host}:{conn.port}) within the "
+                        f"request timeout (request.timeout.ms={self._request_timeout_ms}); the connection "
+                        "was closed"
                     ),
                     now_ms,
                 )
@@ -287,9 +291,9 @@ class NetworkClient:
                 continue
             if not conn.is_ready():
                 deadline = min(deadline, conn.connect_started_ms + self._setup_timeout_ms + 1 - now_ms)
-            oldest = conn.oldest_send_ms()
-            if oldest is not None:
-                deadline = min(deadline, oldest + self._request_timeout_ms - now_ms)
+            request_deadline = conn.next_deadline_ms()
+            if request_deadline is not None:
+                deadline = min(deadline, request_deadline - now_ms)
         return max(0, deadline)
 
     def _disconnect(self, conn: BrokerConnection, error: KafkaError, now_ms: int, *, backoff: bool = True) -> None:

@@ -33,6 +33,8 @@ class UnsentRequest:
     handler: Callable[[ClientResponse], None]
     max_version: int | None = None
     expect_response: bool = True
+    #: how long to wait for the response once sent (None: request.timeout.ms)
+    timeout_ms: int | None = None
     #: set when the delegate accepts it: the request fails if still unsent by then
     deadline_ms: int = -1
 
@@ -97,6 +99,7 @@ class NetworkClientDelegate:
                     created_ms=now_ms,
                     expect_response=unsent.expect_response,
                     max_version=unsent.max_version,
+                    timeout_ms=unsent.timeout_ms,
                 ),
                 now_ms,
             )
