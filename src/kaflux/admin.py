@@ -9,7 +9,6 @@ application thread turns into results or errors.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -106,7 +105,9 @@ class _AdminEventProcessor:
             return
         for event in self._waiting:
             node = cluster.controller_id if event.to_controller and cluster.controller_id >= 0 else None
-            self._network.delegate.add(UnsentRequest(event.request, node, self._resolver(event.future)), now_ms)
+            self._network.delegate.add(
+                UnsentRequest(event.request, node, self._resolver(event.future)), now_ms
+            )
         self._waiting = []
 
     @staticmethod
@@ -127,6 +128,9 @@ class _AdminEventProcessor:
                 event.future.set_exception(KafkaTimeoutError("no broker answered metadata in time"))
                 self._waiting.remove(event)
 
+    def next_deadline_ms(self) -> int | None:
+        return min((e.deadline_ms for e in self._waiting), default=None)
+
     def fail_all(self, error: Exception) -> None:
         for future in self._pending:
             if not future.done():
@@ -142,7 +146,10 @@ class AdminClient:
         client_id = self._config.client_id or f"admin-{next(_client_ids)}"
         network = build_network(self._config, client_id, allow_auto_create_topics=False)
         self._thread = NetworkThread(
-            f"kaflux-admin-network-{client_id}", network.delegate, [network.metadata], _AdminEventProcessor(network)
+            f"kaflux-admin-network-{client_id}",
+            network.delegate,
+            [network.metadata],
+            _AdminEventProcessor(network),
         )
         self._closed = False
         self._thread.start()
@@ -189,12 +196,16 @@ class AdminClient:
         for result in response.topics:
             if result.error_code == 0:
                 continue
-            error = error_for_code(result.error_code)(f"topic {result.name!r}: {result.error_message or ''}".strip())
+            error = error_for_code(result.error_code)(
+                f"topic {result.name!r}: {result.error_message or ''}".strip()
+            )
             if exist_ok and isinstance(error, TopicAlreadyExistsError):
                 continue
             raise error
 
-    def delete_topics(self, names: Iterable[str], *, timeout: float | None = None, missing_ok: bool = False) -> None:
+    def delete_topics(
+        self, names: Iterable[str], *, timeout: float | None = None, missing_ok: bool = False
+    ) -> None:
         """Delete topics.
 
         Raises:
@@ -214,7 +225,9 @@ class AdminClient:
                 continue
             raise error
 
-    def list_topics(self, *, timeout: float | None = None, include_internal: bool = False) -> dict[str, list[PartitionInfo]]:
+    def list_topics(
+        self, *, timeout: float | None = None, include_internal: bool = False
+    ) -> dict[str, list[PartitionInfo]]:
         """All topics with their partitions, sorted by partition."""
         seconds = self._timeout(timeout)
         answer: MetadataAnswer = self._call(ListTopicsEvent(monotonic_ms() + int(seconds * 1000)), seconds)

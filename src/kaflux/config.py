@@ -137,7 +137,10 @@ class CommonConfig:
         "max.in.flight.requests.per.connection", 5, low=1, high=_INT_MAX
     )
     security_protocol: str = _setting(
-        "security.protocol", "plaintext", kind="str", choices=("plaintext",),
+        "security.protocol",
+        "plaintext",
+        kind="str",
+        choices=("plaintext",),
         doc="only PLAINTEXT is implemented so far",
     )
 
@@ -227,7 +230,10 @@ class ConsumerConfig(CommonConfig):
     fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)
     max_partition_fetch_bytes: int = _setting("max.partition.fetch.bytes", 1048576, low=0, high=_INT_MAX)
     fetch_buffer_max_bytes: int = _setting(
-        "fetch.buffer.max.bytes", 64 * 1024 * 1024, low=1, high=2**62,
+        "fetch.buffer.max.bytes",
+        64 * 1024 * 1024,
+        low=1,
+        high=2**62,
         doc="kaflux: bytes of fetched, not yet consumed data kept in memory (KIP-81 style)",
     )
     isolation_level: str = _setting(

@@ -29,6 +29,7 @@ from kaflux.errors import (
     CommitFailedError,
     KafkaError,
     KafkaTimeoutError,
+    RebalanceInProgressError,
     RetriableCommitFailedError,
     error_for_code,
 )
@@ -66,6 +67,8 @@ class MemberInfo:
     generation: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+    #: a rebalance is under way: commits are refused until it completes
+    rebalancing: bool = False
 
 
 @dataclass(slots=True)
@@ -116,6 +119,11 @@ class CommitRequestManager:
         self._auto_commit_in_flight = False
         self._last_auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
 
+    @property
+    def auto_commit_enabled(self) -> bool:
+        """Whether ``enable.auto.commit`` is on (with a group)."""
+        return self._auto_interval_ms is not None
+
     # -- called by the event processor --------------------------------------------------------
 
     def commit(
@@ -158,7 +166,9 @@ class CommitRequestManager:
         self._next_auto_commit_ms = now_ms + self._auto_interval_ms
         self.auto_commit_now(now_ms)
 
-    def auto_commit_now(self, now_ms: int, future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None) -> None:
+    def auto_commit_now(
+        self, now_ms: int, future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None
+    ) -> None:
         """Commit every consumed position now (before an assignment change, on close)."""
         offsets = self._subscription.all_consumed()
         changed = {tp: o for tp, o in offsets.items() if self._last_auto_committed.get(tp) != o}
@@ -191,18 +201,32 @@ class CommitRequestManager:
         if node is None:
             return PollResult(wait)
         unsent: list[UnsentRequest] = []
-        for commit in self._commits:
-            if not commit.in_flight and now_ms >= commit.retry_at_ms:
-                commit.in_flight = True
-                unsent.append(self._commit_request(node, commit))
+        member = self._member_info()
+        for commit in list(self._commits):
+            if commit.in_flight or now_ms < commit.retry_at_ms:
+                continue
+            if member.rebalancing:
+                self._commits.remove(commit)
+                fail(
+                    commit.future,
+                    RebalanceInProgressError(
+                        f"group {self._group_id!r} is rebalancing, so offsets cannot be committed now; "
+                        "poll() to complete the rebalance, then commit again (or commit in "
+                        "on_partitions_revoked)"
+                    ),
+                )
+                continue
+            commit.in_flight = True
+            unsent.append(self._commit_request(node, commit))
         for pending in self._fetches:
             if not pending.in_flight and now_ms >= pending.retry_at_ms:
                 pending.in_flight = True
                 unsent.append(self._fetch_request(node, pending))
-        pending_retry = [c.retry_at_ms for c in self._commits if not c.in_flight]
-        pending_retry += [f.retry_at_ms for f in self._fetches if not f.in_flight]
-        if pending_retry:
-            wait = min(wait, max(0, min(pending_retry) - now_ms))
+        wake_at = [c.retry_at_ms for c in self._commits if not c.in_flight]
+        wake_at += [f.retry_at_ms for f in self._fetches if not f.in_flight]
+        wake_at += [c.deadline_ms for c in self._commits] + [f.deadline_ms for f in self._fetches]
+        if wake_at:
+            wait = min(wait, max(0, min(wake_at) - now_ms))
         return PollResult(wait, unsent)
 
     def poll_on_close(self, now_ms: int) -> PollResult:
@@ -212,19 +236,28 @@ class CommitRequestManager:
         return bool(self._commits or self._fetches)
 
     def _expire(self, now_ms: int) -> None:
+        # In-flight requests expire too: the caller's deadline wins over request.timeout.ms,
+        # and a late response finds its entry gone and is ignored.
         for commit in list(self._commits):
-            if not commit.in_flight and now_ms >= commit.deadline_ms:
+            if now_ms >= commit.deadline_ms:
                 self._commits.remove(commit)
-                fail(commit.future, KafkaTimeoutError(
-                    f"offset commit for group {self._group_id!r} did not complete before its deadline"
-                ))
+                fail(
+                    commit.future,
+                    KafkaTimeoutError(
+                        f"offset commit for group {self._group_id!r} did not complete before its deadline"
+                    ),
+                )
         for pending in list(self._fetches):
-            if not pending.in_flight and now_ms >= pending.deadline_ms:
+            if now_ms >= pending.deadline_ms:
                 self._fetches.remove(pending)
                 for future in pending.futures:
-                    fail(future, KafkaTimeoutError(
-                        f"committed offsets of group {self._group_id!r} were not fetched before the deadline"
-                    ))
+                    fail(
+                        future,
+                        KafkaTimeoutError(
+                            f"committed offsets of group {self._group_id!r} were not fetched before "
+                            "the deadline"
+                        ),
+                    )
 
     def fail_all(self, error: BaseException) -> None:
         for commit in self._commits:
@@ -262,6 +295,8 @@ class CommitRequestManager:
 
     def _on_commit_response(self, commit: _PendingCommit, response: ClientResponse) -> None:
         commit.in_flight = False
+        if commit not in self._commits:
+            return  # expired at its deadline while in flight
         now_ms = response.received_ms
         if response.error is not None:
             self._coordinator.mark_unknown(str(response.error))
@@ -284,13 +319,16 @@ class CommitRequestManager:
             self._coordinator.mark_unknown(type(error).__name__)
         if error.code in _MEMBER_ERRORS:
             self._commits.remove(commit)
-            fail(commit.future, CommitFailedError(
-                f"the commit was rejected with {type(error).__name__}: this consumer is no longer a "
-                "valid member of the group (a rebalance happened or it was removed after "
-                "max.poll.interval.ms). Its partitions may be consumed by another member; poll() "
-                "again to rejoin, and consider raising max.poll.interval.ms or lowering "
-                "max.poll.records if processing is slow."
-            ))
+            fail(
+                commit.future,
+                CommitFailedError(
+                    f"the commit was rejected with {type(error).__name__}: this consumer is no longer a "
+                    "valid member of the group (a rebalance happened or it was removed after "
+                    "max.poll.interval.ms). Its partitions may be consumed by another member; poll() "
+                    "again to rejoin, and consider raising max.poll.interval.ms or lowering "
+                    "max.poll.records if processing is slow."
+                ),
+            )
             return
         self._retry_or_fail(commit, error, now_ms)
 
@@ -301,10 +339,13 @@ class CommitRequestManager:
             return
         self._commits.remove(commit)
         if error.retriable and not commit.retry:
-            fail(commit.future, RetriableCommitFailedError(
-                f"asynchronous offset commit failed with a retriable error ({error}); commit again "
-                "or use commit_sync()"
-            ))
+            fail(
+                commit.future,
+                RetriableCommitFailedError(
+                    f"asynchronous offset commit failed with a retriable error ({error}); commit again "
+                    "or use commit_sync()"
+                ),
+            )
         else:
             fail(commit.future, error)
 
@@ -319,10 +360,14 @@ class CommitRequestManager:
             topics=[OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()],
             require_stable=self._require_stable,
         )
-        return UnsentRequest(request, node, lambda r: self._on_fetch_response(pending, r), MAX_OFFSET_FETCH_VERSION)
+        return UnsentRequest(
+            request, node, lambda r: self._on_fetch_response(pending, r), MAX_OFFSET_FETCH_VERSION
+        )
 
     def _on_fetch_response(self, pending: _PendingFetch, response: ClientResponse) -> None:
         pending.in_flight = False
+        if pending not in self._fetches:
+            return  # expired at its deadline while in flight
         now_ms = response.received_ms
         if response.error is not None:
             self._coordinator.mark_unknown(str(response.error))

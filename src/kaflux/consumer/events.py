@@ -100,8 +100,46 @@ class WakeNetworkEvent:
     """Nothing to do but run a loop pass now (after a seek, a pause...)."""
 
 
+@dataclass(slots=True)
+class SubscriptionChangeEvent:
+    """``subscribe()``: the subscription changed; join (or rejoin) on the next poll."""
+
+    has_listener: bool
+
+
+@dataclass(slots=True)
+class LeaveGroupEvent(CompletableEvent):
+    """``unsubscribe()`` or ``close()``: revoke (callbacks), then leave the group.
+
+    On close a static member (``group.instance.id``) stays in the group: its partitions are
+    kept for it until ``session.timeout.ms`` passes.
+    """
+
+    on_close: bool
+
+
+@dataclass(slots=True)
+class EnforceRebalanceEvent:
+    """``enforce_rebalance()``: rejoin the group."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class RebalanceCallbackCompletedEvent:
+    """The application ran a rebalance listener method; the membership may proceed."""
+
+    callback_id: int
+    method: str
+    error: BaseException | None
+
+
 ApplicationEvent = (
     AssignmentChangeEvent
+    | SubscriptionChangeEvent
+    | LeaveGroupEvent
+    | EnforceRebalanceEvent
+    | RebalanceCallbackCompletedEvent
     | PollEvent
     | CheckAndUpdatePositionsEvent
     | CommitEvent
@@ -122,4 +160,15 @@ class ErrorEvent:
     error: BaseException
 
 
-BackgroundEvent = ErrorEvent
+@dataclass(frozen=True, slots=True)
+class RebalanceCallbackNeededEvent:
+    """Run ``method`` ("on_partitions_revoked", "on_partitions_assigned" or
+    "on_partitions_lost") of the rebalance listener with ``partitions``, then acknowledge with
+    :class:`RebalanceCallbackCompletedEvent` carrying the same ``callback_id``."""
+
+    callback_id: int
+    method: str
+    partitions: frozenset[TopicPartition]
+
+
+BackgroundEvent = ErrorEvent | RebalanceCallbackNeededEvent

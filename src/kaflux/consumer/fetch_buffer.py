@@ -24,6 +24,8 @@ class FetchBuffer:
         self._cond = threading.Condition(threading.Lock())
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
+        #: fetches of paused partitions, kept aside so they do not count as data to wait for
+        self._parked: list[CompletedFetch] = []
         self._bytes = 0
         self._woken = False
 
@@ -40,7 +42,7 @@ class FetchBuffer:
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data not yet consumed (these are not fetched again)."""
         with self._cond:
-            parts = {f.tp for f in self._completed}
+            parts = {f.tp for f in self._completed} | {f.tp for f in self._parked}
             if self._next_in_line is not None and not self._next_in_line.consumed:
                 parts.add(self._next_in_line.tp)
             return parts
@@ -84,6 +86,25 @@ class FetchBuffer:
             fetch, self._next_in_line = self._next_in_line, None
             return fetch
 
+    def park(self, fetch: CompletedFetch) -> None:
+        """Keep a fetch of a paused partition aside (its bytes stay counted)."""
+        with self._cond:
+            self._parked.append(fetch)
+
+    def parked_partitions(self) -> set[TopicPartition]:
+        """Partitions with parked (paused) data."""
+        with self._cond:
+            return {f.tp for f in self._parked}
+
+    def unpark(self, partitions: set[TopicPartition]) -> None:
+        """Return parked fetches of ``partitions`` (resumed) to the front of the queue."""
+        with self._cond:
+            back = [f for f in self._parked if f.tp in partitions]
+            self._parked = [f for f in self._parked if f.tp not in partitions]
+            self._completed.extendleft(reversed(back))
+            if back:
+                self._cond.notify_all()
+
     def requeue_front(self, fetch: CompletedFetch) -> None:
         """Put back a fetch taken with :meth:`poll` that cannot be read now (paused)."""
         with self._cond:
@@ -121,6 +142,10 @@ class FetchBuffer:
                 else:
                     self._bytes -= fetch.size_bytes
             self._completed = kept
+            for fetch in self._parked:
+                if fetch.tp not in partitions:
+                    self._bytes -= fetch.size_bytes
+            self._parked = [f for f in self._parked if f.tp in partitions]
             current = self._next_in_line
             if current is not None and current.tp not in partitions:
                 self._bytes -= current.size_bytes

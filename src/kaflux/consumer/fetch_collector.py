@@ -45,55 +45,53 @@ class FetchCollector:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = self._max_poll_records
         self.released_fetches = 0
-        parked: list[CompletedFetch] = []
-        try:
-            while remaining > 0:
-                current = self._buffer.next_in_line()
-                if current is None or current.consumed:
-                    fetch = self._buffer.poll()
-                    if fetch is None:
-                        break
-                    if self._subscription.is_paused(fetch.tp):
-                        parked.append(fetch)
-                        continue
-                    if fetch.error is not None:
-                        if out:
-                            self._buffer.requeue_front(fetch)
-                            break
-                        self._buffer.release(fetch)
-                        raise fetch.error
-                    if not self._initialize(fetch):
-                        self._buffer.release(fetch)
-                        self.released_fetches += 1
-                        continue
-                    self._buffer.set_next_in_line(fetch)
-                    current = fetch
-                elif self._subscription.is_paused(current.tp):
-                    detached = self._buffer.take_next_in_line()
-                    if detached is not None:
-                        parked.append(detached)
-                    continue
-                elif not self._still_current(current):
-                    current.drain()
-                    continue
-                records = self._drain(current, remaining, bool(out))
-                if records is None:
+        parked = self._buffer.parked_partitions()
+        if parked:
+            self._buffer.unpark({tp for tp in parked if not self._subscription.is_paused(tp)})
+        while remaining > 0:
+            current = self._buffer.next_in_line()
+            if current is None or current.consumed:
+                fetch = self._buffer.poll()
+                if fetch is None:
                     break
-                if records:
-                    out.setdefault(current.tp, []).extend(records)
-                    remaining -= len(records)
-                if current.consumed:
-                    self._buffer.set_next_in_line(None)  # release its bytes now
+                if self._subscription.is_paused(fetch.tp):
+                    self._buffer.park(fetch)
+                    continue
+                if fetch.error is not None:
+                    if out:
+                        self._buffer.requeue_front(fetch)
+                        break
+                    self._buffer.release(fetch)
+                    raise fetch.error
+                if not self._initialize(fetch):
+                    self._buffer.release(fetch)
                     self.released_fetches += 1
-        finally:
-            for fetch in reversed(parked):
-                self._buffer.requeue_front(fetch)
+                    continue
+                self._buffer.set_next_in_line(fetch)
+                current = fetch
+            elif self._subscription.is_paused(current.tp):
+                detached = self._buffer.take_next_in_line()
+                if detached is not None:
+                    self._buffer.park(detached)
+                continue
+            elif not self._still_current(current):
+                current.drain()
+                continue
+            records = self._drain(current, remaining, bool(out))
+            if records is None:
+                break
+            if records:
+                out.setdefault(current.tp, []).extend(records)
+                remaining -= len(records)
+            if current.consumed:
+                self._buffer.set_next_in_line(None)  # release its bytes now
+                self.released_fetches += 1
         return out
 
     def _initialize(self, fetch: CompletedFetch) -> bool:
         """Check the fetch still matches the partition's position; record its offsets."""
         tp = fetch.tp
-        if not self._subscription.is_assigned(tp):
+        if not self._subscription.is_readable(tp):
             return False
         position = self._subscription.position(tp)
         if position is None or position.offset != fetch.fetch_offset:
@@ -108,12 +106,14 @@ class FetchCollector:
 
     def _still_current(self, fetch: CompletedFetch) -> bool:
         """Whether the partition is still assigned and positioned where this fetch continues."""
-        if not self._subscription.is_assigned(fetch.tp):
+        if not self._subscription.is_readable(fetch.tp):
             return False
         position = self._subscription.position(fetch.tp)
         return position is not None and position.offset == fetch.next_fetch_offset
 
-    def _drain(self, fetch: CompletedFetch, max_records: int, have_records: bool) -> list[ConsumerRecord] | None:
+    def _drain(
+        self, fetch: CompletedFetch, max_records: int, have_records: bool
+    ) -> list[ConsumerRecord] | None:
         """Records from ``fetch``; None when it failed after other records were collected
         (the error is raised again on the next call)."""
         before = fetch.next_fetch_offset

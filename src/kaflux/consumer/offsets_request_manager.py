@@ -106,7 +106,9 @@ class OffsetsRequestManager:
         self._metadata.add_topics({tp.topic for tp in timestamps})
         self._lookups.append(_Lookup(dict(timestamps), deadline_ms, future))
 
-    def await_positions(self, partitions: list[TopicPartition] | None, deadline_ms: int, future: Future[bool]) -> None:
+    def await_positions(
+        self, partitions: list[TopicPartition] | None, deadline_ms: int, future: Future[bool]
+    ) -> None:
         """Complete ``future`` once the partitions (default: all assigned) have positions."""
         self._waiters.append(_PositionWaiter(partitions, deadline_ms, future))
 
@@ -161,9 +163,13 @@ class OffsetsRequestManager:
             for tp, committed in f.result().items():
                 version = versions[tp]
                 if committed is not None:
-                    position = FetchPosition(committed.offset, committed.leader_epoch, self._cluster.leader_epoch(tp))
+                    position = FetchPosition(
+                        committed.offset, committed.leader_epoch, self._cluster.leader_epoch(tp)
+                    )
                     self._subscription.seek_if_version(tp, position, version)
-                elif self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == version:
+                elif (
+                    self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == version
+                ):
                     self._subscription.request_reset(tp)
 
         future.add_done_callback(on_committed)
@@ -220,7 +226,7 @@ class OffsetsRequestManager:
                 failed = True
                 continue
             if result is not None and tp in versions:
-                offset, _, epoch = result
+                offset = result[0]
                 self._subscription.seek_if_version(
                     tp, FetchPosition(offset, None, self._cluster.leader_epoch(tp)), versions[tp]
                 )

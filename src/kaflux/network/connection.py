@@ -130,7 +130,9 @@ class BrokerConnection:
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
             self._machine.transition_to(_S.DISCONNECTED)
-            raise KafkaConnectionError(f"cannot resolve or open a socket to {self.host}:{self.port}: {exc}")
+            raise KafkaConnectionError(
+                f"cannot resolve or open a socket to {self.host}:{self.port}: {exc}"
+            ) from exc
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._send_buffer_bytes > 0:
@@ -142,7 +144,9 @@ class BrokerConnection:
         if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             self._close_socket()
             self._machine.transition_to(_S.DISCONNECTED)
-            raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}")
+            raise KafkaConnectionError(
+                f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}"
+            )
 
     def on_writable(self, now_ms: int) -> None:
         """The socket is writable: finish connecting, or flush queued bytes."""
@@ -209,7 +213,9 @@ class BrokerConnection:
         """Queue ``request`` and try to write it at once. Only when READY."""
         if self._machine.state is not _S.READY:
             raise KafkaConnectionError(f"connection to node {self.node_id} is not ready")
-        in_flight = self._protocol.send_request(request, api_version, context, expect_response=expect_response)
+        in_flight = self._protocol.send_request(
+            request, api_version, context, expect_response=expect_response
+        )
         if expect_response:
             self._deadlines[in_flight.correlation_id] = now_ms + timeout_ms
         self._flush(now_ms)

@@ -43,4 +43,6 @@ def build_network(config: CommonConfig, client_id: str, *, allow_auto_create_top
         max_age_ms=config.metadata_max_age_ms,
         allow_auto_create_topics=allow_auto_create_topics,
     )
-    return NetworkStack(cluster, client, NetworkClientDelegate(client, config.request_timeout_ms), metadata, retry_backoff)
+    return NetworkStack(
+        cluster, client, NetworkClientDelegate(client, config.request_timeout_ms), metadata, retry_backoff
+    )

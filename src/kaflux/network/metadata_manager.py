@@ -63,7 +63,9 @@ def parse_metadata(response: MetadataResponse) -> MetadataAnswer:
             )
             for p in t.partitions
         }
-        topics[t.name] = TopicInfo(t.name, t.topic_id or uuid.UUID(int=0), t.is_internal, partitions, t.error_code)
+        topics[t.name] = TopicInfo(
+            t.name, t.topic_id or uuid.UUID(int=0), t.is_internal, partitions, t.error_code
+        )
     return MetadataAnswer(brokers, topics, errors, response.cluster_id, response.controller_id)
 
 
@@ -110,7 +112,9 @@ class MetadataManager:
         """Refresh at the next opportunity (a leader moved, a partition was unknown...)."""
         self._update_requested = True
 
-    def request_topics(self, topics: list[str] | None, callback: TopicsCallback, *, auto_create: bool = False) -> None:
+    def request_topics(
+        self, topics: list[str] | None, callback: TopicsCallback, *, auto_create: bool = False
+    ) -> None:
         """Ask once for ``topics`` (None: all); ``callback(answer, error)`` runs on this thread."""
         self._one_off.append((topics, auto_create, callback))
 
@@ -129,7 +133,9 @@ class MetadataManager:
             self._update_requested = False
             topics = None if self._topics is None else sorted(self._topics)
             unsent.append(
-                UnsentRequest(self._build(topics, self._allow_auto_create), None, self._on_response_factory(topics))
+                UnsentRequest(
+                    self._build(topics, self._allow_auto_create), None, self._on_response_factory(topics)
+                )
             )
             wait = self._max_age_ms
         elif due:
@@ -142,7 +148,9 @@ class MetadataManager:
         request_topics = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
         return MetadataRequest(topics=request_topics, allow_auto_topic_creation=auto_create)
 
-    def _one_off_request(self, topics: list[str] | None, auto_create: bool, callback: TopicsCallback) -> UnsentRequest:
+    def _one_off_request(
+        self, topics: list[str] | None, auto_create: bool, callback: TopicsCallback
+    ) -> UnsentRequest:
         def handle(response: ClientResponse) -> None:
             if response.error is not None:
                 callback(None, response.error)

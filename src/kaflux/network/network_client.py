@@ -153,14 +153,18 @@ class NetworkClient:
         """
         conn = self._connections.get(request.node_id)
         if conn is None or not conn.is_ready():
-            self._complete(request, None, KafkaConnectionError(f"node {request.node_id} is not ready"), -1, now_ms)
+            self._complete(
+                request, None, KafkaConnectionError(f"node {request.node_id} is not ready"), -1, now_ms
+            )
             return
         try:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
                 version = min(version, request.max_version)
             timeout = request.timeout_ms if request.timeout_ms is not None else self._request_timeout_ms
-            conn.send(request.request, version, request, now_ms, timeout, expect_response=request.expect_response)
+            conn.send(
+                request.request, version, request, now_ms, timeout, expect_response=request.expect_response
+            )
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._disconnect(conn, exc, now_ms)
@@ -208,7 +212,9 @@ class NetworkClient:
         """Close the connection to ``node_id`` (e.g. the coordinator moved)."""
         conn = self._connections.get(node_id)
         if conn is not None and conn.is_connected_or_connecting():
-            self._disconnect(conn, KafkaConnectionError(f"disconnected from node {node_id}"), now_ms, backoff=False)
+            self._disconnect(
+                conn, KafkaConnectionError(f"disconnected from node {node_id}"), now_ms, backoff=False
+            )
 
     # -- internals --------------------------------------------------------------------------
 
@@ -252,7 +258,7 @@ class NetworkClient:
                 for response in conn.on_readable(now_ms):
                     request: ClientRequest = response.in_flight.context
                     self._complete(request, response.body, None, response.in_flight.api_version, now_ms)
-        except Exception as exc:  # noqa: BLE001 - every I/O or parse failure closes the connection
+        except Exception as exc:
             self._disconnect(conn, describe_failure(exc), now_ms)
             return
         if conn.is_ready() and not was_ready:
@@ -296,7 +302,9 @@ class NetworkClient:
                 deadline = min(deadline, request_deadline - now_ms)
         return max(0, deadline)
 
-    def _disconnect(self, conn: BrokerConnection, error: KafkaError, now_ms: int, *, backoff: bool = True) -> None:
+    def _disconnect(
+        self, conn: BrokerConnection, error: KafkaError, now_ms: int, *, backoff: bool = True
+    ) -> None:
         if conn.is_connected_or_connecting():
             try:
                 self._selector.unregister(conn.fileno())

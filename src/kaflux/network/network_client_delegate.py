@@ -35,7 +35,8 @@ class UnsentRequest:
     expect_response: bool = True
     #: how long to wait for the response once sent (None: request.timeout.ms)
     timeout_ms: int | None = None
-    #: set when the delegate accepts it: the request fails if still unsent by then
+    #: the request fails if still unsent by then; the delegate sets now + request.timeout.ms
+    #: unless the manager set an earlier one
     deadline_ms: int = -1
 
 
@@ -47,7 +48,6 @@ class PollResult:
     unsent: list[UnsentRequest] = field(default_factory=list)
 
 
-
 class NetworkClientDelegate:
     """Queues unsent requests, sends them when their broker is ready, dispatches responses."""
 
@@ -57,8 +57,9 @@ class NetworkClientDelegate:
         self._unsent: deque[UnsentRequest] = deque()
 
     def add(self, request: UnsentRequest, now_ms: int) -> None:
-        """Queue ``request``; it gets ``request.timeout.ms`` to be sent."""
-        request.deadline_ms = now_ms + self._request_timeout_ms
+        """Queue ``request``; it gets ``request.timeout.ms`` (or its own earlier deadline) to be sent."""
+        default = now_ms + self._request_timeout_ms
+        request.deadline_ms = default if request.deadline_ms < 0 else min(default, request.deadline_ms)
         self._unsent.append(request)
 
     def add_all(self, requests: Iterable[UnsentRequest], now_ms: int) -> None:
@@ -74,8 +75,10 @@ class NetworkClientDelegate:
         """Send what can be sent, wait for I/O up to ``timeout_ms``, run response handlers."""
         self._try_send(now_ms)
         if self._unsent:
-            # Unsent requests wait on a connection; come back soon to retry them.
-            timeout_ms = min(timeout_ms, 50)
+            # Unsent requests wait on a connection: come back soon to retry them, and in time
+            # to fail one whose deadline passes.
+            first_deadline = min(u.deadline_ms for u in self._unsent)
+            timeout_ms = max(0, min(timeout_ms, 50, first_deadline - now_ms))
         responses = self.client.poll(timeout_ms, now_ms, clock)
         now_ms = clock()
         self._try_send(now_ms)

@@ -49,6 +49,8 @@ class EventProcessor(Protocol):
 
     def expire(self, now_ms: int) -> None: ...
 
+    def next_deadline_ms(self) -> int | None: ...
+
     def fail_all(self, error: Exception) -> None: ...
 
 
@@ -127,6 +129,9 @@ class NetworkThread(threading.Thread):
             result = manager.poll(now)
             self.delegate.add_all(result.unsent, now)
             wait = min(wait, result.time_until_next_poll_ms)
+        deadline = self._processor.next_deadline_ms()
+        if deadline is not None:
+            wait = max(0, min(wait, deadline - now))  # wake in time to fail an overdue event
         self.max_time_to_wait_ms = wait
         self.sleeping_until_ms = now + wait
         self.delegate.poll(wait, now, monotonic_ms)

@@ -43,8 +43,13 @@ class ProducerBatch:
     size: int = BATCH_OVERHEAD
 
     def try_append(
-        self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[Header],
-        batch_size: int, future: Future[RecordMetadata],
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header],
+        batch_size: int,
+        future: Future[RecordMetadata],
     ) -> bool:
         """Append if the batch has room (an empty batch always takes one record)."""
         size = record_size(key, value, headers)
@@ -212,7 +217,11 @@ class RecordAccumulator:
         expired: list[ProducerBatch] = []
         with self._lock:
             for tp, queue in self._batches.items():
-                while queue and tp not in self._in_flight and now_ms - queue[0].created_ms >= self._delivery_timeout_ms:
+                while (
+                    queue
+                    and tp not in self._in_flight
+                    and now_ms - queue[0].created_ms >= self._delivery_timeout_ms
+                ):
                     expired.append(queue.popleft())
         for batch in expired:
             self.deallocate(batch)

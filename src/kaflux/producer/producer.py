@@ -71,6 +71,9 @@ class _ProducerEventProcessor:
                 still.append(event)
         self._pending = still
 
+    def next_deadline_ms(self) -> int | None:
+        return min((e.deadline_ms for e in self._pending), default=None)
+
     def fail_all(self, error: Exception) -> None:
         for event in self._pending:
             if not event.future.done():
@@ -179,8 +182,14 @@ class Producer:
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         future, new_batch, rolled_over = self._accumulator.append(
-            TopicPartition(topic, partition), timestamp, key_bytes, value_bytes, header_list,
-            monotonic_ms(), deadline, time.monotonic,
+            TopicPartition(topic, partition),
+            timestamp,
+            key_bytes,
+            value_bytes,
+            header_list,
+            monotonic_ms(),
+            deadline,
+            time.monotonic,
         )
         if new_batch:
             # Only a new batch changes what the sender waits for (linger, a full batch);
@@ -197,8 +206,12 @@ class Producer:
             return []
         items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
         for item in items:
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
-                    and (item[1] is None or isinstance(item[1], bytes))):
+            if not (
+                isinstance(item, tuple)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], bytes))
+            ):
                 raise TypeError(f"headers must be (str, bytes | None) pairs, got {item!r}")
         return items
 
@@ -252,7 +265,10 @@ class Producer:
 
     def metrics(self) -> dict[str, object]:
         """A few counters about the producer."""
-        return {"network-loops": self._thread.loop_count, "in-flight-requests": self._sender.in_flight_requests}
+        return {
+            "network-loops": self._thread.loop_count,
+            "in-flight-requests": self._sender.in_flight_requests,
+        }
 
     def __enter__(self) -> Self:
         return self

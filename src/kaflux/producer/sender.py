@@ -96,8 +96,18 @@ class ProduceRequestManager:
             self.in_flight_requests -= 1
             self._on_response(batches, response)
 
+        # delivery.timeout.ms bounds the whole life of a record, retries and in-flight time
+        # included: the request may not outlive its oldest batch's delivery deadline.
+        delivery_deadline = min(b.created_ms for b in batches) + self._delivery_timeout_ms
+        timeout = max(1, min(self._request_timeout_ms, delivery_deadline - now_ms))
         return UnsentRequest(
-            request, node_id, handle, max_version=MAX_PRODUCE_VERSION, expect_response=self._acks != 0
+            request,
+            node_id,
+            handle,
+            max_version=MAX_PRODUCE_VERSION,
+            expect_response=self._acks != 0,
+            timeout_ms=timeout,
+            deadline_ms=delivery_deadline,
         )
 
     def _on_response(self, batches: list[ProducerBatch], response: ClientResponse) -> None:
@@ -112,9 +122,7 @@ class ProduceRequestManager:
                 self._accumulator.deallocate(batch)
             return
         body: ProduceResponse = response.body
-        results = {
-            (t.name, p.index): p for t in body.responses for p in t.partition_responses
-        }
+        results = {(t.name, p.index): p for t in body.responses for p in t.partition_responses}
         for batch in batches:
             result = results.get((batch.tp.topic, batch.tp.partition))
             if result is None:
@@ -133,5 +141,10 @@ class ProduceRequestManager:
         if error.retriable and batch.attempts < self._retries and age < self._delivery_timeout_ms:
             self._accumulator.reenqueue(batch, now_ms + self._retry_backoff.backoff_ms(batch.attempts))
             return
+        if error.retriable and age >= self._delivery_timeout_ms:
+            error = KafkaTimeoutError(
+                f"{len(batch.futures)} record(s) for {batch.tp} were not acknowledged within "
+                f"delivery.timeout.ms={self._delivery_timeout_ms} (last error: {error})"
+            )
         batch.fail(error)
         self._accumulator.deallocate(batch)
