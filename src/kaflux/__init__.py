@@ -8,6 +8,8 @@ Public API::
 from kaflux.admin import AdminClient, NewTopic
 from kaflux.consumer.consumer import Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
+from kaflux.consumer.membership_manager import GroupMetadata
+from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.errors import KafkaError
 from kaflux.producer.producer import Producer
 from kaflux.structs import (
@@ -24,8 +26,10 @@ __version__ = "0.1.0"
 __all__ = [
     "AdminClient",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
+    "GroupMetadata",
     "KafkaError",
     "NewTopic",
     "Node",

@@ -18,14 +18,19 @@ from kaflux.consumer.events import (
     CheckAndUpdatePositionsEvent,
     CommitEvent,
     CompletableEvent,
+    EnforceRebalanceEvent,
     FetchCommittedOffsetsEvent,
+    LeaveGroupEvent,
     ListOffsetsEvent,
     PollEvent,
+    RebalanceCallbackCompletedEvent,
+    SubscriptionChangeEvent,
     TopicMetadataEvent,
     WakeNetworkEvent,
     complete,
     fail,
 )
+from kaflux.consumer.membership_manager import MembershipManager
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import InvalidGroupIdError, KafkaError, KafkaTimeoutError
@@ -41,6 +46,7 @@ class ApplicationEventProcessor:
         metadata: MetadataManager,
         commits: CommitRequestManager | None,
         offsets: OffsetsRequestManager,
+        membership: MembershipManager | None,
         *,
         allow_auto_create_topics: bool,
     ) -> None:
@@ -48,6 +54,7 @@ class ApplicationEventProcessor:
         self._metadata = metadata
         self._commits = commits
         self._offsets = offsets
+        self._membership = membership
         self._auto_create = allow_auto_create_topics
         self._pending: list[CompletableEvent] = []
 
@@ -61,13 +68,33 @@ class ApplicationEventProcessor:
             case PollEvent():
                 if self._commits is not None:
                     self._commits.maybe_auto_commit(now_ms)
+                if self._membership is not None:
+                    self._membership.on_poll(event.now_ms)
+            case SubscriptionChangeEvent():
+                if self._membership is not None:
+                    self._membership.on_subscription_change(event.has_listener)
+            case LeaveGroupEvent():
+                if self._membership is None:
+                    complete(event.future, None)
+                else:
+                    self._membership.leave(event.future, on_close=event.on_close, now_ms=now_ms)
+            case EnforceRebalanceEvent():
+                if self._membership is not None:
+                    self._membership.request_rejoin(event.reason)
+            case RebalanceCallbackCompletedEvent():
+                if self._membership is not None:
+                    self._membership.on_callback_completed(event.callback_id, event.method, event.error)
             case CheckAndUpdatePositionsEvent():
                 self._offsets.await_positions(event.partitions, event.deadline_ms, event.future)
             case CommitEvent():
                 commits = self._require_group(event.future)
                 if commits is not None:
-                    offsets = event.offsets if event.offsets is not None else self._subscription.all_consumed()
-                    commits.commit(offsets, retry=event.sync, deadline_ms=event.deadline_ms, future=event.future)
+                    offsets = (
+                        event.offsets if event.offsets is not None else self._subscription.all_consumed()
+                    )
+                    commits.commit(
+                        offsets, retry=event.sync, deadline_ms=event.deadline_ms, future=event.future
+                    )
             case FetchCommittedOffsetsEvent():
                 commits = self._require_group(event.future)
                 if commits is not None:
@@ -82,7 +109,7 @@ class ApplicationEventProcessor:
                 assert_never(event)
 
     def _assign(self, event: AssignmentChangeEvent, now_ms: int) -> None:
-        if self._commits is not None:
+        if self._commits is not None and self._commits.auto_commit_enabled:
             # Commit what was consumed from the old assignment before it changes.
             self._commits.auto_commit_now(now_ms)
         self._subscription.assign_from_user(event.partitions)
@@ -104,14 +131,24 @@ class ApplicationEventProcessor:
                 complete(future, answer)
 
         topics = None if event.topic is None else [event.topic]
-        self._metadata.request_topics(topics, on_answer, auto_create=self._auto_create and event.topic is not None)
+        self._metadata.request_topics(
+            topics, on_answer, auto_create=self._auto_create and event.topic is not None
+        )
 
     def expire(self, now_ms: int) -> None:
         """Fail blocking events whose deadline passed."""
         for event in self._pending:
             if not event.future.done() and now_ms >= event.deadline_ms:
-                fail(event.future, KafkaTimeoutError(f"{type(event).__name__} did not complete before its deadline"))
+                fail(
+                    event.future,
+                    KafkaTimeoutError(f"{type(event).__name__} did not complete before its deadline"),
+                )
         self._pending = [e for e in self._pending if not e.future.done()]
+
+    def next_deadline_ms(self) -> int | None:
+        """The nearest deadline of a blocking event still waiting, if any."""
+        pending = [e.deadline_ms for e in self._pending if not e.future.done()]
+        return min(pending) if pending else None
 
     def fail_all(self, error: Exception) -> None:
         """At close: fail everything still waiting."""

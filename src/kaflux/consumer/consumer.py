@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -23,7 +24,8 @@ from typing import Any, Self, TypeVar
 
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.application_event_processor import ApplicationEventProcessor
-from kaflux.consumer.commit_request_manager import CommitRequestManager
+from kaflux.consumer.assignors import assignor_for_name
+from kaflux.consumer.commit_request_manager import CommitRequestManager, MemberInfo
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
@@ -33,21 +35,35 @@ from kaflux.consumer.events import (
     CheckAndUpdatePositionsEvent,
     CommitEvent,
     CompletableEvent,
+    EnforceRebalanceEvent,
     ErrorEvent,
     FetchCommittedOffsetsEvent,
+    LeaveGroupEvent,
     ListOffsetsEvent,
     PollEvent,
+    RebalanceCallbackCompletedEvent,
+    RebalanceCallbackNeededEvent,
+    SubscriptionChangeEvent,
     TopicMetadataEvent,
     fail,
 )
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.membership_manager import GroupMetadata, MembershipManager
 from kaflux.consumer.offsets_request_manager import OffsetResult, OffsetsRequestManager
-from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
+from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+from kaflux.consumer.subscription_state import (
+    FetchPosition,
+    FetchState,
+    ResetStrategy,
+    SubscriptionState,
+    SubscriptionType,
+)
 from kaflux.errors import (
     ConcurrentAccessError,
     IllegalStateError,
+    InvalidGroupIdError,
     KafkaError,
     KafkaTimeoutError,
     WakeupError,
@@ -98,10 +114,14 @@ class Consumer:
         self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
         self._fetch_buffer = FetchBuffer()
         self._background_events: queue.SimpleQueue[BackgroundEvent] = queue.SimpleQueue()
-        network = build_network(config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics)
+        network = build_network(
+            config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
+        )
         managers: list[RequestManager] = [network.metadata]
         commits: CommitRequestManager | None = None
+        self._membership: MembershipManager | None = None
         if group is not None:
+            assignors = [assignor_for_name(name) for name in config_.partition_assignment_strategy]
             coordinator = CoordinatorRequestManager(
                 group, RequestState(network.retry_backoff), network.cluster, self._post_error
             )
@@ -112,8 +132,29 @@ class Consumer:
                 retry_backoff=network.retry_backoff,
                 auto_commit_interval_ms=config_.auto_commit_interval_ms if config_.auto_commit else None,
                 require_stable=self._read_committed,
+                member_info=self._member_info,
             )
-            managers += [coordinator, commits]
+            self._membership = MembershipManager(
+                group,
+                group_instance_id=config_.group_instance_id,
+                coordinator=coordinator,
+                subscription=self._subscription,
+                cluster=network.cluster,
+                metadata=network.metadata,
+                commits=commits,
+                assignors=assignors,
+                session_timeout_ms=config_.session_timeout_ms,
+                rebalance_timeout_ms=config_.max_poll_interval_ms,
+                heartbeat_interval_ms=config_.heartbeat_interval_ms,
+                request_timeout_ms=config_.request_timeout_ms,
+                retry_backoff=network.retry_backoff,
+                client_rack=config_.client_rack,
+                auto_commit=config_.auto_commit,
+                exclude_internal_topics=config_.exclude_internal_topics,
+                post_event=self._post_background_event,
+                on_fatal=self._post_error,
+            )
+            managers += [coordinator, commits, self._membership]
         offsets = OffsetsRequestManager(
             self._subscription,
             network.cluster,
@@ -146,6 +187,7 @@ class Consumer:
             network.metadata,
             commits,
             offsets,
+            self._membership,
             allow_auto_create_topics=config_.allow_auto_create_topics,
         )
         self._collector = FetchCollector(
@@ -155,8 +197,10 @@ class Consumer:
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
         )
-        self._thread = NetworkThread(f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, processor)
-        self._has_group = group is not None
+        self._thread = NetworkThread(
+            f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, processor
+        )
+        self._listener: ConsumerRebalanceListener | None = None
         self._async_commits: list[tuple[Future[Any], CommitCallback | None]] = []
         self._owner = _NO_THREAD
         self._depth = 0
@@ -190,6 +234,15 @@ class Consumer:
     def _ensure_open(self) -> None:
         if self._closed:
             raise IllegalStateError("this consumer is closed")
+
+    def _guarded(self, action: Callable[[], T]) -> T:
+        """Run ``action`` as the consumer's only user, on an open consumer."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            return action()
+        finally:
+            self._release()
 
     # -- waiting ---------------------------------------------------------------------------------
 
@@ -226,24 +279,52 @@ class Consumer:
     def _deadline_ms(self, timeout_s: float) -> int:
         return monotonic_ms() + int(timeout_s * 1000)
 
+    def _member_info(self) -> MemberInfo:
+        """[bg] The membership's view of who commits (no membership: no generation)."""
+        return self._membership.member_info() if self._membership is not None else MemberInfo()
+
     def _post_error(self, error: KafkaError) -> None:
         """[bg] Hand an error to the application thread; raised by the next poll()."""
-        self._background_events.put(ErrorEvent(error))
+        self._post_background_event(ErrorEvent(error))
+
+    def _post_background_event(self, event: BackgroundEvent) -> None:
+        """[bg] Queue a background event and wake a waiting poll()."""
+        self._background_events.put(event)
         self._fetch_buffer.wakeup()
 
     def _process_background_events(self) -> None:
+        """Run requested rebalance callbacks and raise the first error (others are logged)."""
         first: BaseException | None = None
         while True:
             try:
                 event = self._background_events.get_nowait()
             except queue.Empty:
                 break
+            error = event.error if isinstance(event, ErrorEvent) else self._run_rebalance_callback(event)
+            if error is None:
+                continue
             if first is None:
-                first = event.error
+                first = error
             else:
-                log.warning("%s: further background error: %s", self.client_id, event.error)
+                log.warning("%s: further background error: %s", self.client_id, error)
         if first is not None:
             raise first
+
+    def _run_rebalance_callback(self, event: RebalanceCallbackNeededEvent) -> BaseException | None:
+        """Run one listener method on this (the application) thread, then acknowledge it."""
+        error: BaseException | None = None
+        if event.method == "on_partitions_revoked" or event.method == "on_partitions_lost":
+            self._fetch_buffer.retain_all(
+                set(self._subscription.assigned_partitions()) - set(event.partitions)
+            )
+        listener = self._listener
+        if listener is not None:
+            try:
+                getattr(listener, event.method)(set(event.partitions))
+            except Exception as exc:  # the rebalance must go on; the caller sees the error
+                error = exc
+        self._thread.submit(RebalanceCallbackCompletedEvent(event.callback_id, event.method, error))
+        return error
 
     def _run_commit_callbacks(self) -> None:
         while self._async_commits and self._async_commits[0][0].done():
@@ -286,18 +367,113 @@ class Consumer:
         self._subscription.unsubscribe()
         self._fetch_buffer.clear()
 
-    def unsubscribe(self) -> None:
-        """Drop the assignment (or subscription); buffered data is discarded."""
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Join the consumer group and read the partitions it assigns to this member.
+
+        Give ``topics`` (names) or ``pattern`` (a regex matched against whole topic names in
+        cluster metadata, re-evaluated as topics appear). The join happens during the next
+        :meth:`poll`; ``listener`` methods run there, on this thread. An empty list is the
+        same as :meth:`unsubscribe`.
+
+        Raises:
+            InvalidGroupIdError: no group.id was configured.
+            IllegalStateError: partitions were assigned manually with assign().
+            ValueError / TypeError: neither or both of topics and pattern, or bad values.
+        """
         self._acquire()
         try:
             self._ensure_open()
+            if self._membership is None:
+                raise InvalidGroupIdError(
+                    "subscribe() needs a group.id in the config; use assign() without a group"
+                )
+            if (topics is None) == (pattern is None):
+                raise ValueError("give exactly one of topics or pattern")
+            if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+                raise TypeError("listener must be a kaflux.ConsumerRebalanceListener")
+            if topics is not None:
+                if isinstance(topics, str):
+                    raise TypeError("topics must be a list of topic names, not a string")
+                names = list(dict.fromkeys(topics))
+                if any(not isinstance(t, str) or not t.strip() for t in names):
+                    raise ValueError(f"topic names must be non-empty strings, got {names!r}")
+                if not names:
+                    self._leave_group(self._timeout_s(None), on_close=False)
+                    return
+                self._subscription.subscribe(names)
+                self._fetch_buffer.retain_all(
+                    {tp for tp in self._subscription.assigned_partitions() if tp.topic in set(names)}
+                )
+            else:
+                compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+                if not isinstance(compiled, re.Pattern):
+                    raise TypeError("pattern must be a str or re.Pattern")
+                self._subscription.subscribe_pattern(compiled)
+            self._listener = listener
+            self._thread.submit(SubscriptionChangeEvent(listener is not None))
+        finally:
+            self._release()
+
+    def unsubscribe(self) -> None:
+        """Leave the group (after ``on_partitions_revoked``) or drop the manual assignment;
+        buffered data is discarded."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            self._leave_group(self._timeout_s(None), on_close=False)
+        finally:
+            self._release()
+
+    def _leave_group(self, timeout_s: float, *, on_close: bool) -> None:
+        """Revoke (running the listener here) and leave, within ``timeout_s``; then unsubscribe."""
+        try:
+            if self._membership is not None and self._subscription.subscription_type() in (
+                SubscriptionType.AUTO_TOPICS,
+                SubscriptionType.AUTO_PATTERN,
+            ):
+                event = LeaveGroupEvent(self._deadline_ms(timeout_s), on_close=on_close)
+                self._thread.submit(event)
+                deadline = time.monotonic() + timeout_s
+                while not event.future.done() and time.monotonic() < deadline:
+                    self._process_background_events()
+                    self._fetch_buffer.await_not_empty(min(0.1, max(0.0, deadline - time.monotonic())))
+                self._process_background_events()
+                if not event.future.done():
+                    log.warning(
+                        "%s: leaving the group did not finish within %.1f s", self.client_id, timeout_s
+                    )
+        finally:
             self._unassign()
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: the topics it matches now)."""
+        return self._guarded(lambda: set(self._subscription.subscription()))
+
+    def group_metadata(self) -> GroupMetadata:
+        """The group id, generation, member id and instance id (for transactional producers)."""
+        membership = self._membership
+        if membership is None:
+            raise InvalidGroupIdError("group_metadata() needs a group.id in the config")
+        return self._guarded(lambda: membership.group_metadata)
+
+    def enforce_rebalance(self, reason: str | None = None) -> None:
+        """Ask the group to rebalance (at the next poll); no-op without a subscription."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            if self._membership is not None:
+                self._thread.submit(EnforceRebalanceEvent(reason or "enforce_rebalance() was called"))
         finally:
             self._release()
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions currently assigned."""
-        return set(self._subscription.assigned_partitions())
+        return self._guarded(lambda: set(self._subscription.assigned_partitions()))
 
     # -- poll -----------------------------------------------------------------------------------
 
@@ -315,8 +491,10 @@ class Consumer:
         try:
             self._ensure_open()
             timeout_s = self._timeout_s(timeout)
-            if not self._subscription.assigned_partitions():
-                raise IllegalStateError("poll() needs an assignment: call assign() first")
+            if self._subscription.subscription_type() is SubscriptionType.NONE:
+                raise IllegalStateError(
+                    "poll() needs a subscription or an assignment: call subscribe() or assign()"
+                )
             deadline = time.monotonic() + timeout_s
             while True:
                 self._thread.submit(PollEvent(monotonic_ms()), wake=False)
@@ -405,22 +583,32 @@ class Consumer:
             self._release()
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        """Stop fetching these partitions; data already buffered is kept for :meth:`resume`."""
-        self._subscription.pause(list(partitions))
+        """Stop fetching these partitions; data already buffered is kept for :meth:`resume`.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
+        self._guarded(lambda: self._subscription.pause(list(partitions)))
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        """Fetch these partitions again."""
-        self._subscription.resume(list(partitions))
+        """Fetch these partitions again.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
+        self._guarded(lambda: self._subscription.resume(list(partitions)))
         self._thread.wakeup()
 
     def paused(self) -> set[TopicPartition]:
         """The paused partitions."""
-        return self._subscription.paused()
+        return self._guarded(self._subscription.paused)
 
     # -- commits -----------------------------------------------------------------------------------
 
     def commit_sync(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None, timeout: float | None = None
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout: float | None = None,
     ) -> None:
         """Commit ``offsets`` (default: every consumed position) and wait, retrying retriable
         errors until ``timeout``. Earlier asynchronous commits finish first and their callbacks run.
@@ -501,14 +689,18 @@ class Consumer:
 
     # -- offset lookups ----------------------------------------------------------------------------
 
-    def _list_offsets(self, timestamps: dict[TopicPartition, int], timeout: float | None) -> dict[TopicPartition, OffsetResult]:
+    def _list_offsets(
+        self, timestamps: dict[TopicPartition, int], timeout: float | None
+    ) -> dict[TopicPartition, OffsetResult]:
         self._acquire()
         try:
             self._ensure_open()
             timeout_s = self._timeout_s(timeout)
             if not timestamps:
                 return {}
-            event = ListOffsetsEvent(self._deadline_ms(timeout_s), timestamps=timestamps, require_timestamp=True)
+            event = ListOffsetsEvent(
+                self._deadline_ms(timeout_s), timestamps=timestamps, require_timestamp=True
+            )
             result: dict[TopicPartition, OffsetResult] = self._call(event, timeout_s)
             return result
         finally:
@@ -533,15 +725,21 @@ class Consumer:
             for tp in timestamps
         }
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict[TopicPartition, int]:
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         """The first offset of each partition."""
         return self._ends(partitions, -2, timeout)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> dict[TopicPartition, int]:
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         """The offset after the last record of each partition (the LSO under read_committed)."""
         return self._ends(partitions, -1, timeout)
 
-    def _ends(self, partitions: Iterable[TopicPartition], which: int, timeout: float | None) -> dict[TopicPartition, int]:
+    def _ends(
+        self, partitions: Iterable[TopicPartition], which: int, timeout: float | None
+    ) -> dict[TopicPartition, int]:
         wanted = list(dict.fromkeys(partitions))
         result = self._list_offsets({tp: which for tp in wanted}, timeout)
         out: dict[TopicPartition, int] = {}
@@ -553,7 +751,7 @@ class Consumer:
     def current_lag(self, tp: TopicPartition) -> int | None:
         """Records between the position and the end of ``tp`` as of the last fetch, without
         a network call; None while unknown."""
-        return self._subscription.lag(tp, self._read_committed)
+        return self._guarded(lambda: self._subscription.lag(tp, self._read_committed))
 
     # -- metadata ----------------------------------------------------------------------------------
 
@@ -563,7 +761,9 @@ class Consumer:
         try:
             self._ensure_open()
             timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = self._call(TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s)
+            answer: MetadataAnswer = self._call(
+                TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s
+            )
             info = answer.topics.get(topic)
             return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
         finally:
@@ -575,7 +775,9 @@ class Consumer:
         try:
             self._ensure_open()
             timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = self._call(TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s)
+            answer: MetadataAnswer = self._call(
+                TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s
+            )
             return {
                 name: [info.partitions[p] for p in sorted(info.partitions)]
                 for name, info in sorted(answer.topics.items())
@@ -607,7 +809,16 @@ class Consumer:
             deadline = time.monotonic() + max(0.0, timeout)
             with self._wakeup_lock:
                 self._wakeup_requested = False
-            if self._config.auto_commit and self._subscription.all_consumed():
+            if self._subscription.subscription_type() in (
+                SubscriptionType.AUTO_TOPICS,
+                SubscriptionType.AUTO_PATTERN,
+            ):
+                # Leaving commits (with auto-commit) and runs the revocation callback.
+                try:
+                    self._leave_group(max(0.0, deadline - time.monotonic()), on_close=True)
+                except Exception as exc:
+                    log.warning("%s: error while leaving the group on close: %s", self.client_id, exc)
+            elif self._config.auto_commit and self._subscription.all_consumed():
                 remaining = max(0.0, deadline - time.monotonic())
                 event = CommitEvent(self._deadline_ms(remaining), offsets=None, sync=True)
                 try:
@@ -621,7 +832,7 @@ class Consumer:
             self._release()
 
     def _run_commit_callbacks_after_close(self) -> None:
-        for future, callback in self._async_commits:
+        for future, _ in self._async_commits:
             if not future.done():
                 fail(future, KafkaError("the consumer closed before the commit completed"))
         self._run_commit_callbacks()
@@ -634,7 +845,9 @@ class Consumer:
             "fetch-buffer-bytes": self._fetch_buffer.size_bytes(),
             "network-loops": self._thread.loop_count,
             "assigned-partitions": len(self._subscription.assigned_partitions()),
-            "partitions-awaiting-position": len(self._subscription.partitions_in_state(FetchState.AWAIT_RESET))
+            "partitions-awaiting-position": len(
+                self._subscription.partitions_in_state(FetchState.AWAIT_RESET)
+            )
             + len(self._subscription.partitions_in_state(FetchState.INITIALIZING)),
         }
 

@@ -304,6 +304,12 @@ class SubscriptionState:
             state = self._assignment.get(tp)
             return state is not None and state.paused
 
+    def is_readable(self, tp: TopicPartition) -> bool:
+        """Assigned and not being revoked: buffered data of it may be returned."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and not state.pending_revocation
+
     def is_fetchable(self, tp: TopicPartition) -> bool:
         with self._lock:
             state = self._assignment.get(tp)

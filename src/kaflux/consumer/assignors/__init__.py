@@ -1,0 +1,45 @@
+"""Client-side partition assignors of the classic consumer group protocol. [pure]
+
+The leader of a classic group computes everyone's assignment with a :class:`PartitionAssignor`.
+Built in, interoperating with Java and librdkafka members under the same names:
+
+- :class:`RangeAssignor` ("range") and :class:`RoundRobinAssignor` ("roundrobin"): Java's results
+  exactly, eager only.
+- :class:`StickyAssignor` ("sticky"): balanced and sticky, eager.
+- :class:`CooperativeStickyAssignor` ("cooperative-sticky"): the same, with the cooperative
+  two-phase hand-over (KIP-429).
+
+:mod:`~kaflux.consumer.assignors.consumer_protocol` encodes the JoinGroup/SyncGroup metadata.
+"""
+
+from kaflux.consumer.assignors.base import GroupMember, PartitionAssignor, RebalanceProtocol
+from kaflux.consumer.assignors.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kaflux.consumer.assignors.range import RangeAssignor
+from kaflux.consumer.assignors.registry import assignor_for_name, rebalance_protocol_for
+from kaflux.consumer.assignors.roundrobin import RoundRobinAssignor
+from kaflux.consumer.assignors.sticky import CooperativeStickyAssignor, StickyAssignor
+
+__all__ = [
+    "Assignment",
+    "CooperativeStickyAssignor",
+    "GroupMember",
+    "PartitionAssignor",
+    "RangeAssignor",
+    "RebalanceProtocol",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "Subscription",
+    "assignor_for_name",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
+    "rebalance_protocol_for",
+]
