@@ -277,6 +277,7 @@ class ProducerConfig(CommonConfig):
 
     CLIENT_KIND: ClassVar[str] = "producer"
 
+    receive_buffer_bytes: int = _setting("receive.buffer.bytes", 32768, low=-1, high=_INT_MAX)
     acks: str = _setting("acks", "all", kind="str", choices=("all", "-1", "0", "1"))
     linger_ms: int = _setting("linger.ms", 5, low=0, high=_INT_MAX)
     batch_size: int = _setting("batch.size", 16384, low=0, high=_INT_MAX)

@@ -58,12 +58,17 @@ class FetchCollector:
                     self._buffer.park(fetch)
                     continue
                 if fetch.error is not None:
+                    if not self._error_still_relevant(fetch):
+                        self._buffer.release(fetch)  # the position moved on: a stale error
+                        continue
                     if out:
                         self._buffer.requeue_front(fetch)
                         break
                     self._buffer.release(fetch)
                     raise fetch.error
-                if not self._initialize(fetch):
+                # A fetch parked part-way through (paused) continues where it stopped.
+                usable = self._still_current(fetch) if fetch.initialized else self._initialize(fetch)
+                if not usable:
                     self._buffer.release(fetch)
                     self.released_fetches += 1
                     continue
@@ -76,6 +81,8 @@ class FetchCollector:
                 continue
             elif not self._still_current(current):
                 current.drain()
+                self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
+                self.released_fetches += 1
                 continue
             records = self._drain(current, remaining, bool(out))
             if records is None:
@@ -103,6 +110,14 @@ class FetchCollector:
         )
         fetch.initialized = True
         return True
+
+    def _error_still_relevant(self, fetch: CompletedFetch) -> bool:
+        """An error fetched for a position the application has since left is dropped."""
+        tp = fetch.tp
+        return (
+            self._subscription.is_readable(tp)
+            and self._subscription.position_version(tp) == fetch.position_version
+        )
 
     def _still_current(self, fetch: CompletedFetch) -> bool:
         """Whether the partition is still assigned and positioned where this fetch continues."""

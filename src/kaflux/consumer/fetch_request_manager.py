@@ -21,7 +21,7 @@ from kaflux.consumer.completed_fetch import CompletedFetch
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_session import FetchPlan, FetchSession, PartitionFetchData
 from kaflux.consumer.subscription_state import ResetStrategy, SubscriptionState
-from kaflux.errors import KafkaError, error_for_code
+from kaflux.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
@@ -97,7 +97,7 @@ class FetchRequestManager:
                 continue
             if leader in self._in_flight or now_ms < self._node_retry_at.get(leader, (0, 0))[0]:
                 continue
-            epoch = position.current_leader_epoch
+            epoch = self._cluster.leader_epoch(tp)  # the current leader's, not the one at seek time
             wanted[leader][tp] = PartitionFetchData(
                 position.offset, self._partition_max_bytes, -1 if epoch is None else epoch, version
             )
@@ -137,9 +137,13 @@ class FetchRequestManager:
         )
         self._in_flight.add(node)
         self.fetches_sent += 1
-        return UnsentRequest(request, node, lambda r: self._on_response(node, session, plan, r), MAX_FETCH_VERSION)
+        return UnsentRequest(
+            request, node, lambda r: self._on_response(node, session, plan, r), MAX_FETCH_VERSION
+        )
 
-    def _on_response(self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse) -> None:
+    def _on_response(
+        self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse
+    ) -> None:
         self._in_flight.discard(node)
         if response.error is not None:
             session.reset()
@@ -167,22 +171,42 @@ class FetchRequestManager:
         if completed:
             self._buffer.add(completed)
 
-    def _completed_fetch(self, tp: TopicPartition, data: PartitionFetchData, p: PartitionData) -> CompletedFetch | None:
+    def _completed_fetch(
+        self, tp: TopicPartition, data: PartitionFetchData, p: PartitionData
+    ) -> CompletedFetch | None:
         error: KafkaError | None = None
-        if p.error_code != 0:
+        if p.error_code == _OFFSET_OUT_OF_RANGE:
+            error = OffsetOutOfRangeError(
+                f"fetching {tp} at offset {data.fetch_offset} (auto.offset.reset=none: seek to a "
+                "valid offset)",
+                offsets={tp: data.fetch_offset},
+            )
+        elif p.error_code != 0:
             error = error_for_code(p.error_code)(f"fetching {tp} at offset {data.fetch_offset}")
+        if error is not None:
             if error.invalid_metadata or error.retriable:
                 self._metadata.request_update()
                 return None
-            if p.error_code == _OFFSET_OUT_OF_RANGE and self._subscription.default_reset() is not ResetStrategy.NONE:
-                if self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == data.position_version:
+            if (
+                p.error_code == _OFFSET_OUT_OF_RANGE
+                and self._subscription.default_reset() is not ResetStrategy.NONE
+            ):
+                if (
+                    self._subscription.is_assigned(tp)
+                    and self._subscription.position_version(tp) == data.position_version
+                ):
                     self._subscription.request_reset(tp)
                 return None
         if error is None and not p.records:
             # Nothing to read: record the offsets now rather than parking an empty fetch in
             # the buffer, which would keep the partition from being fetched until poll().
-            if self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == data.position_version:
-                self._subscription.update_fetch_offsets(tp, p.high_watermark, p.last_stable_offset, p.log_start_offset)
+            if (
+                self._subscription.is_assigned(tp)
+                and self._subscription.position_version(tp) == data.position_version
+            ):
+                self._subscription.update_fetch_offsets(
+                    tp, p.high_watermark, p.last_stable_offset, p.log_start_offset
+                )
             return None
         aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
         return CompletedFetch(

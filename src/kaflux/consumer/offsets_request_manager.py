@@ -223,6 +223,8 @@ class OffsetsRequestManager:
         failed = False
         for tp, result in results.items():
             if isinstance(result, KafkaError):
+                if not result.retriable:
+                    self._on_error(result)
                 failed = True
                 continue
             if result is not None and tp in versions:
@@ -267,6 +269,8 @@ class OffsetsRequestManager:
 
     def _on_lookup_response(self, lookup: _Lookup, response: ClientResponse) -> None:
         lookup.in_flight -= 1
+        if lookup not in self._lookups:
+            return  # already failed by another leader's response, or expired
         now_ms = response.received_ms
         results, error = self._parse(response)
         retry = error is not None and error.retriable

@@ -28,7 +28,7 @@ class ExponentialBackoff:
         term = min(float(self.max_ms), self.initial_ms * math.pow(self.multiplier, exponent))
         if self.jitter > 0:
             term *= self.rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
-        return int(term)
+        return min(int(term), self.max_ms)  # the maximum is a maximum, jitter included
 
 
 @dataclass(slots=True)

@@ -213,7 +213,8 @@ class RecordAccumulator:
         return ready, next_ms, unknown_leader
 
     def expire(self, now_ms: int) -> list[ProducerBatch]:
-        """Remove batches older than ``delivery.timeout.ms`` that are not in flight."""
+        """Remove batches older than ``delivery.timeout.ms`` that are not in flight; the caller
+        fails them, then calls :meth:`deallocate` (so flush() cannot return before)."""
         expired: list[ProducerBatch] = []
         with self._lock:
             for tp, queue in self._batches.items():
@@ -223,8 +224,6 @@ class RecordAccumulator:
                     and now_ms - queue[0].created_ms >= self._delivery_timeout_ms
                 ):
                     expired.append(queue.popleft())
-        for batch in expired:
-            self.deallocate(batch)
         return expired
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:

@@ -64,6 +64,7 @@ class ProduceRequestManager:
                     f"{self._delivery_timeout_ms} without being sent"
                 )
             )
+            self._accumulator.deallocate(batch)
         topics = self._accumulator.topics_with_data()
         if topics:
             self._metadata.add_topics(topics)
