@@ -609,11 +609,17 @@ def struct_const(fmt: str) -> str:
     return "_S_" + fmt.replace("?", "o")
 
 
-def docstring_lines(text: str, width: int) -> list[str]:
+def docstring_lines(text: str, width: int, suffix: str = "") -> list[str]:
+    """A docstring wrapped at ``width``; ``suffix`` (e.g. ``[versions 3+]``) is never split."""
     text = " ".join(text.split()).replace("\\", "\\\\").replace('"""', "'''")
-    if not text:
+    wrapped = textwrap.wrap(text, width=width)
+    if suffix:
+        if wrapped and len(wrapped[-1]) + 1 + len(suffix) <= width:
+            wrapped[-1] += " " + suffix
+        else:
+            wrapped.append(suffix)
+    if not wrapped:
         return []
-    wrapped = textwrap.wrap(text, width=width) or [""]
     if len(wrapped) == 1:
         return [f'"""{wrapped[0]}"""']
     return [f'"""{wrapped[0]}', *wrapped[1:], '"""']
@@ -627,7 +633,6 @@ class ModuleWriter:
         self.formats: set[str] = set()
         self.e = Emitter()
         self.uses_uuid_from_bytes = False
-        self.uses_fixed_array = False
         self.default_structs: set[str] = set()
         self._mark_default_instances()
 
@@ -754,7 +759,7 @@ class ModuleWriter:
             about = f.about.strip()
             if about and not about.endswith("."):
                 about += "."
-            for line in docstring_lines(f"{about} [{', '.join(notes)}]".strip(), 92):
+            for line in docstring_lines(about, 92, f"[{', '.join(notes)}]"):
                 e(line)
         if s.fields:
             e()

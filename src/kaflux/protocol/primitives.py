@@ -110,7 +110,7 @@ class Reader:
         )
 
     def _bad_length(self, what: str, length: int, start: int) -> ProtocolError:
-        have = len(self.buf) - start
+        have = len(self.buf) - self.pos  # after the length prefix, when there is one
         if length < 0:
             return ProtocolError(f"invalid length {length} reading {what} at byte {start}")
         return ProtocolError(
@@ -317,9 +317,9 @@ class Reader:
         if compact and start < len(buf):
             b = buf[start]
             if b < 0x80:  # the common one-byte length, inlined
+                self.pos = start + 1
                 if b > len(buf) - start:
                     raise self._bad_length("array", b - 1, start)
-                self.pos = start + 1
                 return b - 1
         n = self._compact_len("array") if compact else self._int32_len("array")
         if n > len(buf) - self.pos or n < -1:

@@ -28,6 +28,7 @@ from kaflux_protocol_testutil import (
     top_level_classes,
 )
 
+from kaflux.protocol.messages import consumer_group_heartbeat as CGH
 from kaflux.protocol.messages import fetch as F
 from kaflux.protocol.messages import join_group as J
 from kaflux.protocol.messages import list_offsets as L
@@ -412,4 +413,60 @@ def test_decode_kio_metadata_response(version: int) -> None:
     expected = metadata_response(version)
     data = kio_bytes(expected, "metadata", "response", version)
     assert M.MetadataResponse.decode(Reader(data), version) == expected
+    assert ours(expected, version) == data
+
+
+# kafka-python lacks ConsumerGroupHeartbeat (KIP-848); kio has it.
+
+
+def cgh_request(v: int) -> CGH.ConsumerGroupHeartbeatRequest:
+    return CGH.ConsumerGroupHeartbeatRequest(
+        group_id="group-a",
+        member_id="m-1",
+        member_epoch=3,
+        instance_id=None,
+        rack_id="rack-2",
+        rebalance_timeout_ms=300_000,
+        subscribed_topic_names=["orders", "payments"],
+        subscribed_topic_regex="^audit-.*" if v >= 1 else None,
+        server_assignor="uniform",
+        topic_partitions=[
+            CGH.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=TOPIC_ID, partitions=[0, 2, 4]),
+        ],
+    )
+
+
+def cgh_response(assigned: bool) -> CGH.ConsumerGroupHeartbeatResponse:
+    return CGH.ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        member_id="m-1",
+        member_epoch=4,
+        heartbeat_interval_ms=5000,
+        assignment=(
+            CGH.Assignment(
+                topic_partitions=[
+                    CGH.ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=TOPIC_ID, partitions=[1]),
+                    CGH.ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=OTHER_ID, partitions=[]),
+                ]
+            )
+            if assigned
+            else None
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_heartbeat_request_matches_kio(version: int) -> None:
+    obj = cgh_request(version)
+    assert ours(obj, version) == kio_bytes(obj, "consumer_group_heartbeat", "request", version)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("assigned", [True, False])
+def test_decode_kio_consumer_group_heartbeat_response(version: int, assigned: bool) -> None:
+    expected = cgh_response(assigned)
+    data = kio_bytes(expected, "consumer_group_heartbeat", "response", version)
+    assert CGH.ConsumerGroupHeartbeatResponse.decode(Reader(data), version) == expected
     assert ours(expected, version) == data

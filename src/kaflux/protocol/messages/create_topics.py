@@ -101,8 +101,8 @@ class CreatableTopic:
     """
     replication_factor: int = 0
     """The number of replicas to create for each partition in the topic, or -1 if we are either
-    specifying a manual partition assignment or using the default replication factor. [versions
-    0+]
+    specifying a manual partition assignment or using the default replication factor.
+    [versions 0+]
     """
     assignments: list[CreatableReplicaAssignment] = field(default_factory=list)
     """The manual partition assignment, or the empty array if we are using automatic assignment.
@@ -211,8 +211,8 @@ class CreatableTopicResult:
     error_message: str | None = ""
     """The error message, or null if there was no error. [versions 1+, nullable 0+, ignorable]"""
     topic_config_error_code: int = 0
-    """Optional topic config error returned if configs are not returned in the response. [versions
-    5+, tag 0, ignorable]
+    """Optional topic config error returned if configs are not returned in the response.
+    [versions 5+, tag 0, ignorable]
     """
     num_partitions: int = -1
     """Number of partitions of the topic. [versions 5+, ignorable]"""

@@ -65,8 +65,8 @@ class DescribedGroupMember:
     member_id: str = ""
     """The member ID assigned by the group coordinator. [versions 0+]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 4+, nullable
-    4+, ignorable]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 4+, nullable 4+, ignorable]
     """
     client_id: str = ""
     """The client ID used in the member's latest join group request. [versions 0+]"""

@@ -213,8 +213,8 @@ class FetchRequest:
     session_id: int = 0
     """The fetch session ID. [versions 7+, ignorable]"""
     session_epoch: int = -1
-    """The fetch session epoch, which is used for ordering requests in a session. [versions 7+,
-    ignorable]
+    """The fetch session epoch, which is used for ordering requests in a session.
+    [versions 7+, ignorable]
     """
     topics: list[FetchTopic] = field(default_factory=list)
     """The topics to fetch. [versions 0+]"""
@@ -445,8 +445,8 @@ class NodeEndpoint:
     port: int = 0
     """The node's port. [versions 16+]"""
     rack: str | None = None
-    """The rack of the node, or null if it has not been assigned to a rack. [versions 16+, nullable
-    16+]
+    """The rack of the node, or null if it has not been assigned to a rack.
+    [versions 16+, nullable 16+]
     """
 
     def encode(self, w: Writer, version: int) -> None:

@@ -41,8 +41,8 @@ class HeartbeatRequest:
     member_id: str = ""
     """The member ID. [versions 0+]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 3+, nullable
-    3+]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 3+, nullable 3+]
     """
 
     def encode(self, w: Writer, version: int) -> None:

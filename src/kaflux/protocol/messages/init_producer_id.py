@@ -35,8 +35,8 @@ class InitProducerIdRequest:
     RESPONSE: ClassVar[type[InitProducerIdResponse]]
 
     transactional_id: str | None = ""
-    """The transactional id, or null if the producer is not transactional. [versions 0+, nullable
-    0+]
+    """The transactional id, or null if the producer is not transactional.
+    [versions 0+, nullable 0+]
     """
     transaction_timeout_ms: int = 0
     """The time in ms to wait before aborting idle transactions sent by this producer. This is only

@@ -77,8 +77,8 @@ class JoinGroupRequest:
     member_id: str = ""
     """The member id assigned by the group coordinator. [versions 0+]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 5+, nullable
-    5+]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 5+, nullable 5+]
     """
     protocol_type: str = ""
     """The unique name the for class of protocols implemented by the group we want to join.
@@ -113,8 +113,8 @@ class JoinGroupResponseMember:
     member_id: str = ""
     """The group member ID. [versions 0+]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 5+, nullable
-    5+, ignorable]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 5+, nullable 5+, ignorable]
     """
     metadata: bytes = b""
     """The group member metadata. [versions 0+]"""

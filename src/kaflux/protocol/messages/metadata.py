@@ -110,8 +110,8 @@ class MetadataResponseBroker:
     port: int = 0
     """The broker port. [versions 0+]"""
     rack: str | None = None
-    """The rack of the broker, or null if it has not been assigned to a rack. [versions 1+,
-    nullable 1+, ignorable]
+    """The rack of the broker, or null if it has not been assigned to a rack.
+    [versions 1+, nullable 1+, ignorable]
     """
 
     def encode(self, w: Writer, version: int) -> None:

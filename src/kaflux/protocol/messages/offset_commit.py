@@ -110,8 +110,8 @@ class OffsetCommitRequest:
     member_id: str = ""
     """The member ID assigned by the group coordinator. [versions 1+, ignorable]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 7+, nullable
-    7+]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 7+, nullable 7+]
     """
     retention_time_ms: int = -1
     """The time period in ms to retain the offset. [versions 2-4, ignorable]"""

@@ -101,8 +101,8 @@ class OffsetForLeaderEpochRequest:
     RESPONSE: ClassVar[type[OffsetForLeaderEpochResponse]]
 
     replica_id: int = -2
-    """The broker ID of the follower, of -1 if this request is from a consumer. [versions 3+,
-    ignorable]
+    """The broker ID of the follower, of -1 if this request is from a consumer.
+    [versions 3+, ignorable]
     """
     topics: list[OffsetForLeaderTopic] = field(default_factory=list)
     """Each topic to get offsets for. [versions 0+]"""

@@ -97,8 +97,8 @@ class ProduceRequest:
     RESPONSE: ClassVar[type[ProduceResponse]]
 
     transactional_id: str | None = None
-    """The transactional ID, or null if the producer is not transactional. [versions 3+, nullable
-    3+]
+    """The transactional ID, or null if the producer is not transactional.
+    [versions 3+, nullable 3+]
     """
     acks: int = 0
     """The number of acknowledgments the producer requires the leader to have received before
@@ -136,8 +136,8 @@ class BatchIndexAndErrorMessage:
     batch_index: int = 0
     """The batch index of the record that cause the batch to be dropped. [versions 8+]"""
     batch_index_error_message: str | None = None
-    """The error message of the record that caused the batch to be dropped. [versions 8+, nullable
-    8+]
+    """The error message of the record that caused the batch to be dropped.
+    [versions 8+, nullable 8+]
     """
 
     def encode(self, w: Writer, version: int) -> None:
@@ -267,8 +267,8 @@ class NodeEndpoint:
     port: int = 0
     """The node's port. [versions 10+]"""
     rack: str | None = None
-    """The rack of the node, or null if it has not been assigned to a rack. [versions 10+, nullable
-    10+]
+    """The rack of the node, or null if it has not been assigned to a rack.
+    [versions 10+, nullable 10+]
     """
 
     def encode(self, w: Writer, version: int) -> None:

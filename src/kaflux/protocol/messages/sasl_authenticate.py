@@ -34,8 +34,8 @@ class SaslAuthenticateRequest:
     RESPONSE: ClassVar[type[SaslAuthenticateResponse]]
 
     auth_bytes: bytes = b""
-    """The SASL authentication bytes from the client, as defined by the SASL mechanism. [versions
-    0+]
+    """The SASL authentication bytes from the client, as defined by the SASL mechanism.
+    [versions 0+]
     """
 
     def encode(self, w: Writer, version: int) -> None:
@@ -69,8 +69,8 @@ class SaslAuthenticateResponse:
     error_message: str | None = ""
     """The error message, or null if there was no error. [versions 0+, nullable 0+]"""
     auth_bytes: bytes = b""
-    """The SASL authentication bytes from the server, as defined by the SASL mechanism. [versions
-    0+]
+    """The SASL authentication bytes from the server, as defined by the SASL mechanism.
+    [versions 0+]
     """
     session_lifetime_ms: int = 0
     """Number of milliseconds after which only re-authentication over the existing connection to

@@ -68,8 +68,8 @@ class SyncGroupRequest:
     member_id: str = ""
     """The member ID assigned by the group. [versions 0+]"""
     group_instance_id: str | None = None
-    """The unique identifier of the consumer instance provided by end user. [versions 3+, nullable
-    3+]
+    """The unique identifier of the consumer instance provided by end user.
+    [versions 3+, nullable 3+]
     """
     protocol_type: str | None = None
     """The group protocol type. [versions 5+, nullable 5+, ignorable]"""
