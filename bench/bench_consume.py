@@ -43,7 +43,9 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     rng = random.Random(1)
     pool = [rng.randbytes(50).hex().encode() for _ in range(4096)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+    )
     for i in range(records):
         while True:
             try:
@@ -111,6 +113,82 @@ def consume(
     }
 
 
+def consume_peer(client: str, bootstrap: str, topic: str, records: int, partitions: int) -> dict[str, float]:
+    """The same backlog read by a peer client (assign all partitions, from the beginning)."""
+    rss_before = current_rss_mib()
+    peak_rss = rss_before
+    seen = value_bytes = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 300
+    if client == "confluent-kafka":
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        while seen < records and time.monotonic() < deadline:
+            for m in c.consume(num_messages=500, timeout=1.0):
+                if m.error() is None:
+                    value_bytes += len(m.value())
+                    seen += 1
+            peak_rss = max(peak_rss, current_rss_mib())
+        end = time.perf_counter()
+        c.close()
+    elif client == "kafka-python":
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+
+        k = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        k.assign([KTP(topic, p) for p in range(partitions)])
+        k.seek_to_beginning()
+        while seen < records and time.monotonic() < deadline:
+            for batch in k.poll(timeout_ms=1000, max_records=500).values():
+                for m in batch:
+                    value_bytes += len(m.value)
+                    seen += 1
+            peak_rss = max(peak_rss, current_rss_mib())
+        end = time.perf_counter()
+        k.close()
+    elif client == "aiokafka":
+        import asyncio
+
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as ATP
+
+        async def run() -> tuple[int, int, float, float]:
+            a = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+            )
+            await a.start()
+            a.assign([ATP(topic, p) for p in range(partitions)])
+            n = nbytes = 0
+            peak = peak_rss
+            while n < records and time.monotonic() < deadline:
+                for batch in (await a.getmany(timeout_ms=1000, max_records=500)).values():
+                    for m in batch:
+                        nbytes += len(m.value)
+                        n += 1
+                peak = max(peak, current_rss_mib())
+            finished = time.perf_counter()
+            await a.stop()
+            return n, nbytes, peak, finished
+
+        seen, value_bytes, peak_rss, end = asyncio.run(run())
+    else:
+        raise SystemExit(f"unknown client {client!r}")
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "records": seen,
+        "seconds": end - start,
+        "records_per_s": seen / (end - start),
+        "records_per_s_from_first": seen / (end - start),
+        "mb_per_s": value_bytes / 1e6 / (end - start),
+        "cpu_s": cpu.ru_utime + cpu.ru_stime,
+        "rss_before_mib": rss_before,
+        "peak_rss_mib": peak_rss,
+        "max_buffered_mib": float("nan"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers")
@@ -120,12 +198,32 @@ def main() -> None:
     parser.add_argument("--buffers", default="1,8,64", help="fetch.buffer.max.bytes values in MiB")
     parser.add_argument("--max-poll-records", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--slow-ms", type=float, default=0.0, help="sleep after each poll (a slow application)")
+    parser.add_argument(
+        "--slow-ms", type=float, default=0.0, help="sleep after each poll (a slow application)"
+    )
+    parser.add_argument(
+        "--peers", default="", help="also run these clients: confluent-kafka,aiokafka,kafka-python"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--peer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.peer_child:
+        print(
+            json.dumps(
+                consume_peer(
+                    args.peer_child, args.bootstrap_servers, args.topic, args.records, args.partitions
+                )
+            )
+        )
+        return
     if args.child:
         result = consume(
-            args.bootstrap_servers, args.topic, args.records, float(args.child), args.max_poll_records, args.slow_ms
+            args.bootstrap_servers,
+            args.topic,
+            args.records,
+            float(args.child),
+            args.max_poll_records,
+            args.slow_ms,
         )
         print(json.dumps(result))
         return
@@ -143,18 +241,23 @@ def main() -> None:
             produce(bootstrap, args.topic, args.records, args.partitions)
             print(f"produced {args.records:,} records in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         print(f"slow-ms={args.slow_ms}, max.poll.records={args.max_poll_records}")
-        print("| fetch.buffer.max.bytes | records | rec/s | rec/s from first record | MB/s (values) | CPU s "
-              "| RSS at start MiB | peak RSS MiB | max buffered MiB |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for buffer_mib in [float(b) for b in args.buffers.split(",")]:
-            for _ in range(args.runs):
-                cmd = [sys.executable, __file__, "--child", str(buffer_mib), "--bootstrap-servers", bootstrap,
-                       "--topic", args.topic, "--records", str(args.records),
-                       "--max-poll-records", str(args.max_poll_records), "--slow-ms", str(args.slow_ms)]
+        print(
+            "| client | fetch.buffer.max.bytes | records | rec/s | rec/s from first record | MB/s (values) "
+            "| CPU s | RSS at start MiB | peak RSS MiB | max buffered MiB |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        common = ["--bootstrap-servers", bootstrap, "--topic", args.topic, "--records", str(args.records),
+                  "--max-poll-records", str(args.max_poll_records), "--slow-ms", str(args.slow_ms),
+                  "--partitions", str(args.partitions)]  # fmt: skip
+        runs = [("kaflux", ["--child", b], f"{float(b):g} MiB") for b in args.buffers.split(",")]
+        runs += [(peer, ["--peer-child", peer], "-") for peer in args.peers.split(",") if peer]
+        for _ in range(args.runs):
+            for client, flag, buffer_label in runs:
+                cmd = [sys.executable, __file__, *flag, *common]
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ).stdout
                 r = json.loads(out.strip().splitlines()[-1])
                 print(
-                    f"| {buffer_mib:g} MiB | {r['records']:,} | {r['records_per_s']:,.0f} | "
+                    f"| {client} | {buffer_label} | {r['records']:,} | {r['records_per_s']:,.0f} | "
                     f"{r['records_per_s_from_first']:,.0f} | {r['mb_per_s']:.1f} | {r['cpu_s']:.1f} | "
                     f"{r['rss_before_mib']:.0f} | {r['peak_rss_mib']:.0f} | {r['max_buffered_mib']:.1f} |",
                     flush=True,
