@@ -214,13 +214,16 @@ class OffsetsRequestManager:
     def _on_reset_response(self, versions: dict[TopicPartition, int], response: ClientResponse) -> None:
         now_ms = response.received_ms
         results, error = self._parse(response)
-        for tp, version in versions.items():
-            if self._resetting.get(tp) == version and (tp in results or error is not None):
-                del self._resetting[tp]
+        request = response.request.request
+        assert isinstance(request, ListOffsetsRequest)
+        asked = {TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions}
+        for tp in asked:  # answered or not, these may be asked for again (after the backoff)
+            if self._resetting.get(tp) == versions.get(tp):
+                self._resetting.pop(tp, None)
         if error is not None:
             self._reset_backoff(now_ms, error)
             return
-        failed = False
+        failed = not asked <= results.keys()  # a partition left out of the answer: retry it
         for tp, result in results.items():
             if isinstance(result, KafkaError):
                 if not result.retriable:

@@ -1,0 +1,391 @@
+"""FetchBuffer + FetchCollector: max.poll.records, pause, staleness, transactions, bad data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from fakes import FakeCluster, connect, exact_backoff
+
+from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
+from kaflux.consumer.fetch_buffer import FetchBuffer
+from kaflux.consumer.fetch_collector import FetchCollector
+from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
+from kaflux.errors import CorruptRecordError, OffsetOutOfRangeError, RecordDeserializationError
+from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch
+from kaflux.structs import TopicPartition
+
+P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def batch(base: int, values: Sequence[bytes], *, producer_id: int = -1, transactional: bool = False) -> bytes:
+    builder = BatchBuilder(
+        base_offset=base,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        is_transactional=transactional,
+    )
+    for i, value in enumerate(values):
+        builder.append(1_000 + base + i, None, value)
+    return builder.build()
+
+
+def control(base: int, kind: int, producer_id: int) -> bytes:
+    return build_control_batch(
+        kind, producer_id=producer_id, producer_epoch=0, timestamp_ms=5, base_offset=base
+    )
+
+
+def corrupt(base: int, values: Sequence[bytes]) -> bytes:
+    data = bytearray(batch(base, values))
+    data[-1] ^= 0xFF
+    return bytes(data)
+
+
+class Rig:
+    def __init__(
+        self,
+        *partitions: TopicPartition,
+        max_poll_records: int = 500,
+        value_deserializer: Deserializer | None = None,
+    ) -> None:
+        self.subscription = SubscriptionState(ResetStrategy.EARLIEST)
+        self.subscription.assign_from_user(partitions or (P0, P1))
+        for tp in self.subscription.assigned_partitions():
+            self.subscription.seek(tp, FetchPosition(0))
+        self.buffer = FetchBuffer()
+        self.collector = FetchCollector(
+            self.subscription,
+            self.buffer,
+            max_poll_records=max_poll_records,
+            value_deserializer=value_deserializer,
+        )
+
+    def fetched(
+        self,
+        tp: TopicPartition,
+        *batches: bytes,
+        offset: int | None = None,
+        aborted: list[tuple[int, int]] | None = None,
+        read_committed: bool = False,
+        error: Exception | None = None,
+    ) -> CompletedFetch:
+        """A fetch of ``tp`` from its current position, added to the buffer."""
+        position = self.subscription.position(tp)
+        fetch = CompletedFetch(
+            tp,
+            offset if offset is not None else (position.offset if position else 0),
+            self.subscription.position_version(tp),
+            None if error is not None else memoryview(b"".join(batches)),
+            high_watermark=100,
+            last_stable_offset=90,
+            log_start_offset=0,
+            aborted_transactions=aborted,
+            error=error,  # type: ignore[arg-type]
+            read_committed=read_committed,
+        )
+        self.buffer.add([fetch])
+        return fetch
+
+    def collect(self) -> dict[TopicPartition, list[bytes | None]]:
+        return {tp: [r.value for r in records] for tp, records in self.collector.collect().items()}
+
+    def offsets(self) -> dict[TopicPartition, list[int]]:
+        return {tp: [r.offset for r in records] for tp, records in self.collector.collect().items()}
+
+    def position(self, tp: TopicPartition) -> int | None:
+        position = self.subscription.position(tp)
+        return None if position is None else position.offset
+
+
+def values(n: int, prefix: str = "v") -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(n)]
+
+
+def test_collect_stops_at_max_poll_records_and_resumes_there() -> None:
+    rig = Rig(P0, max_poll_records=4)
+    rig.fetched(P0, batch(0, values(10)))
+    assert [len(rig.offsets()[P0]) for _ in range(3)] == [4, 4, 2]
+    assert rig.position(P0) == 10
+    assert rig.collect() == {}
+
+
+def test_max_poll_records_spans_partitions_in_arrival_order() -> None:
+    rig = Rig(max_poll_records=5)
+    rig.fetched(P1, batch(0, values(3, "b")))
+    rig.fetched(P0, batch(0, values(3, "a")))
+    assert rig.collect() == {P1: [b"b0", b"b1", b"b2"], P0: [b"a0", b"a1"]}
+    assert rig.collect() == {P0: [b"a2"]}
+
+
+def test_records_carry_their_coordinates() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(0, [b"x"]))
+    (record,) = rig.collector.collect()[P0]
+    assert (record.topic, record.partition, record.offset, record.timestamp, record.value) == (
+        "t",
+        0,
+        0,
+        1_000,
+        b"x",
+    )
+
+
+def test_consumed_fetch_frees_its_buffer_bytes() -> None:
+    rig = Rig(P0)
+    fetch = rig.fetched(P0, batch(0, values(3)))
+    assert rig.buffer.size_bytes() == fetch.size_bytes > 0
+    rig.collect()
+    assert rig.buffer.size_bytes() == 0
+    assert rig.buffer.buffered_partitions() == set()
+
+
+def test_buffered_partitions_include_the_one_being_read() -> None:
+    rig = Rig(P0, P1, max_poll_records=1)
+    rig.fetched(P0, batch(0, values(3)))
+    rig.fetched(P1, batch(0, values(3)))
+    rig.collect()
+    assert rig.buffer.buffered_partitions() == {P0, P1}
+
+
+def test_paused_partition_keeps_its_buffered_data_until_resumed() -> None:
+    rig = Rig()
+    rig.fetched(P0, batch(0, values(2, "a")))
+    rig.fetched(P1, batch(0, values(2, "b")))
+    rig.subscription.pause([P0])
+    assert rig.collect() == {P1: [b"b0", b"b1"]}
+    assert rig.buffer.buffered_partitions() == {P0}
+    rig.subscription.resume([P0])
+    assert rig.collect() == {P0: [b"a0", b"a1"]}
+
+
+def test_partition_paused_in_the_middle_of_a_fetch_continues_where_it_stopped() -> None:
+    rig = Rig(P0, max_poll_records=2)
+    rig.fetched(P0, batch(0, values(5)))
+    assert rig.offsets() == {P0: [0, 1]}
+    rig.subscription.pause([P0])
+    assert rig.collect() == {}
+    rig.subscription.resume([P0])
+    assert rig.offsets() == {P0: [2, 3]}
+
+
+def test_fetch_made_before_a_seek_is_dropped() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(0, values(3)))
+    rig.subscription.seek(P0, FetchPosition(0))  # same offset, but a new position version
+    assert rig.collect() == {}
+    assert rig.buffer.size_bytes() == 0
+    assert rig.collector.released_fetches == 1
+
+
+def test_fetch_for_a_different_offset_is_dropped() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(5, values(3)), offset=5)
+    assert rig.collect() == {}
+    assert rig.position(P0) == 0
+
+
+def test_fetch_of_an_unassigned_partition_is_dropped() -> None:
+    rig = Rig()
+    rig.fetched(P1, batch(0, values(3)))
+    rig.subscription.assign_from_user([P0])
+    assert rig.collect() == {}
+
+
+def test_seek_while_reading_a_fetch_drops_the_rest_of_it() -> None:
+    rig = Rig(P0, max_poll_records=2)
+    rig.fetched(P0, batch(0, values(6)))
+    rig.collect()
+    rig.subscription.seek(P0, FetchPosition(1))
+    assert rig.collect() == {}
+    assert rig.position(P0) == 1
+
+
+def test_collect_skips_records_before_the_fetch_offset() -> None:
+    rig = Rig(P0)
+    rig.subscription.seek(P0, FetchPosition(2))
+    rig.fetched(P0, batch(0, values(5)))  # brokers return whole batches
+    assert rig.offsets() == {P0: [2, 3, 4]}
+
+
+def test_control_batches_are_skipped_and_the_position_moves_past_them() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(0, [b"a"], producer_id=7, transactional=True), control(1, CONTROL_COMMIT, 7))
+    assert rig.collect() == {P0: [b"a"]}
+    assert rig.position(P0) == 2
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    rig = Rig(P0)
+    rig.fetched(
+        P0,
+        batch(0, [b"t7-a"], producer_id=7, transactional=True),
+        batch(1, [b"t8-a"], producer_id=8, transactional=True),
+        batch(2, [b"t7-b"], producer_id=7, transactional=True),
+        control(3, CONTROL_ABORT, 8),
+        control(4, CONTROL_COMMIT, 7),
+        batch(5, [b"t8-new"], producer_id=8, transactional=True),
+        batch(6, [b"plain"]),
+        aborted=[(8, 1)],
+        read_committed=True,
+    )
+    assert rig.collect() == {P0: [b"t7-a", b"t7-b", b"t8-new", b"plain"]}
+    assert rig.position(P0) == 7
+
+
+def test_read_uncommitted_returns_aborted_records_too() -> None:
+    rig = Rig(P0)
+    rig.fetched(
+        P0,
+        batch(0, [b"aborted"], producer_id=8, transactional=True),
+        control(1, CONTROL_ABORT, 8),
+        aborted=[(8, 0)],
+        read_committed=False,
+    )
+    assert rig.collect() == {P0: [b"aborted"]}
+
+
+def test_corrupt_batch_comes_after_the_good_records_and_keeps_raising() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(0, values(2)), corrupt(2, values(3)))
+    assert rig.offsets() == {P0: [0, 1]}
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError) as info:
+            rig.collect()
+        assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 0, 2)
+    assert rig.position(P0) == 2
+
+
+def test_seeking_past_a_corrupt_batch_moves_on() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, corrupt(0, values(3)))
+    with pytest.raises(CorruptRecordError):
+        rig.collect()
+    rig.subscription.seek(P0, FetchPosition(3))
+    assert rig.collect() == {}
+    rig.fetched(P0, batch(3, [b"next"]))
+    assert rig.collect() == {P0: [b"next"]}
+
+
+def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
+    def strict(data: bytes | None) -> str:
+        if data == b"bad":
+            raise ValueError("not utf-8 enough")
+        return (data or b"").decode()
+
+    rig = Rig(P0, value_deserializer=strict)
+    rig.fetched(P0, batch(0, [b"ok", b"bad", b"later"]))
+    assert rig.collect() == {P0: ["ok"]}
+    for _ in range(2):
+        with pytest.raises(RecordDeserializationError) as info:
+            rig.collect()
+        assert (info.value.topic_partition, info.value.offset, info.value.origin) == (P0, 1, "value")
+        assert rig.position(P0) == 1
+
+
+def test_failed_fetch_raises_its_error() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, error=OffsetOutOfRangeError("fetching t-0"))
+    with pytest.raises(OffsetOutOfRangeError):
+        rig.collect()
+    assert rig.collect() == {}
+
+
+def test_failed_fetch_after_records_is_raised_on_the_next_collect() -> None:
+    rig = Rig()
+    rig.fetched(P0, batch(0, [b"a"]))
+    rig.fetched(P1, error=OffsetOutOfRangeError("fetching t-1"))
+    assert rig.collect() == {P0: [b"a"]}
+    with pytest.raises(OffsetOutOfRangeError):
+        rig.collect()
+
+
+def test_retain_all_drops_data_of_partitions_no_longer_assigned() -> None:
+    rig = Rig()
+    rig.fetched(P0, batch(0, values(2)))
+    kept = rig.fetched(P1, batch(0, values(2)))
+    rig.buffer.retain_all({P1})
+    assert rig.buffer.buffered_partitions() == {P1}
+    assert rig.buffer.size_bytes() == kept.size_bytes
+
+
+def test_await_not_empty_returns_at_once_when_data_is_buffered() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, batch(0, [b"a"]))
+    assert rig.buffer.await_not_empty(0.0) is True
+
+
+def test_wakeup_cuts_await_not_empty_short() -> None:
+    buffer = FetchBuffer()
+    buffer.wakeup()
+    assert buffer.await_not_empty(30.0) is False
+
+
+def test_seek_while_reading_releases_the_buffer_so_fetching_resumes() -> None:
+    fake = FakeCluster()
+    (tp,) = fake.create_topic("t", 1)
+    fake.produce(tp, values(5))
+    side = connect(fake, ["t"])
+    subscription = SubscriptionState(ResetStrategy.EARLIEST)
+    subscription.assign_from_user([tp])
+    subscription.seek(tp, FetchPosition(0))
+    buffer = FetchBuffer()
+    fetcher = FetchRequestManager(
+        subscription,
+        side.cluster,
+        side.metadata,
+        buffer,
+        fetch_min_bytes=1,
+        fetch_max_bytes=1 << 20,
+        fetch_max_wait_ms=500,
+        max_partition_fetch_bytes=1 << 20,
+        buffer_max_bytes=1,
+        read_committed=False,
+        check_crcs=True,
+        client_rack="",
+        retry_backoff=exact_backoff(),
+    )
+    collector = FetchCollector(subscription, buffer, max_poll_records=2)
+    side.net.run([fetcher], 0)
+    assert len(collector.collect()[tp]) == 2
+    subscription.seek(tp, FetchPosition(0))  # read it again from the start
+    assert collector.collect() == {}
+    assert buffer.size_bytes() == 0
+    assert fetcher.poll(1).unsent != []
+
+
+def test_out_of_range_error_for_an_abandoned_position_is_not_raised() -> None:
+    rig = Rig(P0)
+    rig.fetched(P0, offset=50, error=OffsetOutOfRangeError("fetching t-0 at offset 50"))
+    rig.subscription.seek(P0, FetchPosition(3))
+    assert rig.collect() == {}
+
+
+def test_out_of_range_error_from_a_fetch_names_the_partition_and_offset() -> None:
+    fake = FakeCluster()
+    (tp,) = fake.create_topic("t", 1)
+    side = connect(fake, ["t"])
+    subscription = SubscriptionState(ResetStrategy.NONE)
+    subscription.assign_from_user([tp])
+    subscription.seek(tp, FetchPosition(50))
+    buffer = FetchBuffer()
+    fetcher = FetchRequestManager(
+        subscription,
+        side.cluster,
+        side.metadata,
+        buffer,
+        fetch_min_bytes=1,
+        fetch_max_bytes=1 << 20,
+        fetch_max_wait_ms=500,
+        max_partition_fetch_bytes=1 << 20,
+        buffer_max_bytes=1 << 20,
+        read_committed=False,
+        check_crcs=True,
+        client_rack="",
+        retry_backoff=exact_backoff(),
+    )
+    side.net.run([fetcher], 0)
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        FetchCollector(subscription, buffer, max_poll_records=10).collect()
+    assert info.value.offsets == {tp: 50}
