@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
+from kaflux.closeable import Closeable
 from kaflux.config import AdminConfig
 from kaflux.errors import (
     IllegalStateError,
@@ -137,7 +137,7 @@ class _AdminEventProcessor:
                 future.set_exception(error)
 
 
-class AdminClient:
+class AdminClient(Closeable):
     """Manages topics. A minimal admin client for tests, demos and tooling."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
@@ -242,11 +242,3 @@ class AdminClient:
         if not self._closed:
             self._closed = True
             self._thread.close(timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

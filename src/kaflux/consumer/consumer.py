@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
+from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.application_event_processor import ApplicationEventProcessor
 from kaflux.consumer.assignors import assignor_for_name
@@ -81,7 +81,7 @@ _client_ids = itertools.count(1)
 _NO_THREAD = -1
 
 
-class Consumer:
+class Consumer(Closeable):
     """Reads records from Kafka partitions.
 
     Example::
@@ -850,11 +850,3 @@ class Consumer:
             )
             + len(self._subscription.partitions_in_state(FetchState.INITIALIZING)),
         }
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

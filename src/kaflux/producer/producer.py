@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from kaflux.closeable import Closeable
 from kaflux.config import ProducerConfig
 from kaflux.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kaflux.network.factory import NetworkStack, build_network
@@ -91,7 +91,7 @@ def _to_bytes(what: str, data: object, serializer: Serializer | None) -> bytes |
     raise TypeError(f"{what} must be bytes or None (or give a {what}_serializer), got {type(data).__name__}")
 
 
-class Producer:
+class Producer(Closeable):
     """Sends records to Kafka topics.
 
     Example::
@@ -269,11 +269,3 @@ class Producer:
             "network-loops": self._thread.loop_count,
             "in-flight-requests": self._sender.in_flight_requests,
         }
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
