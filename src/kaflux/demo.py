@@ -57,7 +57,9 @@ def run(bootstrap: str, topic: str, records: int, partitions: int, compression: 
         admin.create_topics([NewTopic(topic, partitions)], exist_ok=True, timeout=30)
 
     t0 = time.monotonic()
-    with Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 10}) as producer:
+    with Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 10}
+    ) as producer:
         futures = [producer.send(topic, value, key=key) for key, value in page_views(records)]
         producer.flush(60)
     failures = sum(1 for f in futures if f.exception() is not None)

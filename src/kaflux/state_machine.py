@@ -41,9 +41,7 @@ class StateMachine(Generic[S]):
     def transition_to(self, target: S) -> None:
         """Move to ``target``; raises IllegalStateError if the table does not allow it."""
         if target not in self._transitions[self._state]:
-            raise IllegalStateError(
-                f"{self._name}: illegal transition {self._state.name} -> {target.name}"
-            )
+            raise IllegalStateError(f"{self._name}: illegal transition {self._state.name} -> {target.name}")
         self._state = target
 
     def __repr__(self) -> str:

@@ -31,9 +31,9 @@ class CompletedFetch:
         "_batches",
         "_check_crcs",
         "_index",
-        "_sticky_error",
         "_read_committed",
         "_records",
+        "_sticky_error",
         "consumed",
         "error",
         "fetch_offset",
@@ -192,16 +192,35 @@ class CompletedFetch:
         epoch = self.last_epoch
         if key_deserializer is None and value_deserializer is None:
             make = ConsumerRecord
-            out.extend([make(topic, partition, r[0], r[1], ttype, r[2], r[3], r[4], epoch) for r in records[i:end]])
+            out.extend(
+                [make(topic, partition, r[0], r[1], ttype, r[2], r[3], r[4], epoch) for r in records[i:end]]
+            )
             self._index = end
             self.next_fetch_offset = records[end - 1][0] + 1
             return
         for j in range(i, end):
             record = records[j]
-            key = record.key if key_deserializer is None else self._deserialize(key_deserializer, record, True)
-            value = record.value if value_deserializer is None else self._deserialize(value_deserializer, record, False)
-            out.append(ConsumerRecord(topic, partition, record.offset, record.timestamp, ttype, key, value,
-                                      record.headers, epoch))
+            key = (
+                record.key if key_deserializer is None else self._deserialize(key_deserializer, record, True)
+            )
+            value = (
+                record.value
+                if value_deserializer is None
+                else self._deserialize(value_deserializer, record, False)
+            )
+            out.append(
+                ConsumerRecord(
+                    topic,
+                    partition,
+                    record.offset,
+                    record.timestamp,
+                    ttype,
+                    key,
+                    value,
+                    record.headers,
+                    epoch,
+                )
+            )
             self._index = j + 1
             self.next_fetch_offset = record.offset + 1
 

@@ -19,8 +19,17 @@ class ConsumerRecord:
     ``headers`` is a list of ``(str, bytes | None)``.
     """
 
-    __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp", "timestamp_type", "topic",
-                 "value")
+    __slots__ = (
+        "headers",
+        "key",
+        "leader_epoch",
+        "offset",
+        "partition",
+        "timestamp",
+        "timestamp_type",
+        "topic",
+        "value",
+    )
 
     def __init__(
         self,

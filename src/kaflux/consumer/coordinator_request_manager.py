@@ -48,17 +48,23 @@ class CoordinatorRequestManager:
     def mark_unknown(self, reason: str) -> None:
         """Forget the coordinator; the next poll looks it up again."""
         if self.coordinator is not None:
-            log.info("group %s: coordinator %s unknown (%s)", self._group_id, self.coordinator.node_id, reason)
+            log.info(
+                "group %s: coordinator %s unknown (%s)", self._group_id, self.coordinator.node_id, reason
+            )
         self.coordinator = None
 
     def poll(self, now_ms: int) -> PollResult:
         if self.coordinator is not None:
             return PollResult()
         if not self._state.can_send(now_ms):
-            return PollResult(max(1, self._state.remaining_backoff_ms(now_ms)) if not self._state.in_flight else 5000)
+            return PollResult(
+                max(1, self._state.remaining_backoff_ms(now_ms)) if not self._state.in_flight else 5000
+            )
         self._state.on_send(now_ms)
         request = FindCoordinatorRequest(key=self._group_id, key_type=0)
-        return PollResult(5000, [UnsentRequest(request, None, self._on_response, MAX_FIND_COORDINATOR_VERSION)])
+        return PollResult(
+            5000, [UnsentRequest(request, None, self._on_response, MAX_FIND_COORDINATOR_VERSION)]
+        )
 
     def _on_response(self, response: ClientResponse) -> None:
         if response.error is not None:

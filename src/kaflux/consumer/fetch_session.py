@@ -72,7 +72,8 @@ class FetchSession:
         to_send = [
             tp
             for tp, data in wanted.items()
-            if tp not in old or (old[tp].fetch_offset, old[tp].max_bytes) != (data.fetch_offset, data.max_bytes)
+            if tp not in old
+            or (old[tp].fetch_offset, old[tp].max_bytes) != (data.fetch_offset, data.max_bytes)
         ]
         to_forget = [tp for tp in old if tp not in wanted]
         return FetchPlan(self.session_id, self.epoch, False, dict(wanted), to_send, to_forget)
