@@ -497,7 +497,15 @@ class Consumer(Closeable):
                 )
             deadline = time.monotonic() + timeout_s
             while True:
-                self._thread.submit(PollEvent(monotonic_ms()), wake=False)
+                # The event feeds the poll timer and starts a pending (re)join; only the latter
+                # needs the network thread at once, and only outside a generation.
+                membership = self._membership
+                joining = (
+                    membership is not None
+                    and membership.group_metadata.generation_id < 0
+                    and self._subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
+                )
+                self._thread.submit(PollEvent(monotonic_ms()), wake=joining)
                 self._check_wakeup()
                 self._run_commit_callbacks()
                 self._process_background_events()
