@@ -190,13 +190,14 @@ def test_a_cooperative_rebalance_revokes_after_sync() -> None:
 
 
 def test_heartbeat_states_are_those_holding_a_valid_generation() -> None:
-    assert HEARTBEAT_STATES == {
+    expected = {
         M.STABLE,
         M.ASSIGNING_PARTITIONS,
         M.PREPARE_REVOCATION,
         M.REVOKING_PARTITIONS,
         M.PARTITIONS_REVOKED,
     }
+    assert expected == HEARTBEAT_STATES
     assert not HEARTBEAT_STATES & {M.UNJOINED, M.JOINING, M.AWAITING_SYNC, M.STALE, M.FATAL}
 
 

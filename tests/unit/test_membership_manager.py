@@ -11,6 +11,8 @@ the correct behaviour and fail until the bug is fixed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fake_group_coordinator import (
     GROUP_AUTHORIZATION_FAILED,
@@ -26,8 +28,9 @@ from fake_group_coordinator import (
     Member,
     exclusive_ownership,
 )
-from fakes import FakeCluster, FakePartition
+from fakes import FakeCluster, FakePartition, roundtrip
 
+from kaflux.consumer.assignors import Subscription, decode_subscription, encode_subscription
 from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState
 from kaflux.consumer.membership_manager import LEADER_METADATA_WAIT_MS
 from kaflux.errors import (
@@ -40,10 +43,14 @@ from kaflux.errors import (
 from kaflux.network.cluster import coordinator_node_id
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
+from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest
-from kaflux.protocol.messages.offset_commit import OffsetCommitRequest
-from kaflux.protocol.messages.sync_group import SyncGroupRequest
+from kaflux.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kaflux.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from kaflux.structs import TopicPartition
 
 M = MemberState
@@ -75,13 +82,13 @@ def all_of(count: int, topic: str = "t") -> set[TopicPartition]:
 
 
 def stable_group(
-    *names: str, partitions: int = 6, assignors: tuple[str, ...] = EAGER, **member_kw: object
+    *names: str, partitions: int = 6, assignors: tuple[str, ...] = EAGER, **member_kw: Any
 ) -> tuple[GroupDriver, list[Member]]:
     """A driver with ``names`` joined one after the other and settled."""
     driver = GroupDriver(topics={"t": partitions})
     members = []
     for name in names:
-        members.append(driver.add_member(name, assignors=assignors, **member_kw))  # type: ignore[arg-type]
+        members.append(driver.add_member(name, assignors=assignors, **member_kw))
         driver.settle()
     return driver, members
 
@@ -104,7 +111,7 @@ def record_fetchable(
     return seen
 
 
-# -- joining --------------------------------------------------------------------------------------------
+# -- joining ---------------------------------------------------------------------------------------
 
 
 def test_single_member_joins_and_gets_every_partition() -> None:
@@ -209,7 +216,7 @@ def test_joins_at_every_join_group_version(join_version: int) -> None:
     assert bool(member_id_required) is (join_version >= 4)
 
 
-# -- eager rebalance -----------------------------------------------------------------------------------------
+# -- eager rebalance -------------------------------------------------------------------------------
 
 
 def test_eager_second_member_makes_the_first_revoke_everything_before_rejoining() -> None:
@@ -238,8 +245,9 @@ def test_eager_second_member_makes_the_first_revoke_everything_before_rejoining(
     assert second_join
     assert revoked[0].acknowledged_ms is not None
     assert second_join[0].sent_ms >= revoked[0].acknowledged_ms
-    # eager members join with no owned partitions
-    assert second_join[0].state is M.JOINING
+    # eager members join owning nothing
+    metadata = second_join[0].request.protocols[0].metadata
+    assert decode_subscription(metadata).owned_partitions == ()
     # fetching stopped at once and stayed stopped until the new assignment
     in_rebalance = [f for _, state, f in seen if state in EAGER_NOTHING_FETCHABLE]
     assert in_rebalance
@@ -257,12 +265,12 @@ def test_eager_revocation_waits_in_revoking_partitions_for_the_acknowledgement()
     a.auto_ack = False
     b = driver.add_member("b", assignors=EAGER)
     driver.run_until(lambda: a.state is M.REVOKING_PARTITIONS)
-    entered = driver.now_ms
+    since = driver.now_ms
     driver.run(500)
     assert a.state is M.REVOKING_PARTITIONS
     assert a.fetchable() == set()
     assert a.assignment() == all_of(6)  # still held (for the callback), but not fetched
-    assert sent_between(a, JoinGroupRequest, entered, driver.now_ms) == []
+    assert sent_between(a, JoinGroupRequest, since, driver.now_ms) == []
     a.ack(REVOKED)
     assert a.state is M.JOINING
     assert a.assignment() == set()
@@ -271,11 +279,6 @@ def test_eager_revocation_waits_in_revoking_partitions_for_the_acknowledgement()
     assert a.assignment() | b.assignment() == all_of(6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a REBALANCE_IN_PROGRESS heartbeat answered while the eager member is already revoking "
-    "re-sets _join_requested, so the member rejoins again right after the rebalance completes",
-)
 def test_a_slow_revocation_callback_does_not_cause_a_second_rebalance() -> None:
     driver, (a,) = stable_group("a", assignors=EAGER)
     a.auto_ack = False
@@ -291,7 +294,7 @@ def test_a_slow_revocation_callback_does_not_cause_a_second_rebalance() -> None:
     assert len(driver.group().generations) == 2
 
 
-# -- cooperative rebalance -------------------------------------------------------------------------------------
+# -- cooperative rebalance -------------------------------------------------------------------------
 
 
 def test_cooperative_second_member_only_moves_what_it_must_and_keeps_the_rest_fetchable() -> None:
@@ -331,8 +334,6 @@ def test_cooperative_second_member_only_moves_what_it_must_and_keeps_the_rest_fe
     assert [c.partitions for c in b.calls_of(ASSIGNED)] == [frozenset(), moved]
     # a's second JoinGroup claims only what it kept
     claims = a.sent(JoinGroupRequest)[-1].request.protocols[0].metadata
-    from kaflux.consumer.assignors import decode_subscription
-
     assert set(decode_subscription(claims).owned_partitions) == kept
     assert a.calls_of(LOST) == [] and b.calls_of(REVOKED) == []
 
@@ -360,7 +361,7 @@ def test_members_coming_and_going_never_share_a_partition(assignors: tuple[str, 
         assert m.fetchable() == m.assignment()
 
 
-# -- callbacks ------------------------------------------------------------------------------------------------
+# -- callbacks -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("method", [REVOKED, ASSIGNED])
@@ -376,7 +377,7 @@ def test_a_callback_that_raises_still_lets_the_rebalance_proceed(method: str) ->
 
 
 def test_assigning_partitions_waits_for_the_acknowledgement_even_with_an_empty_assignment() -> None:
-    driver, (a,) = stable_group("a", partitions=1, assignors=EAGER)
+    driver, _ = stable_group("a", partitions=1, assignors=EAGER)
     b = driver.add_member("b", assignors=EAGER)
     b.auto_ack = False
     driver.run_until(lambda: b.state is M.ASSIGNING_PARTITIONS)
@@ -413,7 +414,7 @@ def test_an_acknowledgement_for_an_abandoned_rebalance_is_ignored() -> None:
     assert a.state is M.JOINING
 
 
-# -- auto-commit -------------------------------------------------------------------------------------------------
+# -- auto-commit -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("assignors", [EAGER, COOPERATIVE], ids=["eager", "cooperative"])
@@ -486,7 +487,7 @@ def test_a_failed_auto_commit_does_not_stop_the_revocation() -> None:
     assert a.assignment() | b.assignment() == all_of(6)
 
 
-# -- poll timer -------------------------------------------------------------------------------------------------
+# -- poll timer ------------------------------------------------------------------------------------
 
 
 def test_poll_timer_expiry_leaves_the_group_and_the_next_poll_rejoins() -> None:
@@ -520,17 +521,13 @@ def test_poll_timer_expiry_leaves_the_group_and_the_next_poll_rejoins() -> None:
     assert not a.assignment() & b.assignment()
 
 
-def test_a_long_poll_keeps_the_member_in_the_group() -> None:
+def test_a_member_that_keeps_polling_stays_in_the_group() -> None:
     driver, (a,) = stable_group("a", max_poll_interval_ms=5_000)
     driver.run(20_000)  # polling every step
     assert a.state is M.STABLE
     assert a.sent(LeaveGroupRequest) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: leave() in STALE raises IllegalStateError (STALE -> PREPARE_LEAVING is not in the table)",
-)
 def test_unsubscribe_while_stale_completes() -> None:
     driver, (a, _b) = stable_group("a", "b", max_poll_interval_ms=5_000)
     a.polling = False
@@ -542,11 +539,6 @@ def test_unsubscribe_while_stale_completes() -> None:
     assert a.assignment() == set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: leave() while a poll-timer LeaveGroup is in flight never completes its future "
-    "(_leave_future is None, so nothing is chained; the member ends STALE)",
-)
 def test_unsubscribe_during_the_poll_timer_leave_completes() -> None:
     driver, (a, _b) = stable_group("a", "b", max_poll_interval_ms=5_000)
     a.polling = False
@@ -559,7 +551,7 @@ def test_unsubscribe_during_the_poll_timer_leave_completes() -> None:
     assert a.state is M.UNJOINED
 
 
-# -- fencing and coordinator errors --------------------------------------------------------------------------------
+# -- fencing and coordinator errors ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -657,17 +649,35 @@ def test_a_moved_coordinator_is_found_and_used() -> None:
     assert a.sent(HeartbeatRequest)[-1].error_code == 0
 
 
-def test_sync_group_errors_rejoin_or_fence() -> None:
-    driver = GroupDriver(topics={"t": 2})
-    a = driver.add_member("a")
-    driver.coordinator.inject(SyncGroupRequest, REBALANCE_IN_PROGRESS)
-    driver.run_until(lambda: bool(a.sent(SyncGroupRequest)) and a.state is M.JOINING)
-    driver.settle()
-    driver.coordinator.remove_member("g", a.member_id, driver.now_ms)
+@pytest.mark.parametrize(
+    ("code", "lost"),
+    [(REBALANCE_IN_PROGRESS, False), (UNKNOWN_MEMBER_ID, True), (ILLEGAL_GENERATION, True)],
+    ids=["rebalance_in_progress", "unknown_member", "illegal_generation"],
+)
+def test_sync_group_errors_rejoin_or_fence(code: int, lost: bool) -> None:
+    driver, (a,) = stable_group("a", partitions=3, assignors=COOPERATIVE)
+    owned = a.assignment()
+    old_id = a.member_id
+    before, requested = len(a.transitions), len(a.requested)
+    seen = record_fetchable(driver, a)
+    driver.coordinator.inject(SyncGroupRequest, code)
     a.manager.request_rejoin("test")
+    driver.run_until(lambda: a.sent(SyncGroupRequest)[-1].error_code == code)
+    failed_at = a.sent(SyncGroupRequest)[-1].delivered_ms or 0
     driver.settle()
-    assert a.assignment() == all_of(2)
-    assert any(e.error_code == REBALANCE_IN_PROGRESS for e in a.sent(SyncGroupRequest))
+    rejoin = next(e for e in a.sent(JoinGroupRequest) if e.sent_ms > failed_at)
+    if lost:
+        assert a.states()[before:][:4] == [M.JOINING, M.AWAITING_SYNC, M.LOSING_PARTITIONS, M.JOINING]
+        assert (a.requested[requested].method, a.requested[requested].partitions) == (LOST, owned)
+        assert rejoin.request.member_id == ("" if code == UNKNOWN_MEMBER_ID else old_id)
+        assert all(f == frozenset() for _, state, f in seen if state is M.LOSING_PARTITIONS)
+    else:
+        assert a.states()[before:][:3] == [M.JOINING, M.AWAITING_SYNC, M.JOINING]
+        assert all(e.method == ASSIGNED for e in a.requested[requested:])
+        assert rejoin.request.member_id == old_id
+        assert all(f == owned for _, _, f in seen)  # cooperative: kept fetchable throughout
+    driver.settle()
+    assert a.assignment() == all_of(3)
 
 
 def test_a_coordinator_error_on_join_group_retries_after_backoff() -> None:
@@ -692,7 +702,7 @@ def test_a_lost_join_group_response_times_out_and_the_member_joins_again() -> No
     assert a.assignment() == all_of(2)
 
 
-# -- fatal errors ------------------------------------------------------------------------------------------------------
+# -- fatal errors ----------------------------------------------------------------------------------
 
 
 def test_group_authorization_failure_on_join_is_fatal() -> None:
@@ -720,11 +730,6 @@ def test_an_inconsistent_group_protocol_is_fatal_for_the_joiner_only() -> None:
     assert len(driver.group().generations) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an assignor chosen by the coordinator but not configured is reported as "
-    "error_for_code(49) = InvalidProducerIdMappingError instead of an inconsistent-protocol error",
-)
 def test_an_unknown_assignor_chosen_by_the_coordinator_is_an_inconsistent_protocol_error() -> None:
     driver = GroupDriver(topics={"t": 2})
     driver.coordinator.forced_protocol = "roundrobin"
@@ -734,11 +739,6 @@ def test_an_unknown_assignor_chosen_by_the_coordinator_is_an_inconsistent_protoc
     assert isinstance(a.fatal[0], InconsistentGroupProtocolError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _fatal() keeps the assignment fetchable and requests no on_partitions_lost, so a fenced "
-    "static member keeps consuming partitions that its replacement owns",
-)
 def test_a_member_that_becomes_fatal_gives_its_partitions_up() -> None:
     driver = GroupDriver(topics={"t": 4})
     a = driver.add_member("a", instance_id="s1")
@@ -751,10 +751,12 @@ def test_a_member_that_becomes_fatal_gives_its_partitions_up() -> None:
     assert isinstance(a.fatal[0], FencedInstanceIdError)
     assert replacement.assignment() == owned
     assert a.fetchable() == set()
-    assert [c.partitions for c in a.calls_of(LOST)] == [owned]
+    assert [e.partitions for e in a.requested_of(LOST)] == [owned]
+    driver.step()  # the application thread runs on_partitions_lost
+    assert a.assignment() == set()
 
 
-# -- leaving ---------------------------------------------------------------------------------------------------------
+# -- leaving ---------------------------------------------------------------------------------------
 
 
 def test_leave_revokes_then_sends_leave_group_then_is_unjoined() -> None:
@@ -822,30 +824,21 @@ def test_a_static_member_unsubscribing_leaves_the_group() -> None:
     assert b.assignment() == all_of(4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: leave() moves to PREPARE_LEAVING before the auto-commit is built, and member_info() "
-    "reports no generation there, so the commit goes out as generation -1 / member '' and a non-empty "
-    "group rejects it with UNKNOWN_MEMBER_ID: the consumed offsets are lost on unsubscribe/close",
-)
 def test_leave_with_auto_commit_commits_the_consumed_positions() -> None:
     driver, (a, _b) = stable_group("a", "b", partitions=4, assignors=EAGER, auto_commit=True)
-    for tp in a.assignment():
+    owned = a.assignment()
+    for tp in owned:
         a.consume(tp, 7)
     future = a.leave()
     driver.run_until(future.done)
     commit = a.sent(OffsetCommitRequest)[-1]
     assert commit.request.generation_id_or_member_epoch == 2
+    assert commit.request.member_id
     assert commit.error_code == 0
     stored = driver.coordinator.cluster.committed.get("g", {})
-    assert {tp: c.offset for tp, c in stored.items()} == {tp: 7 for tp in a.calls_of(REVOKED)[0].partitions}
+    assert {tp: stored[tp].offset for tp in owned if tp in stored} == {tp: 7 for tp in owned}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a LeaveGroup is only sent once the in-flight JoinGroup returns, which the coordinator "
-    "may hold for up to the rebalance timeout (max.poll.interval.ms); Java sends it at once",
-)
 def test_leave_while_a_join_is_held_by_the_coordinator_sends_leave_group_promptly() -> None:
     driver, (a, b) = stable_group("a", "b", assignors=EAGER, max_poll_interval_ms=60_000)
     b.polling = False  # b's application is busy: it cannot run on_partitions_revoked yet
@@ -858,7 +851,7 @@ def test_leave_while_a_join_is_held_by_the_coordinator_sends_leave_group_promptl
     assert sent_between(a, LeaveGroupRequest, start, driver.now_ms)
 
 
-# -- static membership ----------------------------------------------------------------------------------------------
+# -- static membership -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("join_version", [5, 9])
@@ -909,7 +902,7 @@ def test_a_static_member_not_back_within_the_session_timeout_is_replaced_by_a_re
     assert a.assignment() == all_of(4)
 
 
-# -- commits during rebalances and after fencing ------------------------------------------------------------------------
+# -- commits during rebalances and after fencing ---------------------------------------------------
 
 
 def test_a_commit_while_stable_carries_the_generation() -> None:
@@ -957,7 +950,7 @@ def test_a_commit_while_losing_partitions_fails_with_commit_failed() -> None:
     assert a.sent(OffsetCommitRequest)[-1].request.generation_id_or_member_epoch == -1
 
 
-# -- the leader and metadata -----------------------------------------------------------------------------------------------
+# -- the leader and metadata -----------------------------------------------------------------------
 
 
 def test_the_leader_waits_for_metadata_of_a_subscribed_topic() -> None:
@@ -1000,11 +993,6 @@ def test_the_leader_rejoins_when_a_partition_count_changes() -> None:
     assert len(a.assignment()) == len(b.assignment()) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _on_metadata only compares topics already in _assigned_counts, so a subscribed topic "
-    "created after the leader's metadata wait is never assigned",
-)
 def test_the_leader_rejoins_when_a_missing_topic_appears() -> None:
     driver = GroupDriver(topics={"t": 2})
     a = driver.add_member("a", topics=("t", "later"), metadata_max_age_ms=1_000)
@@ -1016,11 +1004,6 @@ def test_the_leader_rejoins_when_a_missing_topic_appears() -> None:
     assert a.assignment() == all_of(2) | all_of(2, topic="later")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _begin_assignment() resets the metadata topics to the leader's own subscription, so "
-    "the leader stops refreshing topics only other members subscribe to and misses their changes",
-)
 def test_the_leader_watches_topics_only_followers_subscribe_to() -> None:
     driver = GroupDriver(topics={"t": 2, "u": 2})
     a = driver.add_member("a", topics=("t",), metadata_max_age_ms=1_000)
@@ -1034,7 +1017,7 @@ def test_the_leader_watches_topics_only_followers_subscribe_to() -> None:
     assert all_of(3, topic="u") <= b.assignment()
 
 
-# -- the fake coordinator itself ---------------------------------------------------------------------------------------------
+# -- the fake coordinator itself -------------------------------------------------------------------
 
 
 def test_the_coordinator_holds_a_join_until_every_known_member_rejoined() -> None:
@@ -1084,3 +1067,128 @@ def test_the_driver_is_deterministic() -> None:
     first = scenario()
     assert first == scenario()
     assert len(first) > 50
+
+
+# direct requests to the coordinator (generated classes, encoded and decoded at ``version``)
+
+
+def call(
+    coordinator: FakeGroupCoordinator, request: Any, now_ms: int, version: int | None = None
+) -> list[Any]:
+    """Send ``request`` to broker 0; the response(s) delivered so far (none while it is held)."""
+    cls = type(request)
+    v = cls.MAX_VERSION if version is None else version
+    answers: list[Any] = []
+    coordinator.handle(
+        0, roundtrip(request, v), v, now_ms, lambda r: answers.append(roundtrip(r, v, cls.RESPONSE))
+    )
+    return answers
+
+
+def join_request(member_id: str = "", *, rebalance_timeout_ms: int = 5_000) -> JoinGroupRequest:
+    metadata = encode_subscription(Subscription(("t",)))
+    return JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequestProtocol(name="range", metadata=metadata)],
+    )
+
+
+def commit_request(generation: int, member_id: str) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        topics=[
+            OffsetCommitRequestTopic(
+                name="t", partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=9)]
+            )
+        ],
+    )
+
+
+def join_two(coordinator: FakeGroupCoordinator) -> tuple[str, str]:
+    """Members x (leader) and y in a stable generation 1 of group ``g``; returns their ids."""
+    (rx,) = call(coordinator, join_request(), 0)
+    (ry,) = call(coordinator, join_request(), 0)
+    assert rx.error_code == ry.error_code == MEMBER_ID_REQUIRED
+    x, y = rx.member_id, ry.member_id
+    assert call(coordinator, join_request(x), 0) == []  # held: y is pending
+    (jy,) = call(coordinator, join_request(y), 0)
+    assert jy.generation_id == 1 and jy.leader == x and jy.members == []
+    assert call(coordinator, SyncGroupRequest(group_id="g", generation_id=1, member_id=y), 0) == []
+    assignments = [
+        SyncGroupRequestAssignment(member_id=x, assignment=b""),
+        SyncGroupRequestAssignment(member_id=y, assignment=b""),
+    ]
+    (sx,) = call(
+        coordinator, SyncGroupRequest(group_id="g", generation_id=1, member_id=x, assignments=assignments), 0
+    )
+    assert sx.error_code == 0
+    assert coordinator.group("g").state is GroupState.STABLE
+    return x, y
+
+
+def test_the_coordinator_completes_a_join_at_the_rebalance_timeout_without_absent_members() -> None:
+    coordinator = FakeGroupCoordinator()
+    coordinator.cluster.create_topic("t", 2)
+    x, y = join_two(coordinator)
+    assert call(coordinator, join_request(x), 100) == []  # x rejoins: held until y rejoins
+    for now in range(1_000, 5_100, 1_000):  # y stays alive but does not rejoin
+        (beat,) = call(coordinator, HeartbeatRequest(group_id="g", generation_id=1, member_id=y), now)
+        assert beat.error_code == REBALANCE_IN_PROGRESS
+        coordinator.tick(now)
+        assert coordinator.group("g").state is GroupState.PREPARING_REBALANCE
+    coordinator.tick(5_100)  # 100 + rebalance timeout
+    group = coordinator.group("g")
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert group.generation == 2 and list(group.members) == [x]
+    (beat,) = call(coordinator, HeartbeatRequest(group_id="g", generation_id=1, member_id=y), 5_200)
+    assert beat.error_code == UNKNOWN_MEMBER_ID
+
+
+def test_the_coordinator_validates_commits_as_kafka_does() -> None:
+    coordinator = FakeGroupCoordinator()
+    coordinator.cluster.create_topic("t", 2)
+    # no group yet: a plain commit (no generation) is stored
+    (ok,) = call(coordinator, commit_request(-1, ""), 0)
+    assert ok.topics[0].partitions[0].error_code == 0
+    x, _ = join_two(coordinator)
+    codes = {
+        "member": commit_request(1, x),
+        "no generation in a non-empty group": commit_request(-1, ""),
+        "stale generation": commit_request(0, x),
+        "unknown member": commit_request(1, "nobody"),
+    }
+    answers = {k: call(coordinator, r, 10)[0].topics[0].partitions[0].error_code for k, r in codes.items()}
+    assert answers == {
+        "member": 0,
+        "no generation in a non-empty group": UNKNOWN_MEMBER_ID,
+        "stale generation": ILLEGAL_GENERATION,
+        "unknown member": UNKNOWN_MEMBER_ID,
+    }
+    # while the leader computes the next generation's assignment, commits wait
+    call(coordinator, join_request(x), 20)
+    coordinator.remove_member("g", _, 20)
+    assert coordinator.group("g").state is GroupState.COMPLETING_REBALANCE
+    (busy,) = call(coordinator, commit_request(2, x), 30)
+    assert busy.topics[0].partitions[0].error_code == REBALANCE_IN_PROGRESS
+
+
+def test_the_coordinator_keeps_the_subscriptions_it_was_sent() -> None:
+    driver, (a, b) = stable_group("a", "b", assignors=COOPERATIVE)
+    group = driver.group()
+    assert group.subscription(a.member_id).topics == ("t",)
+    # a's last JoinGroup claimed what it kept; b joined last owning nothing
+    claims = {
+        m.name: set(decode_subscription(group.members[m.member_id].metadata(COOPERATIVE[0])).owned_partitions)
+        for m in (a, b)
+    }
+    assert claims == {"a": a.assignment(), "b": set()}
+    assert {mid: set(asg.partitions) for mid, asg in group.assignments().items()} == {
+        a.member_id: a.assignment(),
+        b.member_id: b.assignment(),
+    }

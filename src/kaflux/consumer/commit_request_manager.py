@@ -57,7 +57,8 @@ MAX_OFFSET_COMMIT_VERSION = 8
 MAX_OFFSET_FETCH_VERSION = 7
 
 _COORDINATOR_MOVED = {14: False, 15: True, 16: True}  # code -> whether the coordinator is gone
-_MEMBER_ERRORS = {22, 25, 27, 82, 110, 113}  # illegal generation, unknown member, rebalancing, fenced...
+_MEMBER_ERRORS = {22, 25, 82, 110, 113}  # illegal generation, unknown member, fenced...
+_REBALANCE_IN_PROGRESS = 27
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +318,16 @@ class CommitRequestManager:
             return
         if _COORDINATOR_MOVED.get(error.code):
             self._coordinator.mark_unknown(type(error).__name__)
+        if error.code == _REBALANCE_IN_PROGRESS:
+            self._commits.remove(commit)
+            fail(
+                commit.future,
+                RebalanceInProgressError(
+                    f"group {self._group_id!r} started a rebalance, so the commit was refused; poll() to "
+                    "complete it, then commit again (or commit in on_partitions_revoked)"
+                ),
+            )
+            return
         if error.code in _MEMBER_ERRORS:
             self._commits.remove(commit)
             fail(

@@ -96,6 +96,7 @@ _ALLOWED_SOURCES: dict[MemberState, frozenset[MemberState]] = {
             _M.REVOKING_PARTITIONS,
             _M.PARTITIONS_REVOKED,
             _M.LOSING_PARTITIONS,
+            _M.STALE,
         }
     ),
     _M.LEAVING: frozenset({_M.PREPARE_LEAVING}),

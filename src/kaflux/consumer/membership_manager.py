@@ -163,6 +163,9 @@ class MembershipManager:
         self._leave_on_close = False
         self._assigned_counts: dict[str, int] = {}
         self._stale_after_leave = False
+        self._leaving_with_generation = False
+        self._in_flight_kind = ""
+        self._in_flight_seq = 0
         self.group_metadata = GroupMetadata(group_id, group_instance_id=group_instance_id)
         metadata.add_listener(self._on_metadata)
 
@@ -179,7 +182,9 @@ class MembershipManager:
 
     def member_info(self) -> MemberInfo:
         """Who commits: the generation while it is valid (see CommitRequestManager)."""
-        if self.state in HEARTBEAT_STATES:
+        if self.state in HEARTBEAT_STATES or (
+            self.state is _M.PREPARE_LEAVING and self._leaving_with_generation
+        ):
             return MemberInfo(self.generation, self.member_id, self._instance_id)
         rebalancing = self.state in (_M.JOINING, _M.AWAITING_SYNC)
         return MemberInfo(-1, "", self._instance_id, rebalancing=rebalancing)
@@ -218,6 +223,10 @@ class MembershipManager:
             previous = self._leave_future
             if previous is not None:
                 previous.add_done_callback(lambda _: complete(future, None))
+            else:  # the poll timer is leaving: finish as this leave instead of going STALE
+                self._leave_future = future
+                self._leave_on_close = on_close
+                self._stale_after_leave = False
             return
         self._leave_future = future
         self._leave_on_close = on_close
@@ -225,6 +234,7 @@ class MembershipManager:
         self._join_requested = False
         owned = set(self._subscription.assigned_partitions())
         valid = self.state in HEARTBEAT_STATES
+        self._leaving_with_generation = valid
         self._to(_M.PREPARE_LEAVING)
         self._subscription.mark_pending_revocation(owned)
         if owned and self._auto_commit and valid:
@@ -264,7 +274,8 @@ class MembershipManager:
         node = self._coordinator.coordinator_id
         unsent: list[UnsentRequest] = []
         wait = 5000
-        if node is not None and not self._in_flight and now_ms >= self._retry_at_ms:
+        leave_now = self.state is _M.LEAVING and self._in_flight and self._in_flight_kind in ("join", "sync")
+        if node is not None and (not self._in_flight or leave_now) and now_ms >= self._retry_at_ms:
             request = self._state_request(node, now_ms)
             if request is not None:
                 unsent.append(request)
@@ -307,6 +318,7 @@ class MembershipManager:
         )
         self._pending_callback = None
         self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())
+        self._leaving_with_generation = False
         self._to(_M.PREPARE_LEAVING)
         self._to(_M.LEAVING)
         self._leave_future = None
@@ -342,6 +354,7 @@ class MembershipManager:
         )
 
     def _join_request(self, node: int) -> UnsentRequest:
+        self._join_requested = False
         request = JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self._session_timeout_ms,
@@ -358,13 +371,17 @@ class MembershipManager:
             reason=self._rejoin_reason or None,
         )
         self._in_flight = True
+        self._in_flight_kind = "join"
+        self._in_flight_seq += 1
+        seq = self._in_flight_seq
         # The coordinator holds a JoinGroup until every member rejoined (up to the rebalance
         # timeout), so it gets that long plus a margin, like Java.
         timeout = max(self._request_timeout_ms, self._rebalance_timeout_ms + 5000)
-        return UnsentRequest(request, node, self._on_join_response, timeout_ms=timeout)
+        return UnsentRequest(request, node, lambda r: self._on_join_response(r, seq), timeout_ms=timeout)
 
-    def _on_join_response(self, response: ClientResponse) -> None:
-        self._in_flight = False
+    def _on_join_response(self, response: ClientResponse, seq: int = -1) -> None:
+        if seq in (-1, self._in_flight_seq):
+            self._in_flight = False
         now_ms = response.received_ms
         if self.state is not _M.JOINING:
             return
@@ -433,13 +450,16 @@ class MembershipManager:
             assignments=assignments,
         )
         self._in_flight = True
-        return UnsentRequest(request, node, self._on_sync_response)
+        self._in_flight_kind = "sync"
+        self._in_flight_seq += 1
+        seq = self._in_flight_seq
+        return UnsentRequest(request, node, lambda r: self._on_sync_response(r, seq))
 
     def _leader_assign(self, now_ms: int) -> list[SyncGroupRequestAssignment] | None:
         assignor = self._assignors.get(self._protocol_name or "")
         if assignor is None:
             self._fatal(
-                error_for_code(49)(
+                error_for_code(23)(
                     f"the group chose assignor {self._protocol_name!r}, which is not configured"
                 )
             )
@@ -473,8 +493,9 @@ class MembershipManager:
             for member_id in members
         ]
 
-    def _on_sync_response(self, response: ClientResponse) -> None:
-        self._in_flight = False
+    def _on_sync_response(self, response: ClientResponse, seq: int = -1) -> None:
+        if seq in (-1, self._in_flight_seq):
+            self._in_flight = False
         now_ms = response.received_ms
         if self.state is not _M.AWAITING_SYNC:
             return
@@ -570,6 +591,8 @@ class MembershipManager:
         self._subscription.assign_from_subscription(partitions)
         self._subscription.set_awaiting_callback(added, True)
         self._update_metadata_topics()
+        if self._leader_id and self._leader_id == self.member_id:
+            self._metadata.add_topics(self._members_topics())  # the leader watches every member's topics
 
         def finish() -> None:
             self._subscription.set_awaiting_callback(added, False)
@@ -664,9 +687,13 @@ class MembershipManager:
             return None
         request = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
         self._in_flight = True
+        self._in_flight_kind = "leave"
+        self._in_flight_seq += 1
+        seq = self._in_flight_seq
 
         def on_response(response: ClientResponse) -> None:
-            self._in_flight = False
+            if seq == self._in_flight_seq:
+                self._in_flight = False
             if self.state is _M.LEAVING:
                 self._finish_leave()
 
@@ -675,6 +702,8 @@ class MembershipManager:
     def _finish_leave(self) -> None:
         stale, self._stale_after_leave = self._stale_after_leave, False
         if stale:
+            if self._instance_id is None:
+                self.member_id = ""  # it left: rejoin as a new member (as Java resets it)
             self._to(_M.STALE)
             return
         self.member_id = "" if self._instance_id is None or not self._leave_on_close else self.member_id
@@ -692,11 +721,14 @@ class MembershipManager:
     def _fatal(self, error: KafkaError) -> None:
         log.error("group %s: %s", self.group_id, error)
         self._pending_callback = None
+        owned = set(self._subscription.assigned_partitions()) if self._is_group_subscription() else set()
+        self._subscription.mark_pending_revocation(owned)
         self._to(_M.FATAL)
         self._on_fatal(error)
         future, self._leave_future = self._leave_future, None
         if future is not None:
             complete(future, None)
+        self._callback("on_partitions_lost", owned, self._subscription_cleared)
 
     # -- metadata -----------------------------------------------------------------------------------------
 
@@ -713,9 +745,9 @@ class MembershipManager:
             if self._subscription.set_pattern_matches(matches) and self.state is not _M.UNJOINED:
                 self.request_rejoin("topics matching the subscribed pattern changed")
         if self._leader_id and self._leader_id == self.member_id and self.state is _M.STABLE:
-            for topic, count in self._assigned_counts.items():
+            for topic in sorted(self._members_topics() | set(self._assigned_counts)):
                 partitions = cluster.partitions_for(topic)
-                if partitions is not None and len(partitions) != count:
+                if len(partitions or ()) != self._assigned_counts.get(topic, 0):
                     self.request_rejoin(f"the partition count of {topic!r} changed")
                     break
 
