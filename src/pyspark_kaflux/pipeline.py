@@ -1,0 +1,276 @@
+"""The main job: a Spark Structured Streaming pipeline over Kafka through ``kaflux``.
+
+``python -m pyspark_kaflux.pipeline`` (the README's first Quick start command runs it):
+
+1. starts an embedded broker on a free loopback port (noida-db, whose offset lookups are
+   exact) unless ``--bootstrap-servers`` names a cluster;
+2. produces a stream of JSON page-view events with :class:`kaflux.Producer` in a background
+   thread while the query runs;
+3. runs a streaming query that reads the topic with ``format("kaflux")``, parses the JSON and
+   counts views and total time per page per 10-second event-time window in each micro-batch,
+   writing each batch's partial aggregates to Parquet (idempotently, one directory per batch
+   id, so a restarted query rewrites rather than duplicates a batch);
+4. shows progress while it runs, and ends with a summary table read back from the Parquet
+   output, checked against what was produced.
+
+Against a real cluster and Spark master::
+
+    python -m pyspark_kaflux.pipeline --bootstrap-servers broker:9092 --master spark://host:7077 \\
+        --output /shared/out --topic page-views --records 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kaflux import AdminClient, NewTopic, Producer
+
+PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]
+COUNTRIES = ["DE", "FR", "IN", "US", "BR", "JP", "NG", "GB"]
+WINDOW = "10 seconds"
+
+
+def page_view(rng: random.Random, event_ms: int) -> tuple[bytes, bytes]:
+    """One page-view event as (user key, JSON value)."""
+    user = f"user-{rng.randrange(500):04d}"
+    event = {
+        "user": user,
+        "page": rng.choice(PAGES),
+        "country": rng.choice(COUNTRIES),
+        "event_time": event_ms,
+        "duration_ms": rng.randrange(50, 30_000),
+    }
+    return user.encode(), json.dumps(event, separators=(",", ":")).encode()
+
+
+class EventProducer(threading.Thread):
+    """Produces ``total`` events at about ``rate`` per second, then stops."""
+
+    def __init__(self, bootstrap: str, topic: str, total: int, rate: int) -> None:
+        super().__init__(name="page-view-producer", daemon=True)
+        self._servers, self._topic, self._total, self._rate = bootstrap, topic, total, rate
+        self.sent = 0
+        self.failed = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        rng = random.Random(42)
+        config = {"bootstrap.servers": self._servers, "compression.type": "lz4", "linger.ms": 20}
+        try:
+            with Producer(config) as producer:
+                start = time.monotonic()
+                event_ms = 1_790_000_000_000
+                futures = []
+                while self.sent < self._total:
+                    for _ in range(min(1000, self._total - self.sent)):
+                        key, value = page_view(rng, event_ms)
+                        futures.append(producer.send(self._topic, value, key=key))
+                        event_ms += rng.randrange(1, 40)
+                        self.sent += 1
+                    ahead = self.sent / self._rate - (time.monotonic() - start)
+                    if ahead > 0:
+                        time.sleep(ahead)  # pacing the generator, not synchronising threads
+                producer.flush(120)
+                self.failed = sum(1 for f in futures if f.exception() is not None)
+        except BaseException as exc:
+            self.error = exc
+
+
+@contextlib.contextmanager
+def cluster(bootstrap: str | None) -> Iterator[str]:
+    """The given cluster, or an embedded broker for the duration."""
+    if bootstrap:
+        yield bootstrap
+        return
+    from kaflux.testing.brokers import start_broker
+
+    print("starting an embedded noida-db broker on 127.0.0.1 ...", flush=True)
+    with start_broker("noida") as broker:
+        print(f"broker up at {broker.bootstrap_servers} (pid {broker.pid})", flush=True)
+        yield broker.bootstrap_servers
+
+
+def spark_session(master: str) -> Any:
+    """A SparkSession for ``master`` (local mode binds to loopback)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("kaflux-page-views")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if master.startswith("local"):
+        builder = builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def start_query(spark: Any, bootstrap: str, topic: str, output: Path, max_per_trigger: int) -> Any:
+    """Kafka (through kaflux) -> parse JSON -> per-batch window aggregates -> Parquet."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("user", StringType()),
+            StructField("page", StringType()),
+            StructField("country", StringType()),
+            StructField("event_time", LongType()),
+            StructField("duration_ms", LongType()),
+        ]
+    )
+    events = (
+        spark.readStream.format("kaflux")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_per_trigger))
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
+        .select(
+            F.col("e.page").alias("page"),
+            F.col("e.duration_ms").alias("duration_ms"),
+            (F.col("e.event_time") / 1000).cast("timestamp").alias("event_time"),
+        )
+    )
+    aggregates = output / "aggregates"
+
+    def write_batch(batch: Any, batch_id: int) -> None:
+        partial = batch.groupBy(F.window("event_time", WINDOW).alias("window"), "page").agg(
+            F.count("*").alias("views"), F.sum("duration_ms").alias("total_duration_ms")
+        )
+        # One directory per batch id, overwritten on a replay: re-running a batch after a
+        # restart replaces its output instead of adding to it.
+        partial.write.mode("overwrite").parquet(str(aggregates / f"batch_id={batch_id}"))
+
+    return (
+        events.writeStream.foreachBatch(write_batch)
+        .option("checkpointLocation", str(output / "checkpoint"))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+
+
+def watch(query: Any, producer: EventProducer, total: int, timeout_s: float) -> int:
+    """Print progress until every produced event went through the query; returns the rows read."""
+    rows = 0
+    seen_batches: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    last_print = 0.0
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
+        for progress in query.recentProgress:
+            if progress["batchId"] not in seen_batches:
+                seen_batches.add(progress["batchId"])
+                rows += progress["numInputRows"]
+        if time.monotonic() - last_print >= 2:
+            last = query.lastProgress or {}
+            rate = last.get("processedRowsPerSecond") or 0.0
+            print(
+                f"  produced {producer.sent:>9,}   read {rows:>9,} / {total:,}   "
+                f"batches {len(seen_batches):>4}   last batch {rate:>10,.0f} rows/s",
+                flush=True,
+            )
+            last_print = time.monotonic()
+        if producer.error is not None:
+            raise RuntimeError(f"the producer failed: {producer.error}")
+        if not producer.is_alive() and rows >= total - producer.failed:
+            return rows
+        query.awaitTermination(0.5)
+    raise TimeoutError(f"the query read {rows} of {total} events within {timeout_s} s")
+
+
+def summarize(spark: Any, output: Path, expected: int) -> bool:
+    """Read the Parquet output back, print the summary table, and check that every event the
+    query read (``expected``) is counted exactly once."""
+    from pyspark.sql import functions as F
+
+    table = (
+        spark.read.parquet(str(output / "aggregates"))
+        .groupBy("window", "page")
+        .agg(F.sum("views").alias("views"), F.sum("total_duration_ms").alias("total_duration_ms"))
+    )
+    total = table.agg(F.sum("views")).first()[0] or 0
+    by_page = (
+        table.groupBy("page")
+        .agg(
+            F.sum("views").alias("views"),
+            F.countDistinct("window").alias("windows"),
+            (F.sum("total_duration_ms") / F.sum("views") / 1000).alias("avg_seconds"),
+        )
+        .orderBy(F.desc("views"))
+        .collect()
+    )
+    busiest = table.orderBy(F.desc("views")).first()
+    print(f"\n{'page':<14}{'views':>10}{'windows':>10}{'avg time on page':>20}")
+    for row in by_page:
+        print(f"{row['page']:<14}{row['views']:>10,}{row['windows']:>10,}{row['avg_seconds']:>18.1f} s")
+    if busiest is not None:
+        when = f"{busiest['window']['start']:%Y-%m-%d %H:%M:%S} UTC"
+        print(f"\nbusiest {WINDOW} window: {busiest['page']} at {when}, {busiest['views']:,} views")
+    ok = total == expected
+    print(f"\ntotal views in Parquet: {total:,}; events read: {expected:,} -> {'OK' if ok else 'MISMATCH'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyspark_kaflux.pipeline", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--bootstrap-servers", help="a Kafka cluster (default: an embedded broker)")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
+    parser.add_argument("--output", help="output directory (default: a new temporary directory)")
+    parser.add_argument("--topic", default="page-views")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rate", type=int, default=25_000, help="events produced per second")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
+    args = parser.parse_args(argv)
+
+    output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="kaflux-pipeline-"))
+    with cluster(args.bootstrap_servers) as bootstrap:
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
+        print("starting Spark ...", flush=True)
+        spark = spark_session(args.master)
+        try:
+            producer = EventProducer(bootstrap, args.topic, args.records, args.rate)
+            started = time.monotonic()
+            query = start_query(spark, bootstrap, args.topic, output, args.max_offsets_per_trigger)
+            producer.start()
+            print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
+            try:
+                rows = watch(query, producer, args.records, args.timeout)
+            finally:
+                query.stop()
+            elapsed = time.monotonic() - started
+            print(f"done: {rows:,} events in {elapsed:.1f} s ({rows / elapsed:,.0f} events/s end to end)")
+            if producer.failed:
+                print(f"warning: {producer.failed:,} events could not be produced")
+            return 0 if summarize(spark, output, rows) else 1
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
