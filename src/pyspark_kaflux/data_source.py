@@ -1,0 +1,94 @@
+"""The ``kaflux`` data source: Spark's Kafka source and sink, in Python, on kaflux. [app]
+
+Spark finds it without any ``register()`` call: see :mod:`pyspark_kaflux`.
+
+Source options (Spark's names; keys are case-insensitive):
+
+- ``kafka.bootstrap.servers`` (required) and any other ``kafka.<key>`` of ``kaflux.Consumer``;
+  refused: ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
+  ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``; ``kafka.group.id`` is ignored
+  with a warning (no group is ever joined).
+- exactly one of ``subscribe`` (comma list), ``subscribePattern`` (a Python regex matched
+  against whole topic names) or ``assign`` (``{"topic": [0, 1]}``).
+- ``startingOffsets`` (``earliest``, ``latest``, ``{"topic": {"0": 23, "1": -2}}``; -2 earliest,
+  -1 latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+  ``startingOffsetsByTimestampStrategy`` (``error``/``latest``); batch only: ``endingOffsets``,
+  ``endingTimestamp``, ``endingOffsetsByTimestamp``.
+- ``failOnDataLoss`` (true), ``includeHeaders`` (false), ``minPartitions``,
+  ``maxRecordsPerPartition``, ``kafkaConsumer.pollTimeoutMs`` (120000),
+  ``fetchOffset.numRetries`` (3), ``fetchOffset.retryIntervalMs`` (10); streaming only:
+  ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (15m).
+- ``groupIdPrefix`` is accepted and unused.
+
+Sink options: ``kafka.bootstrap.servers`` (required), ``kafka.<key>`` of ``kaflux.Producer``
+(refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``. Batch writes need
+``mode("append")``: Spark refuses the default ErrorIfExists mode for Python data sources, and
+Kafka cannot be overwritten.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from pyspark_kaflux.options import (
+    KafluxOptionError,
+    parse_include_headers,
+    parse_sink_options,
+    parse_source_options,
+)
+from pyspark_kaflux.reader import KafluxBatchReader
+from pyspark_kaflux.schema import check_sink_schema, kafka_schema
+from pyspark_kaflux.stream_reader import KafluxStreamReader
+from pyspark_kaflux.writer import KafluxBatchWriter, KafluxStreamWriter
+
+__all__ = ["KafluxDataSource"]
+
+
+class KafluxDataSource(DataSource):
+    """``format("kaflux")``: reads and writes Kafka topics with the options and schema of Spark's
+    built-in ``format("kafka")``, through the kaflux client instead of the JVM connector.
+
+    Read: ``spark.read`` / ``spark.readStream`` with ``kafka.bootstrap.servers`` and one of
+    ``subscribe``, ``subscribePattern`` or ``assign``. Write: ``df.write.mode("append")`` /
+    ``df.writeStream`` with ``kafka.bootstrap.servers`` and a ``topic`` column or option.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "kaflux"
+
+    def schema(self) -> StructType:
+        return kafka_schema(parse_include_headers(self.options))
+
+    def _check_read_schema(self, schema: StructType) -> bool:
+        include_headers = parse_include_headers(self.options)
+        if schema != kafka_schema(include_headers):
+            raise KafluxOptionError(
+                "The kaflux source has a fixed schema and cannot be set with a custom one "
+                f"(expected {kafka_schema(include_headers).simpleString()}, got {schema.simpleString()})"
+            )
+        return include_headers
+
+    def reader(self, schema: StructType) -> KafluxBatchReader:
+        self._check_read_schema(schema)
+        return KafluxBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> KafluxStreamReader:
+        self._check_read_schema(schema)
+        return KafluxStreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafluxBatchWriter:
+        if overwrite:
+            raise KafluxOptionError(
+                "Save mode Overwrite is not allowed for kaflux: Kafka topics cannot be overwritten. "
+                "Use mode('append')."
+            )
+        options = parse_sink_options(self.options)
+        check_sink_schema(schema, options.topic)
+        return KafluxBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafluxStreamWriter:
+        options = parse_sink_options(self.options)
+        check_sink_schema(schema, options.topic)
+        return KafluxStreamWriter(options)

@@ -1,0 +1,271 @@
+"""Read one offset range of one partition into Arrow record batches. [io; runs on executors]
+
+:func:`read_partition` is what the batch and the stream reader's ``read()`` run: it borrows a
+cached consumer (:mod:`pyspark_kaflux.client_cache`), positions it with assign + seek (or
+reuses its prefetched records when it already stands at the range's start), and polls until the
+consumer's position reaches the range's end. Records at or after the end are dropped, so a
+range never yields more than it covers; gaps (compaction, transaction markers) are skipped by
+the position, not counted.
+
+Data loss is noticed here too: a start before the log's first offset (records removed), a
+partition that disappeared, or a log that now ends before the range does. With
+``failOnDataLoss`` these raise :class:`~pyspark_kaflux.offsets.DataLossError`; otherwise the
+missing part is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from kaflux import Consumer, ConsumerRecord, TopicPartition
+from kaflux.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
+from pyspark_kaflux.client_cache import borrowed_consumer
+from pyspark_kaflux.offsets import (
+    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
+    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
+    DataLossError,
+    OffsetRange,
+)
+from pyspark_kaflux.options import SourceOptions, executor_consumer_config
+from pyspark_kaflux.schema import HEADERS_ARROW_TYPE, arrow_schema
+
+__all__ = ["KafkaInputPartition", "RecordBatchBuilder", "read_partition", "read_range"]
+
+log = logging.getLogger("pyspark_kaflux")
+
+#: Rows per yielded RecordBatch.
+BATCH_ROWS = 10_000
+#: Longest single poll; between polls the loop checks for a stall.
+POLL_SLICE_S = 0.5
+#: How long the position may stand still (with the partition's end known to be behind the
+#: range's end) before the missing offsets count as lost; also how often metadata is checked.
+STALL_CHECK_S = 3.0
+#: How often a stale NoOffsetForPartitionError is answered by seeking again (see read_range).
+_MAX_RESEEKS = 10
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task's work: an :class:`~pyspark_kaflux.offsets.OffsetRange` (plain data)."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+    def __repr__(self) -> str:
+        r = self.offset_range
+        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+
+
+class RecordBatchBuilder:
+    """Collects records of one partition, column by column, into a RecordBatch of the source schema."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._include_headers = include_headers
+        self._schema = arrow_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._keys: list[bytes | None] = []
+        self._values: list[bytes | None] = []
+        self._offsets: list[int] = []
+        self._timestamps: list[int] = []
+        self._timestamp_types: list[int] = []
+        self._headers: list[list[tuple[str, bytes | None]] | None] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self._offsets)
+
+    def extend(self, records: list[ConsumerRecord]) -> None:
+        """Add records (column by column: cheaper than one call per record)."""
+        self._keys += [r.key for r in records]
+        self._values += [r.value for r in records]
+        self._offsets += [r.offset for r in records]
+        self._timestamps += [r.timestamp for r in records]
+        self._timestamp_types += [r.timestamp_type for r in records]
+        if self._include_headers:
+            self._headers += [list(r.headers) if r.headers else None for r in records]
+
+    def build(self) -> pa.RecordBatch:
+        """The collected rows as a RecordBatch; the builder starts empty again."""
+        n = len(self._offsets)
+        columns = [
+            pa.array(self._keys, pa.binary()),
+            pa.array(self._values, pa.binary()),
+            pa.array([self._topic] * n, pa.string()),
+            pa.array([self._partition] * n, pa.int32()),
+            pa.array(self._offsets, pa.int64()),
+            pa.array(self._timestamps, _TIMESTAMP_MS).cast(_TIMESTAMP_US),
+            pa.array(self._timestamp_types, pa.int32()),
+        ]
+        if self._include_headers:
+            columns.append(pa.array(self._headers, HEADERS_ARROW_TYPE))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        self._reset()
+        return batch
+
+
+def _position_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+    """Make ``consumer`` read ``tp`` from ``offset``, keeping its prefetched data if it is there."""
+    try:
+        reuse = consumer.assignment() == {tp} and consumer.position(tp, timeout=5.0) == offset
+    except KafkaError:  # no usable position: position it afresh
+        reuse = False
+    if reuse:
+        consumer.resume([tp])
+        return
+    consumer.assign([tp])
+    consumer.seek(tp, offset)
+    consumer.resume([tp])
+
+
+def _lost(message: str, fail_on_data_loss: bool) -> None:
+    """Raise (failOnDataLoss) or warn about missing offsets."""
+    if fail_on_data_loss:
+        raise DataLossError(message + INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+    log.warning("%s", message + INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE)
+
+
+def _partition_exists(consumer: Consumer, tp: TopicPartition) -> bool:
+    try:
+        return any(p.partition == tp.partition for p in consumer.partitions_for(tp.topic, timeout=10.0))
+    except KafkaError as e:  # cannot tell: assume it is there, the poll timeout still applies
+        log.debug("metadata check of %s failed: %s", tp, e)
+        return True
+
+
+def read_range(
+    consumer: Consumer,
+    offset_range: OffsetRange,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+    batch_rows: int = BATCH_ROWS,
+    stall_check_s: float = STALL_CHECK_S,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``offset_range`` (``[start, end)``) as RecordBatches.
+
+    Raises:
+        DataLossError: offsets of the range are gone and ``fail_on_data_loss`` is set.
+        TimeoutError: the position did not move for ``poll_timeout_ms`` (the broker is
+            unreachable, or the range's offsets are not there yet).
+    """
+    tp, end = offset_range.tp, offset_range.end
+    position = offset_range.start
+    if position >= end:
+        return
+    _position_at(consumer, tp, position)
+    builder = RecordBatchBuilder(tp.topic, tp.partition, include_headers)
+    last_progress = time.monotonic()
+    next_check = last_progress + stall_check_s
+    at_end_checks = 0  # consecutive stall checks that found the partition ending before `end`
+    reseeks = 0
+    while position < end:
+        before = position
+        try:
+            records = consumer.poll(POLL_SLICE_S).records(tp)
+            low, high = 0, len(records)
+            while low < high and records[low].offset < position:
+                low += 1
+            while high > low and records[high - 1].offset >= end:
+                high -= 1
+            if high > low:
+                builder.extend(records[low:high])
+                position = records[high - 1].offset + 1
+            # The consumer's position also moves past gaps (transaction markers, aborted or
+            # compacted records), so it decides when the range is done.
+            position = max(position, consumer.position(tp, timeout=10.0))
+        except NoOffsetForPartitionError:
+            # kaflux race: right after assign(), its network thread may reset the new partition
+            # (auto.offset.reset=none) before or while seek() runs; the error is then stale, or the
+            # reset undid the seek. The position we want is known: seek to it again.
+            reseeks += 1
+            if reseeks > _MAX_RESEEKS:
+                raise
+            consumer.seek(tp, position)
+            continue
+        except OffsetOutOfRangeError:
+            resumed = _after_out_of_range(consumer, tp, position, end, fail_on_data_loss)
+            if resumed is None:
+                break
+            position, last_progress = resumed, time.monotonic()
+            continue
+        now = time.monotonic()
+        if position > before:
+            last_progress, next_check, at_end_checks = now, now + stall_check_s, 0
+        if builder.rows >= batch_rows:
+            yield builder.build()
+        if position >= end or now < next_check:
+            continue
+        # The position has not moved for stall_check_s: find out why.
+        next_check = now + stall_check_s
+        if not _partition_exists(consumer, tp):
+            _lost(
+                f"Partition {tp} is gone (was its topic deleted?); "
+                f"offsets [{position}, {end}) cannot be read.",
+                fail_on_data_loss,
+            )
+            break
+        # A lag of 0 means the high watermark of the last fetch is at the position. Two checks in a
+        # row rule out a watermark left over from before this range (fetches go on meanwhile).
+        at_end_checks = at_end_checks + 1 if consumer.current_lag(tp) == 0 else 0
+        if at_end_checks >= 2:
+            _lost(
+                f"Cannot fetch records in [{position}, {end}) of {tp}: the partition now ends at {position} "
+                "(was the topic re-created or its log truncated?).",
+                fail_on_data_loss,
+            )
+            break
+        if now - last_progress >= poll_timeout_ms / 1000:
+            raise TimeoutError(
+                f"Failed to get records for {tp} at offset {position} (reading up to {end}) after polling "
+                f"for {poll_timeout_ms} ms (option kafkaConsumer.pollTimeoutMs)"
+            )
+    if builder.rows:
+        yield builder.build()
+    consumer.pause([tp])
+
+
+def _after_out_of_range(
+    consumer: Consumer, tp: TopicPartition, position: int, end: int, fail_on_data_loss: bool
+) -> int | None:
+    """Handle OFFSET_OUT_OF_RANGE at ``position``: the new position, or None to stop reading."""
+    earliest = consumer.beginning_offsets([tp], timeout=30.0)[tp]
+    if position < earliest:
+        _lost(
+            f"Cannot fetch offset {position} of {tp}: the earliest offset is now {earliest}.",
+            fail_on_data_loss,
+        )
+        if earliest >= end:
+            return None
+        consumer.seek(tp, earliest)
+        return earliest
+    _lost(
+        f"Cannot fetch offset {position} of {tp}: it is past the end of the partition's log.",
+        fail_on_data_loss,
+    )
+    return None
+
+
+def read_partition(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Read one range with a cached consumer configured from ``options`` (the executor side of
+    both readers)."""
+    config = executor_consumer_config(options.kafka_config)
+    with borrowed_consumer(config, prefer=offset_range.tp) as consumer:
+        yield from read_range(
+            consumer,
+            offset_range,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )

@@ -1,0 +1,71 @@
+"""Fixtures for the ``pyspark_kaflux`` tests: one local SparkSession for the whole run (helpers to
+create topics, produce and read back records are in ``spark_helpers.py``).
+
+The session is ``local[2]`` on 127.0.0.1 with the UI off and UTC as its time zone (so collected
+timestamps are naive UTC datetimes). Spark's Python workers run this interpreter, which finds
+``pyspark_kaflux`` on its path, so ``format("kaflux")`` works without any ``register()`` call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:  # the `spark` extra; without it this directory is not collected
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError:
+    collect_ignore_glob = ["test_*.py"]
+
+
+def _java_home() -> str | None:
+    java = shutil.which("java")
+    return str(Path(os.path.realpath(java)).parent.parent) if java else None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local SparkSession shared by every Spark test (startup costs about 10 s)."""
+    java_home = os.environ.get("JAVA_HOME") or _java_home()
+    if java_home is None:
+        pytest.skip("Spark needs Java; no java on PATH and JAVA_HOME unset")
+    os.environ["JAVA_HOME"] = java_home
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kaflux-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.pollingDelay", "50ms")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+
+
+@pytest.fixture
+def spark_session(spark: Any) -> Iterator[Any]:
+    """The shared session; streaming queries a test leaves running are stopped after it."""
+    yield spark
+    for query in spark.streams.active:
+        query.stop()

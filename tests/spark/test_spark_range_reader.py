@@ -1,0 +1,141 @@
+"""The executor side of the source, without Spark: reading one offset range with a kaflux consumer.
+
+A range ``[start, end)`` yields exactly its records and stops when the consumer's position reaches
+``end``, also when the last offsets are transaction markers or aborted records (gaps); an end the
+partition no longer reaches is data loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from spark_helpers import WAIT_S, create_topic, produce
+
+from kaflux import Consumer
+from kaflux.testing.brokers import Broker
+from pyspark_kaflux import client_cache
+from pyspark_kaflux.offsets import DataLossError, OffsetRange
+from pyspark_kaflux.options import executor_consumer_config, parse_source_options
+from pyspark_kaflux.range_reader import read_partition, read_range
+from pyspark_kaflux.schema import arrow_schema
+
+pytestmark = pytest.mark.integration
+ck = pytest.importorskip("confluent_kafka")
+
+
+def offsets_of(batches: Iterator[pa.RecordBatch]) -> list[int]:
+    out: list[int] = []
+    for batch in batches:
+        assert batch.schema.equals(arrow_schema(False))
+        out.extend(batch.column("offset").to_pylist())
+    return out
+
+
+@pytest.fixture
+def consumer_for(broker_config: dict[str, str]) -> Iterator[Any]:
+    consumers: list[Consumer] = []
+
+    def make(**extra: str) -> Consumer:
+        consumer = Consumer(executor_consumer_config({**broker_config, **extra}))
+        consumers.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in consumers:
+        consumer.close()
+
+
+@pytest.fixture
+def broker_config(broker: Broker) -> dict[str, str]:
+    return {"bootstrap.servers": broker.bootstrap_servers}
+
+
+def test_consecutive_ranges_yield_exactly_their_records(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    produce(broker.bootstrap_servers, topic_name, 50, partitions=1)
+    options = parse_source_options(
+        {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic_name}, streaming=False
+    )
+    try:
+        # The second range continues where the first stopped: the cached consumer is reused.
+        assert offsets_of(read_partition(options, OffsetRange(topic_name, 0, 0, 20))) == list(range(20))
+        assert offsets_of(read_partition(options, OffsetRange(topic_name, 0, 20, 33))) == list(range(20, 33))
+        assert offsets_of(read_partition(options, OffsetRange(topic_name, 0, 5, 7))) == [5, 6]
+        assert offsets_of(read_partition(options, OffsetRange(topic_name, 0, 9, 9))) == []
+    finally:
+        client_cache.close_all()
+
+
+@contextlib.contextmanager
+def transactional_producer(broker: Broker) -> Iterator[Any]:
+    producer = ck.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"kx-{uuid.uuid4().hex}"}
+    )
+    try:
+        producer.init_transactions(WAIT_S)
+        yield producer
+    finally:
+        producer.close()
+
+
+@pytest.mark.parametrize("broker", ["noida"], indirect=True)
+def test_transaction_markers_and_aborted_records_are_skipped_gaps(
+    consumer_for: Any, topic_name: str, broker: Broker
+) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    # offsets 0-4 committed, 5 marker, 6-8 aborted, 9 marker, 10-11 committed, 12 marker; end 13
+    with transactional_producer(broker) as producer:
+        for count, commit in ((5, True), (3, False), (2, True)):
+            producer.begin_transaction()
+            for i in range(count):
+                producer.produce(topic_name, value=b"x%d" % i, partition=0)
+            producer.flush(WAIT_S)
+            (producer.commit_transaction if commit else producer.abort_transaction)(WAIT_S)
+    committed = consumer_for(**{"isolation.level": "read_committed"})
+
+    def read(consumer: Consumer, start: int, end: int) -> list[int]:
+        began = time.monotonic()
+        got = offsets_of(
+            read_range(
+                consumer,
+                OffsetRange(topic_name, 0, start, end),
+                include_headers=False,
+                fail_on_data_loss=True,
+                poll_timeout_ms=20_000,
+            )
+        )
+        assert time.monotonic() - began < 2.5, "the range must end on the position, without a stall"
+        return got
+
+    assert read(committed, 0, 13) == [0, 1, 2, 3, 4, 10, 11]
+    assert read(committed, 3, 10) == [3, 4]  # ends on a marker after aborted records
+    assert read(committed, 0, 6) == [0, 1, 2, 3, 4]  # ends right after a marker
+    uncommitted = consumer_for()
+    assert read(uncommitted, 0, 13) == [0, 1, 2, 3, 4, 6, 7, 8, 10, 11]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_range_past_the_end_of_the_log_is_data_loss(
+    consumer_for: Any, broker: Broker, topic_name: str, fail_on_data_loss: bool
+) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    produce(broker.bootstrap_servers, topic_name, 5, partitions=1)
+    batches = read_range(
+        consumer_for(),
+        OffsetRange(topic_name, 0, 2, 10),
+        include_headers=False,
+        fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=20_000,
+        stall_check_s=0.3,
+    )
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=r"Cannot fetch records in \[5, 10\).*now ends at 5"):
+            offsets_of(batches)
+    else:
+        assert offsets_of(batches) == [2, 3, 4]
