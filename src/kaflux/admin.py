@@ -36,7 +36,7 @@ from kaflux.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
-from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo
 
 _client_ids = itertools.count(1)
@@ -213,10 +213,21 @@ class AdminClient(Closeable):
             KafkaTimeoutError: no answer within ``timeout`` seconds.
         """
         seconds = self._timeout(timeout)
-        request = DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(seconds * 1000))
+        wanted = list(dict.fromkeys(names))
+        # v0-5 name topics in topic_names, v6+ in topics; the negotiated version uses one.
+        request = DeleteTopicsRequest(
+            topics=[DeleteTopicState(name=name) for name in wanted],
+            topic_names=wanted,
+            timeout_ms=int(seconds * 1000),
+        )
         response: DeleteTopicsResponse = self._call(
             AdminRequestEvent(request, monotonic_ms() + int(seconds * 1000)), seconds
         )
+        unanswered = set(wanted) - {r.name for r in response.responses}
+        if unanswered:
+            raise KafkaError(
+                f"the broker did not answer for topics {sorted(unanswered)}; they may not be deleted"
+            )
         for result in response.responses:
             if result.error_code == 0:
                 continue

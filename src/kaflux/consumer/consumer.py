@@ -66,6 +66,7 @@ from kaflux.errors import (
     InvalidGroupIdError,
     KafkaError,
     KafkaTimeoutError,
+    NoOffsetForPartitionError,
     WakeupError,
 )
 from kaflux.network.backoff import RequestState
@@ -301,7 +302,7 @@ class Consumer(Closeable):
             except queue.Empty:
                 break
             error = event.error if isinstance(event, ErrorEvent) else self._run_rebalance_callback(event)
-            if error is None:
+            if error is None or self._is_stale(error):
                 continue
             if first is None:
                 first = error
@@ -309,6 +310,13 @@ class Consumer(Closeable):
                 log.warning("%s: further background error: %s", self.client_id, error)
         if first is not None:
             raise first
+
+    def _is_stale(self, error: BaseException) -> bool:
+        """A NoOffsetForPartitionError is moot once the application gave its partitions a
+        position (a seek that raced with the network thread's check)."""
+        if not isinstance(error, NoOffsetForPartitionError):
+            return False
+        return not any(self._subscription.still_awaiting_reset(tp) for tp in error.partitions)
 
     def _run_rebalance_callback(self, event: RebalanceCallbackNeededEvent) -> BaseException | None:
         """Run one listener method on this (the application) thread, then acknowledge it."""
@@ -753,7 +761,11 @@ class Consumer(Closeable):
         out: dict[TopicPartition, int] = {}
         for tp in wanted:
             r = result.get(tp)
-            out[tp] = r[0] if r is not None else 0
+            if r is None:
+                raise KafkaError(
+                    f"the broker returned no {'end' if which == -1 else 'beginning'} offset for {tp}"
+                )
+            out[tp] = r[0]
         return out
 
     def current_lag(self, tp: TopicPartition) -> int | None:

@@ -146,8 +146,8 @@ class OffsetsRequestManager:
         if not initializing:
             return
         if self._commits is None:
-            for tp, _ in initializing:
-                self._subscription.request_reset(tp)
+            for tp, version in initializing:
+                self._subscription.request_reset_if_version(tp, version)
             return
         versions = dict(initializing)
         self._committed_pending |= set(versions)
@@ -167,10 +167,8 @@ class OffsetsRequestManager:
                         committed.offset, committed.leader_epoch, self._cluster.leader_epoch(tp)
                     )
                     self._subscription.seek_if_version(tp, position, version)
-                elif (
-                    self._subscription.is_assigned(tp) and self._subscription.position_version(tp) == version
-                ):
-                    self._subscription.request_reset(tp)
+                else:
+                    self._subscription.request_reset_if_version(tp, version)
 
         future.add_done_callback(on_committed)
         self._commits.fetch_committed(frozenset(versions), now_ms + self._api_timeout_ms, future)

@@ -234,6 +234,28 @@ class SubscriptionState:
             state.position = None
             state.position_version += 1
 
+    def request_reset_if_version(self, tp: TopicPartition, version: int) -> bool:
+        """Request the default reset only if the position did not move since ``version`` (a
+        seek on the application thread wins over a reset decided on the network thread)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position_version != version:
+                return False
+            state.fetch_state = FetchState.AWAIT_RESET
+            state.reset_strategy = self._default_reset
+            state.position = None
+            state.position_version += 1
+            return True
+
+    def still_awaiting_reset(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is assigned and still has no position (awaiting a reset)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.fetch_state in (
+                FetchState.AWAIT_RESET,
+                FetchState.INITIALIZING,
+            )
+
     def request_validation(self, tp: TopicPartition) -> None:
         """The leader changed: validate the position before fetching again."""
         with self._lock:
