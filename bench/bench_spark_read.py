@@ -1,0 +1,86 @@
+"""Spark: rows/s streamed from Kafka through ``format("kaflux")`` into Parquet, next to Spark
+reading the same rows from a Parquet file into Parquet, on the same machine.
+
+    python bench/bench_spark_read.py --records 1000000 --master local[2]
+
+The topic lives on an embedded noida-db broker (exact end offsets). Both jobs write the same
+columns (key, value, topic, partition, offset, timestamp) to a fresh Parquet directory; the
+Kafka job is a streaming query with ``Trigger.AvailableNow`` (so it reads the backlog and
+stops), the baseline a batch copy of the Parquet file the first job wrote. Times exclude
+SparkSession start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_consume import produce
+
+from kaflux.testing.brokers import start_broker
+from pyspark_kaflux.pipeline import spark_session
+
+
+def report(job: str, run: int, rows: int, seconds: float) -> None:
+    print(f"| {job} | {run} | {rows:,} | {seconds:.1f} | {rows / seconds:,.0f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kaflux-bench-spark-"))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        with start_broker("noida", workdir=work / "broker") as broker:
+            produce(broker.bootstrap_servers, "bench", args.records, args.partitions)
+            spark = spark_session(args.master)
+            columns = ["key", "value", "topic", "partition", "offset", "timestamp"]
+            print("| job | run | rows | seconds | rows/s |")
+            print("|---|---|---|---|---|")
+            try:
+                for run in range(1, args.runs + 1):
+                    out = work / f"kafka-{run}"
+                    started = time.perf_counter()
+                    query = (
+                        spark.readStream.format("kaflux")
+                        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                        .option("subscribe", "bench")
+                        .option("startingOffsets", "earliest")
+                        .load()
+                        .select(*columns)
+                        .writeStream.format("parquet")
+                        .option("path", str(out))
+                        .option("checkpointLocation", str(work / f"checkpoint-{run}"))
+                        .trigger(availableNow=True)
+                        .start()
+                    )
+                    query.awaitTermination(600)
+                    seconds = time.perf_counter() - started
+                    rows = spark.read.parquet(str(out)).count()
+                    report("Kafka (kaflux) -> Parquet, streaming", run, rows, seconds)
+
+                    copy = work / f"copy-{run}"
+                    started = time.perf_counter()
+                    spark.read.parquet(str(out)).select(*columns).write.parquet(str(copy))
+                    seconds = time.perf_counter() - started
+                    rows = spark.read.parquet(str(copy)).count()
+                    report("Parquet -> Parquet, batch", run, rows, seconds)
+            finally:
+                spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
