@@ -70,6 +70,8 @@ class MemberInfo:
     group_instance_id: str | None = None
     #: a rebalance is under way: commits are refused until it completes
     rebalancing: bool = False
+    #: the member is subscribed but not in the group (stale, fenced or leaving)
+    excluded: bool = False
 
 
 @dataclass(slots=True)
@@ -205,6 +207,17 @@ class CommitRequestManager:
         member = self._member_info()
         for commit in list(self._commits):
             if commit.in_flight or now_ms < commit.retry_at_ms:
+                continue
+            if member.excluded:
+                self._commits.remove(commit)
+                fail(
+                    commit.future,
+                    CommitFailedError(
+                        f"this consumer is not a member of group {self._group_id!r} now (removed after "
+                        "max.poll.interval.ms, or fenced), so it cannot commit; its partitions may "
+                        "already be consumed by another member. poll() to rejoin."
+                    ),
+                )
                 continue
             if member.rebalancing:
                 self._commits.remove(commit)

@@ -156,6 +156,8 @@ class MembershipManager:
         self._last_poll_ms: int | None = None
         self._next_callback_id = 1
         self._pending_callback: tuple[int, Callable[[], None]] | None = None
+        #: partitions handed to the application in the pending revoked/lost callback
+        self._pending_release: frozenset[TopicPartition] = frozenset()
         self._revoking: set[TopicPartition] = set()
         self._after_revocation: Callable[[], None] | None = None
         self._commit_future: Future[object] | None = None
@@ -187,7 +189,10 @@ class MembershipManager:
         ):
             return MemberInfo(self.generation, self.member_id, self._instance_id)
         rebalancing = self.state in (_M.JOINING, _M.AWAITING_SYNC)
-        return MemberInfo(-1, "", self._instance_id, rebalancing=rebalancing)
+        # A subscribed member outside a generation (stale, fenced, leaving) must not commit as
+        # "no member": like Java, such a commit fails on the client.
+        excluded = not rebalancing and self.state is not _M.UNJOINED and self._is_group_subscription()
+        return MemberInfo(-1, "", self._instance_id, rebalancing=rebalancing, excluded=excluded)
 
     def _publish_metadata(self) -> None:
         self.group_metadata = GroupMetadata(self.group_id, self.generation, self.member_id, self._instance_id)
@@ -230,17 +235,29 @@ class MembershipManager:
             return
         self._leave_future = future
         self._leave_on_close = on_close
-        self._pending_callback = None
         self._join_requested = False
         owned = set(self._subscription.assigned_partitions())
         valid = self.state in HEARTBEAT_STATES
+        pending = self._pending_callback
+        # Partitions already handed to the application in a revoked/lost callback are not
+        # handed over again: the leave waits for that callback's acknowledgement instead.
+        released = set(self._pending_release) if pending is not None else set()
         self._leaving_with_generation = valid
         self._to(_M.PREPARE_LEAVING)
         self._subscription.mark_pending_revocation(owned)
-        if owned and self._auto_commit and valid:
-            self._commit_then(now_ms, lambda: self._leave_callbacks(owned, valid))
+        remaining = owned - released
+
+        def proceed() -> None:
+            if remaining and self._auto_commit and valid:
+                self._commit_then(now_ms, lambda: self._leave_callbacks(remaining, valid))
+            else:
+                self._leave_callbacks(remaining, valid)
+
+        if pending is not None and released:
+            self._pending_callback = (pending[0], proceed)
         else:
-            self._leave_callbacks(owned, valid)
+            self._pending_callback = None
+            proceed()
 
     def _leave_callbacks(self, owned: set[TopicPartition], valid: bool) -> None:
         method = "on_partitions_revoked" if valid else "on_partitions_lost"
@@ -615,6 +632,8 @@ class MembershipManager:
         callback_id = self._next_callback_id
         self._next_callback_id += 1
         self._pending_callback = (callback_id, then)
+        releasing = method in ("on_partitions_revoked", "on_partitions_lost")
+        self._pending_release = frozenset(partitions) if releasing else frozenset()
         self._post_event(RebalanceCallbackNeededEvent(callback_id, method, frozenset(partitions)))
 
     # -- heartbeat ---------------------------------------------------------------------------------------
@@ -704,6 +723,8 @@ class MembershipManager:
         if stale:
             if self._instance_id is None:
                 self.member_id = ""  # it left: rejoin as a new member (as Java resets it)
+            self.generation = -1
+            self._publish_metadata()  # outside a generation: poll() wakes us for the rejoin
             self._to(_M.STALE)
             return
         self.member_id = "" if self._instance_id is None or not self._leave_on_close else self.member_id
