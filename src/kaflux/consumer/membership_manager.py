@@ -547,7 +547,9 @@ class MembershipManager:
         if assignor is not None:
             assignor.on_assignment(assignment, self.generation)
         self._publish_metadata()
-        self._next_heartbeat_ms = now_ms + self._heartbeat_interval_ms
+        # Heartbeat at once (as librdkafka does): a restarted static member refreshes the
+        # session it inherited without waiting an interval.
+        self._next_heartbeat_ms = now_ms
         new = list(dict.fromkeys(assignment.partitions))
         owned = set(self._subscription.assigned_partitions())
         revoked = owned - set(new)
