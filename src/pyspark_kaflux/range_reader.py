@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from kaflux import Consumer, ConsumerRecord, TopicPartition
-from kaflux.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
+from kaflux.errors import KafkaError, OffsetOutOfRangeError
 from pyspark_kaflux.client_cache import borrowed_consumer
 from pyspark_kaflux.offsets import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
@@ -45,8 +45,6 @@ POLL_SLICE_S = 0.5
 #: How long the position may stand still (with the partition's end known to be behind the
 #: range's end) before the missing offsets count as lost; also how often metadata is checked.
 STALL_CHECK_S = 3.0
-#: How often a stale NoOffsetForPartitionError is answered by seeking again (see read_range).
-_MAX_RESEEKS = 10
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 
@@ -169,7 +167,6 @@ def read_range(
     last_progress = time.monotonic()
     next_check = last_progress + stall_check_s
     at_end_checks = 0  # consecutive stall checks that found the partition ending before `end`
-    reseeks = 0
     while position < end:
         before = position
         try:
@@ -185,15 +182,6 @@ def read_range(
             # The consumer's position also moves past gaps (transaction markers, aborted or
             # compacted records), so it decides when the range is done.
             position = max(position, consumer.position(tp, timeout=10.0))
-        except NoOffsetForPartitionError:
-            # kaflux race: right after assign(), its network thread may reset the new partition
-            # (auto.offset.reset=none) before or while seek() runs; the error is then stale, or the
-            # reset undid the seek. The position we want is known: seek to it again.
-            reseeks += 1
-            if reseeks > _MAX_RESEEKS:
-                raise
-            consumer.seek(tp, position)
-            continue
         except OffsetOutOfRangeError:
             resumed = _after_out_of_range(consumer, tp, position, end, fail_on_data_loss)
             if resumed is None:
