@@ -66,7 +66,7 @@ from kaflux.protocol.messages.sync_group import (
     SyncGroupRequestAssignment,
     SyncGroupResponse,
 )
-from kaflux.structs import TopicPartition
+from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class MembershipManager:
         self._pending_release: frozenset[TopicPartition] = frozenset()
         self._revoking: set[TopicPartition] = set()
         self._after_revocation: Callable[[], None] | None = None
-        self._commit_future: Future[object] | None = None
+        self._commit_future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None
         self._leave_future: Future[None] | None = None
         self._leave_on_close = False
         self._assigned_counts: dict[str, int] = {}
@@ -579,17 +579,17 @@ class MembershipManager:
 
     def _commit_then(self, now_ms: int, then: Callable[[], None]) -> None:
         """Commit consumed positions (auto-commit), then continue, whatever the outcome."""
-        future: Future[object] = Future()
+        future: Future[dict[TopicPartition, OffsetAndMetadata]] = Future()
         self._commit_future = future
         state = self.state
 
-        def done(_: Future[object]) -> None:
+        def done(_: Future[dict[TopicPartition, OffsetAndMetadata]]) -> None:
             if self._commit_future is future and self.state is state:
                 self._commit_future = None
                 then()
 
         future.add_done_callback(done)
-        self._commits.auto_commit_now(now_ms, future)  # type: ignore[arg-type]
+        self._commits.auto_commit_now(now_ms, future)
 
     def _revoke_callback(self) -> None:
         if self._revoking:

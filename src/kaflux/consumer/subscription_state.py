@@ -198,23 +198,34 @@ class SubscriptionState:
     def seek(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Set the position (the fetch state becomes FETCHING)."""
         with self._lock:
-            state = self._state(tp)
-            state.position = position
-            state.fetch_state = FetchState.FETCHING
-            state.reset_strategy = None
-            state.position_version += 1
+            self._set_position(self._state(tp), position)
 
     def seek_if_version(self, tp: TopicPartition, position: FetchPosition, version: int) -> bool:
         """Seek only if nothing else moved the position since ``version`` (for async results)."""
         with self._lock:
-            state = self._assignment.get(tp)
-            if state is None or state.position_version != version:
-                return False
-            state.position = position
-            state.fetch_state = FetchState.FETCHING
-            state.reset_strategy = None
-            state.position_version += 1
-            return True
+            state = self._at_version(tp, version)
+            if state is not None:
+                self._set_position(state, position)
+            return state is not None
+
+    def _at_version(self, tp: TopicPartition, version: int) -> PartitionState | None:
+        """The partition's state if it is assigned and its position is still at ``version``."""
+        state = self._assignment.get(tp)
+        return state if state is not None and state.position_version == version else None
+
+    @staticmethod
+    def _set_position(state: PartitionState, position: FetchPosition) -> None:
+        state.position = position
+        state.fetch_state = FetchState.FETCHING
+        state.reset_strategy = None
+        state.position_version += 1
+
+    @staticmethod
+    def _await_reset(state: PartitionState, strategy: ResetStrategy) -> None:
+        state.fetch_state = FetchState.AWAIT_RESET
+        state.reset_strategy = strategy
+        state.position = None
+        state.position_version += 1
 
     def advance(self, tp: TopicPartition, position: FetchPosition, expected_offset: int) -> bool:
         """Move the position forward after records were returned (if still at ``expected_offset``)."""
@@ -228,24 +239,16 @@ class SubscriptionState:
     def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
         """Ask for the position to be reset (default: ``auto.offset.reset``)."""
         with self._lock:
-            state = self._state(tp)
-            state.fetch_state = FetchState.AWAIT_RESET
-            state.reset_strategy = strategy or self._default_reset
-            state.position = None
-            state.position_version += 1
+            self._await_reset(self._state(tp), strategy or self._default_reset)
 
     def request_reset_if_version(self, tp: TopicPartition, version: int) -> bool:
         """Request the default reset only if the position did not move since ``version`` (a
         seek on the application thread wins over a reset decided on the network thread)."""
         with self._lock:
-            state = self._assignment.get(tp)
-            if state is None or state.position_version != version:
-                return False
-            state.fetch_state = FetchState.AWAIT_RESET
-            state.reset_strategy = self._default_reset
-            state.position = None
-            state.position_version += 1
-            return True
+            state = self._at_version(tp, version)
+            if state is not None:
+                self._await_reset(state, self._default_reset)
+            return state is not None
 
     def still_awaiting_reset(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is assigned and still has no position (awaiting a reset)."""
