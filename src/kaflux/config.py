@@ -136,6 +136,14 @@ class CommonConfig:
     max_in_flight_requests_per_connection: int = _setting(
         "max.in.flight.requests.per.connection", 5, low=1, high=_INT_MAX
     )
+    receive_message_max_bytes: int = _setting(
+        "receive.message.max.bytes",
+        100_000_000,
+        low=1000,
+        high=_INT_MAX,
+        doc="kaflux (as librdkafka): the largest response frame accepted from a broker; a larger "
+        "length prefix closes the connection before anything is allocated",
+    )
     security_protocol: str = _setting(
         "security.protocol",
         "plaintext",
@@ -183,6 +191,11 @@ class CommonConfig:
 
     def validate_explicit(self, given: frozenset[str]) -> None:
         """Check rules that depend on which keys the user set explicitly (none by default)."""
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The cap on a received frame (``receive.message.max.bytes``)."""
+        return self.receive_message_max_bytes
 
     def validate(self) -> None:
         """Check settings that depend on each other. Raises ConfigError."""
@@ -264,6 +277,12 @@ class ConsumerConfig(CommonConfig):
         # Java silently turns auto-commit off without a group, unless the user asked for it.
         if self.group_id is None and self.enable_auto_commit and "enable.auto.commit" in given:
             raise ConfigError("enable.auto.commit", "cannot be true without a group.id")
+
+    @property
+    def max_response_bytes(self) -> int:
+        """``receive.message.max.bytes``, raised to fit a full ``fetch.max.bytes`` response
+        plus protocol overhead (as librdkafka does)."""
+        return max(self.receive_message_max_bytes, self.fetch_max_bytes + 512)
 
     @property
     def auto_commit(self) -> bool:

@@ -41,6 +41,20 @@ SILENT = None  # a handler result: never answer
 Handler = Callable[[int, Any], Any]
 
 
+class AndClose:
+    """A handler result: send ``answer`` and close the connection in the same write."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+
+class Raw:
+    """A handler result: send ``make(correlation_id)`` as raw bytes instead of a response."""
+
+    def __init__(self, make: Callable[[int], bytes]) -> None:
+        self.make = make
+
+
 def _all_versions() -> list[ApiVersion]:
     return [
         ApiVersion(api_key=int(k), min_version=lo, max_version=hi) for k, (lo, hi) in CLIENT_VERSIONS.items()
@@ -127,6 +141,12 @@ class KafkaServer:
                 return
             if answer is None:
                 continue
+            if isinstance(answer, Raw):
+                conn.sendall(answer.make(header.correlation_id))
+                continue
+            close = isinstance(answer, AndClose)
+            if close:
+                answer = answer.answer
             response, response_version = answer if isinstance(answer, tuple) else (answer, version)
             w = Writer()
             ResponseHeader(correlation_id=header.correlation_id).encode(
@@ -135,6 +155,8 @@ class KafkaServer:
             response.encode(w, response_version)
             payload = w.getvalue()
             conn.sendall(struct.pack(">i", len(payload)) + payload)
+            if close:
+                return
 
 
 @pytest.fixture
@@ -394,3 +416,86 @@ def test_close_fails_in_flight_requests(server: KafkaServer) -> None:
     (response,) = client.close()
     assert response.request is request
     assert isinstance(response.error, KafkaConnectionError)
+
+
+def _versions_then(answer: Callable[[int, Any], Any]) -> Handler:
+    def handler(version: int, request: Any) -> Any:
+        if isinstance(request, ApiVersionsRequest):
+            return default_handler(version, request)
+        return answer(version, request)
+
+    return handler
+
+
+def test_a_response_arriving_with_the_close_is_delivered_and_the_rest_fail(
+    client_factory: Callable[..., NetworkClient],
+) -> None:
+    """A broker that answers and then crashes: the answer arrives in the same read as the close.
+    The answered request gets its response; the one behind it fails; none is lost."""
+    answered = 0
+
+    def answer_first_then_crash(version: int, request: Any) -> Any:
+        nonlocal answered
+        answered += 1
+        return AndClose(default_handler(version, request)) if answered == 1 else SILENT
+
+    srv = KafkaServer(_versions_then(answer_first_then_crash))
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        first = send_metadata(client, 10)
+        responses = poll_until(client, lambda r: len(r) == 1, now_ms=20)
+        assert responses[0].request is first
+        assert responses[0].error is None
+        assert responses[0].body.brokers[0].node_id == 7
+        assert client.in_flight_count() == 0
+        # The close is seen no later than the next read: the node is then not ready.
+        poll_until(client, lambda _: not client.is_ready(NODE), now_ms=20)
+    finally:
+        srv.close()
+
+
+def _frame(correlation_id: int, body: bytes) -> bytes:
+    payload = struct.pack(">i", correlation_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(lambda cid: _frame(cid + 999, b"\x00" * 16), id="wrong-correlation-id"),
+        pytest.param(lambda cid: _frame(cid, b"\xff\xff\xff"), id="undecodable-body"),
+    ],
+)
+def test_a_bad_response_fails_its_request_instead_of_dropping_it(
+    client_factory: Callable[..., NetworkClient], raw: Callable[[int], bytes]
+) -> None:
+    srv = KafkaServer(_versions_then(lambda v, r: Raw(raw)))
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        request = send_metadata(client, 10)
+        (response,) = poll_until(client, lambda r: len(r) == 1, now_ms=20)
+        assert response.request is request
+        assert isinstance(response.error, KafkaConnectionError)
+        assert response.error.retriable
+        assert client.in_flight_count() == 0
+    finally:
+        srv.close()
+
+
+def test_a_huge_length_prefix_is_refused_before_anything_is_allocated(
+    client_factory: Callable[..., NetworkClient],
+) -> None:
+    hostile = struct.pack(">i", 496 * 1024 * 1024) + b"\x00" * 64
+    srv = KafkaServer(_versions_then(lambda v, r: Raw(lambda _: hostile)))
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        request = send_metadata(client, 10)
+        (response,) = poll_until(client, lambda r: len(r) == 1, now_ms=20)
+        assert response.request is request
+        assert isinstance(response.error, KafkaConnectionError)
+        assert "receive.message.max.bytes" in str(response.error)
+    finally:
+        srv.close()

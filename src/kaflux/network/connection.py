@@ -21,7 +21,13 @@ from kaflux.errors import (
     error_for_code,
 )
 from kaflux.protocol.api import ApiKey, negotiate
-from kaflux.protocol.framing import BrokerProtocol, InFlightRequest, ReceivedResponse, RequestMessage
+from kaflux.protocol.framing import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BrokerProtocol,
+    InFlightRequest,
+    ReceivedResponse,
+    RequestMessage,
+)
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kaflux.state_machine import StateMachine
 
@@ -62,6 +68,7 @@ class BrokerConnection:
         client_id: str,
         send_buffer_bytes: int = 131072,
         receive_buffer_bytes: int = 65536,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -71,7 +78,7 @@ class BrokerConnection:
         self._receive_buffer_bytes = receive_buffer_bytes
         self._machine = StateMachine(f"connection to node {node_id}", _S.DISCONNECTED, CONNECTION_TRANSITIONS)
         self._sock: socket.socket | None = None
-        self._protocol = BrokerProtocol(client_id)
+        self._protocol = BrokerProtocol(client_id, max_response_bytes=max_response_bytes)
         self._api_versions_version = ApiVersionsRequest.MAX_VERSION
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.negotiated: dict[ApiKey, int] = {}
@@ -173,13 +180,19 @@ class BrokerConnection:
             self._protocol.output_sent(sent)
             self.last_activity_ms = now_ms
 
-    def on_readable(self, now_ms: int, max_bytes: int = 64 * 1024 * 1024) -> list[ReceivedResponse]:
-        """Read what is available (up to about ``max_bytes``) and return completed responses.
+    def on_readable(
+        self, now_ms: int, out: list[ReceivedResponse], max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
+        """Read what is available (up to about ``max_bytes``), appending completed responses
+        to ``out`` as they complete.
 
+        Raises KafkaConnectionError (the broker closed, or the socket failed) or ProtocolError
+        (a malformed frame) *after* appending every response completed before the failure,
+        so a response that arrives in the same read as the connection's close is delivered,
+        not lost; requests still in flight then fail with the connection (:meth:`close`).
         The ApiVersions handshake is handled here and never returned.
         """
         assert self._sock is not None
-        responses: list[ReceivedResponse] = []
         total = 0
         while total < max_bytes:
             try:
@@ -197,8 +210,7 @@ class BrokerConnection:
                 if response.in_flight.context is _API_VERSIONS_CONTEXT:
                     self._on_api_versions(response.body, now_ms)
                 else:
-                    responses.append(response)
-        return responses
+                    out.append(response)
 
     def send(
         self,

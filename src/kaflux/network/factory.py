@@ -35,6 +35,7 @@ def build_network(config: CommonConfig, client_id: str, *, allow_auto_create_top
         connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
         send_buffer_bytes=config.send_buffer_bytes,
         receive_buffer_bytes=config.receive_buffer_bytes,
+        max_response_bytes=config.max_response_bytes,
     )
     retry_backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
     metadata = MetadataManager(

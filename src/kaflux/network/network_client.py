@@ -28,7 +28,7 @@ from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import BrokerConnection, describe_failure
 from kaflux.protocol.api import ApiKey
-from kaflux.protocol.framing import RequestMessage
+from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse, RequestMessage
 
 
 @dataclass(slots=True)
@@ -77,6 +77,7 @@ class NetworkClient:
         connection_setup_timeout_ms: int,
         send_buffer_bytes: int = 131072,
         receive_buffer_bytes: int = 65536,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.cluster = cluster
         self._client_id = client_id
@@ -86,6 +87,7 @@ class NetworkClient:
         self._setup_timeout_ms = connection_setup_timeout_ms
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
+        self._max_response_bytes = max_response_bytes
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
@@ -231,6 +233,7 @@ class NetworkClient:
                 client_id=self._client_id,
                 send_buffer_bytes=self._send_buffer_bytes,
                 receive_buffer_bytes=self._receive_buffer_bytes,
+                max_response_bytes=self._max_response_bytes,
             )
             self._connections[node_id] = conn
         try:
@@ -251,18 +254,26 @@ class NetworkClient:
 
     def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
         was_ready = conn.is_ready()
+        received: list[ReceivedResponse] = []
         try:
             if mask & selectors.EVENT_WRITE:
                 conn.on_writable(now_ms)
             if mask & selectors.EVENT_READ and conn.is_connected_or_connecting():
-                for response in conn.on_readable(now_ms):
-                    request: ClientRequest = response.in_flight.context
-                    self._complete(request, response.body, None, response.in_flight.api_version, now_ms)
+                conn.on_readable(now_ms, received)
         except Exception as exc:
+            # Complete what arrived before the failure first: a response read together with
+            # the connection's close is an answer, not a loss.
+            self._complete_received(received, now_ms)
             self._disconnect(conn, describe_failure(exc), now_ms)
             return
+        self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
             self._backoff.pop(conn.node_id, None)
+
+    def _complete_received(self, received: list[ReceivedResponse], now_ms: int) -> None:
+        for response in received:
+            request: ClientRequest = response.in_flight.context
+            self._complete(request, response.body, None, response.in_flight.api_version, now_ms)
 
     def _expire(self, now_ms: int) -> None:
         for conn in list(self._connections.values()):

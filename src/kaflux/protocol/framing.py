@@ -29,9 +29,13 @@ from kaflux.protocol.primitives import Reader, Writer
 
 _SIZE = struct.Struct(">i")
 
-#: A response larger than this is refused as a protocol violation (Kafka's own default limit
-#: for a socket request is 100 MiB; responses are bounded by fetch.max.bytes in practice).
-DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+#: A response larger than this is refused as a protocol violation (``receive.message.max.bytes``;
+#: the same 100 MB default as librdkafka, and about Kafka's own 100 MiB socket request limit).
+DEFAULT_MAX_RESPONSE_BYTES = 100_000_000
+
+#: A frame's body buffer starts at most this large and grows (doubling) only as bytes arrive,
+#: so a huge or hostile length prefix costs memory only for data actually received.
+INITIAL_BODY_BYTES = 8 * 1024 * 1024
 
 _API_VERSIONS_KEY = 18
 _UNSUPPORTED_VERSION = 35
@@ -85,6 +89,8 @@ class BrokerProtocol:
         self._out = bytearray()
         self._size_buf = bytearray(4)
         self._body: bytearray | None = None
+        #: the size of the frame being received (the body buffer may still be smaller)
+        self._frame_size = 0
         self._filled = 0
 
     # -- sending -------------------------------------------------------------------------
@@ -142,13 +148,19 @@ class BrokerProtocol:
         """The writable view the next ``recv_into`` must fill (never empty)."""
         if self._body is None:
             return memoryview(self._size_buf)[self._filled :]
+        if self._filled == len(self._body):
+            # A large frame: grow the buffer only as its bytes arrive.
+            grow = min(len(self._body), self._frame_size - len(self._body))
+            self._body += bytes(grow)
         return memoryview(self._body)[self._filled :]
 
     def data_received(self, count: int) -> list[ReceivedResponse]:
         """Account for ``count`` bytes written into :meth:`recv_buffer`.
 
         Returns the responses this completed (at most one per call, since the buffer handed
-        out never spans two frames). Raises ProtocolError on a malformed or unexpected frame.
+        out never spans two frames). Raises ProtocolError on a malformed or unexpected frame;
+        the request it answered then stays in flight, so the caller fails it with the
+        connection (:meth:`fail_all`) and it is never lost.
         """
         self._filled += count
         if self._body is None:
@@ -156,11 +168,16 @@ class BrokerProtocol:
                 return []
             (size,) = _SIZE.unpack(self._size_buf)
             if size < 4 or size > self._max_response_bytes:
-                raise ProtocolError(f"response frame size {size} is out of range")
-            self._body = bytearray(size)
+                raise ProtocolError(
+                    f"response frame size {size} is out of range (receive.message.max.bytes="
+                    f"{self._max_response_bytes}); the broker is not speaking the Kafka protocol, or "
+                    "raise receive.message.max.bytes if responses this large are expected"
+                )
+            self._frame_size = size
+            self._body = bytearray(min(size, INITIAL_BODY_BYTES))
             self._filled = 0
             return []
-        if self._filled < len(self._body):
+        if self._filled < self._frame_size:
             return []
         body, self._body, self._filled = self._body, None, 0
         return [self._decode(body)]
@@ -168,29 +185,31 @@ class BrokerProtocol:
     def _decode(self, body: bytearray) -> ReceivedResponse:
         if not self._in_flight:
             raise ProtocolError("received a response with no request in flight")
-        expected = self._in_flight.popleft()
+        # Leave the request in flight until its response is known good: on any error the
+        # connection fails it (fail_all) instead of losing it.
+        expected = self._in_flight[0]
         reader = Reader(memoryview(body))
-        header = ResponseHeader.decode(
-            reader, response_header_version(expected.api_key, expected.api_version)
-        )
-        if header.correlation_id != expected.correlation_id:
-            raise ProtocolError(
-                f"correlation id {header.correlation_id} does not match the oldest request in flight "
-                f"({expected.correlation_id}, api key {expected.api_key})"
-            )
-        response_class = type(expected.request).RESPONSE
-        version = expected.api_version
-        if expected.api_key == _API_VERSIONS_KEY and _peek_error_code(reader) == _UNSUPPORTED_VERSION:
-            # A broker answers an ApiVersions version it does not know in the v0 format.
-            version = 0
         try:
-            decoded = response_class.decode(reader, version)
+            header = ResponseHeader.decode(
+                reader, response_header_version(expected.api_key, expected.api_version)
+            )
+            if header.correlation_id != expected.correlation_id:
+                raise ProtocolError(
+                    f"correlation id {header.correlation_id} does not match the oldest request in "
+                    f"flight ({expected.correlation_id}, api key {expected.api_key})"
+                )
+            version = expected.api_version
+            if expected.api_key == _API_VERSIONS_KEY and _peek_error_code(reader) == _UNSUPPORTED_VERSION:
+                # A broker answers an ApiVersions version it does not know in the v0 format.
+                version = 0
+            decoded = type(expected.request).RESPONSE.decode(reader, version)
         except ProtocolError:
             raise
-        except (ValueError, UnicodeDecodeError, struct.error, IndexError) as exc:
+        except (ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError) as exc:
             raise ProtocolError(
                 f"malformed response to api key {expected.api_key} v{expected.api_version}: {exc}"
             ) from exc
+        self._in_flight.popleft()
         return ReceivedResponse(expected, decoded, len(body))
 
     def fail_all(self) -> list[InFlightRequest]:
@@ -199,5 +218,6 @@ class BrokerProtocol:
         self._in_flight.clear()
         self._out.clear()
         self._body = None
+        self._frame_size = 0
         self._filled = 0
         return failed
