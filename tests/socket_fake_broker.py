@@ -5,7 +5,8 @@ daemon thread per connection]
 It answers ApiVersions with the cluster's versions and everything else with
 ``FakeCluster.handle``. Faults: :meth:`SocketFakeBroker.close_after` makes the broker send
 the response to the next ``count`` requests of a kind and close the connection in the same
-write, as a crashing broker does, so the answer and the close arrive in one read.
+write, as a crashing broker does, so the answer and the close arrive in one read;
+:meth:`SocketFakeBroker.garble` answers the next requests of a kind with a wrong correlation id.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class SocketFakeBroker:
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
         self._lock = threading.Lock()
         self._close_after: dict[type[Any], int] = {}
+        self._garble: dict[type[Any], int] = {}
         #: connections accepted, and connections closed by a close_after fault
         self.connections = 0
         self.crashes = 0
@@ -52,6 +54,11 @@ class SocketFakeBroker:
         in the same write."""
         with self._lock:
             self._close_after[request_type] = self._close_after.get(request_type, 0) + count
+
+    def garble(self, request_type: type[Any], count: int = 1) -> None:
+        """Answer the next ``count`` requests of ``request_type`` with a wrong correlation id."""
+        with self._lock:
+            self._garble[request_type] = self._garble.get(request_type, 0) + count
 
     def close(self) -> None:
         self._stop.set()
@@ -115,6 +122,9 @@ class SocketFakeBroker:
                         if crash:
                             self._close_after[type(request)] -= 1
                             self.crashes += 1
+                        if self._garble.get(type(request), 0) > 0:
+                            self._garble[type(request)] -= 1
+                            header.correlation_id += 1000
                 if response is None:
                     continue
                 w = Writer()

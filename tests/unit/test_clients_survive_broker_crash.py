@@ -13,6 +13,7 @@ from socket_fake_broker import SocketFakeBroker
 
 from kaflux import Consumer, Producer, TopicPartition
 from kaflux.protocol.messages.fetch import FetchRequest
+from kaflux.protocol.messages.metadata import MetadataRequest
 from kaflux.protocol.messages.produce import ProduceRequest
 
 TP = TopicPartition("crash", 0)
@@ -59,3 +60,21 @@ def test_producer_future_resolves_when_the_produce_response_comes_with_a_close(
         assert metadata.offset == 0
     assert broker.crashes == 1
     assert [v for _, _, v in broker.cluster.records(TP)] == [b"only"]
+
+
+def test_consumer_recovers_from_metadata_responses_with_a_wrong_correlation_id(
+    broker: SocketFakeBroker,
+) -> None:
+    broker.cluster.produce(TP, [b"v%d" % i for i in range(1000)])
+    broker.garble(MetadataRequest, count=2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TP])
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 1000 and time.monotonic() < deadline:
+            values += [r.value for r in consumer.poll(0.5)]
+    finally:
+        consumer.close(timeout=5)
+    assert values == [b"v%d" % i for i in range(1000)]
+    assert broker.connections >= 3, "each garbled answer closes its connection"
