@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -47,15 +48,30 @@ class FakeDelegate:
         self.log = log
         self.client = FakeClient(log)
         self.closed_with: Exception | None = None
+        #: requests added and not yet answered; ``answer`` says whether poll answers them
+        self.pending: list[UnsentRequest] = []
+        self.answer = True
+
+    def add(self, request: UnsentRequest, now_ms: int) -> None:
+        self.log("add", request)
+        self.pending.append(request)
 
     def add_all(self, requests: list[UnsentRequest], now_ms: int) -> None:
         for request in requests:
-            self.log("add", request)
+            self.add(request, now_ms)
 
     def poll(self, timeout_ms: int, now_ms: int, clock: Callable[[], int]) -> None:
         self.log("io", timeout_ms)
+        if self.answer and self.pending:
+            answered, self.pending = self.pending, []
+            for request in answered:
+                request.handler(None)  # type: ignore[arg-type]
+            return
         self.client.woken.wait(min(timeout_ms, 1_000) / 1000)
         self.client.woken.clear()
+
+    def fail_unreachable(self, now_ms: int) -> None:
+        pass
 
     def has_unsent(self) -> bool:
         return False
@@ -205,10 +221,47 @@ def test_close_runs_poll_on_close_then_fails_everything_left() -> None:
     assert thread.close(timeout_s=5.0) is True
     thread.join(5)
     assert not thread.is_alive()
-    tail = log.entries[log.kinds().index("poll_on_close") :]
+    tail = [e for e in log.entries[log.kinds().index("poll_on_close") :] if e[0] != "io"]
     assert tail == [("poll_on_close", "m"), ("add", farewell), ("delegate-close",), ("fail_all",)]
     assert isinstance(delegate.closed_with, KafkaConnectionError)
     assert processor.failed_with is delegate.closed_with
+
+
+def test_close_waits_for_the_closing_requests_only_until_they_are_answered() -> None:
+    log = Log()
+    manager = FakeManager(log, "m", 1_000)
+    answered: list[object] = []
+    manager.closing = [UnsentRequest(MetadataRequest(), None, answered.append)]
+    thread, delegate, _ = thread_with(log, manager)
+    delegate.answer = False
+    thread.start()
+    closer = threading.Thread(target=thread.close, args=(30.0,), daemon=True)
+    closer.start()
+    with pytest.raises(AssertionError):  # not answered yet: the close keeps waiting
+        _wait(lambda: not thread.is_alive(), 0.5)
+    delegate.answer = True
+    delegate.client.wakeup()
+    _wait(lambda: not thread.is_alive(), 5.0)
+    assert answered == [None]
+
+
+def test_close_does_not_wait_for_requests_queued_before_it() -> None:
+    log = Log()
+    manager = FakeManager(log, "m", 1_000, unsent=[unsent()])
+    thread, delegate, _ = thread_with(log, manager)
+    delegate.answer = False
+    thread.start()
+    _wait(lambda: "add" in log.kinds(), 5.0)
+    assert thread.close(timeout_s=30.0) is True
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        threading.Event().wait(0.01)
 
 
 def test_close_of_a_thread_never_started_returns_at_once() -> None:

@@ -269,6 +269,12 @@ class MembershipManager:
         if self._leave_on_close and self._instance_id is not None:
             # A static member keeps its place (and partitions) until its session times out.
             self._finish_leave()
+        elif not self.member_id or self._coordinator.coordinator_id is None:
+            # Never joined, or no coordinator to tell (as Java, the LeaveGroup is skipped and
+            # the broker expires the member after its session): nothing to wait for.
+            if self.member_id:
+                log.info("group %s: coordinator unknown; leaving without a LeaveGroup request", self.group_id)
+            self._finish_leave()
 
     def on_callback_completed(self, callback_id: int, method: str, error: BaseException | None) -> None:
         """The application ran a listener method; continue the rebalance."""

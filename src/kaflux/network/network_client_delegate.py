@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kaflux.errors import KafkaError, KafkaTimeoutError
+from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kaflux.network.network_client import ClientRequest, ClientResponse, NetworkClient
 from kaflux.protocol.framing import RequestMessage
 
@@ -107,6 +107,33 @@ class NetworkClientDelegate:
                 now_ms,
             )
 
+    def fail_unreachable(self, now_ms: int) -> None:
+        """Fail at once every unsent request whose broker (any broker, for a node-agnostic
+        one) is in reconnect backoff after a failed connection. Used at close, when no
+        manager will retry and waiting for request.timeout.ms would only delay the close."""
+        nodes = self.client.cluster.known_node_ids()
+        pending = len(self._unsent)
+        for _ in range(pending):
+            unsent = self._unsent.popleft()
+            targets = nodes if unsent.node_id is None else [unsent.node_id]
+            if not all(self.client.connection_failed_recently(n, now_ms) for n in targets):
+                self._unsent.append(unsent)
+                continue
+            target = "any broker" if unsent.node_id is None else f"node {unsent.node_id}"
+            error = KafkaConnectionError(
+                f"{type(unsent.request).__name__} could not be sent at close: {target} cannot be reached"
+            )
+            self._fail_unsent(unsent, error, now_ms)
+
+    def _fail_unsent(self, unsent: UnsentRequest, error: KafkaError, now_ms: int) -> None:
+        request = ClientRequest(
+            node_id=unsent.node_id if unsent.node_id is not None else -1,
+            request=unsent.request,
+            callback=unsent.handler,
+            created_ms=now_ms,
+        )
+        self._dispatch(ClientResponse(request, None, error, -1, now_ms))
+
     def _fail_expired(self, now_ms: int) -> None:
         pending = len(self._unsent)
         for _ in range(pending):
@@ -119,13 +146,7 @@ class NetworkClientDelegate:
                 f"{type(unsent.request).__name__} could not be sent to {target} within "
                 f"request.timeout.ms={self._request_timeout_ms}: no connection could be made"
             )
-            request = ClientRequest(
-                node_id=unsent.node_id if unsent.node_id is not None else -1,
-                request=unsent.request,
-                callback=unsent.handler,
-                created_ms=now_ms,
-            )
-            self._dispatch(ClientResponse(request, None, error, -1, now_ms))
+            self._fail_unsent(unsent, error, now_ms)
 
     def _dispatch(self, response: ClientResponse) -> None:
         try:
@@ -167,6 +188,4 @@ class NetworkClientDelegate:
     def fail_all_unsent(self, error: KafkaError) -> None:
         """At close: fail every request that was never sent with ``error``."""
         while self._unsent:
-            unsent = self._unsent.popleft()
-            request = ClientRequest(-1, unsent.request, unsent.handler, 0)
-            self._dispatch(ClientResponse(request, None, error, -1, 0))
+            self._fail_unsent(self._unsent.popleft(), error, 0)

@@ -22,10 +22,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kaflux.errors import KafkaConnectionError
+from kaflux.network.network_client import ClientResponse
 from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, NetworkClientDelegate, PollResult
 
 log = logging.getLogger(__name__)
@@ -154,19 +155,36 @@ class NetworkThread(threading.Thread):
                     future.set_exception(exc)
 
     def _run_close(self) -> None:
+        """Send the managers' last requests and wait for those alone (not for retries of
+        metadata or fetches, nor for a broker that cannot be reached), up to the deadline."""
         assert self._close_deadline_ms is not None
         now = monotonic_ms()
         self._drain_events(now)
+        outstanding = 0
+
+        def track(handler: Callable[[ClientResponse], None]) -> Callable[[ClientResponse], None]:
+            def done(response: ClientResponse) -> None:
+                nonlocal outstanding
+                outstanding -= 1
+                handler(response)
+
+            return done
+
         for manager in self._managers:
             poll_on_close = getattr(manager, "poll_on_close", None)
-            if poll_on_close is not None:
-                self.delegate.add_all(poll_on_close(now).unsent, now)
-        while now < self._close_deadline_ms and (
-            self.delegate.has_unsent() or self.delegate.client.in_flight_count() > 0
-        ):
+            if poll_on_close is None:
+                continue
+            for unsent in poll_on_close(now).unsent:
+                if unsent.expect_response:
+                    outstanding += 1
+                    unsent.handler = track(unsent.handler)
+                self.delegate.add(unsent, now)
+        while now < self._close_deadline_ms and outstanding > 0:
             self._drain_events(now)
             self.delegate.poll(min(100, self._close_deadline_ms - now), now, monotonic_ms)
             now = monotonic_ms()
+            # Nobody will retry after close: a request whose broker cannot be reached now fails.
+            self.delegate.fail_unreachable(now)
 
     def _shutdown(self) -> None:
         error = KafkaConnectionError("the client was closed")
