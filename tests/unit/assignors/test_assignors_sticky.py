@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import struct
 import warnings
+from collections import Counter
 from typing import Any
 
 import pytest
-from kaflux_assignors_testutil import as_sets, check_locally_balanced, check_valid, loads, member, tp, tps
+from kaflux_assignors_testutil import (
+    as_sets,
+    check_locally_balanced,
+    check_valid,
+    loads,
+    member,
+    min_moves,
+    tp,
+    tps,
+)
 
 from kaflux.consumer.assignors import (
     Assignment,
@@ -339,3 +349,76 @@ def test_cooperative_member_leaving_needs_one_round() -> None:
     result = CooperativeStickyAssignor().assign({"t": 6}, members)
     check_valid({"t": 6}, members, result)
     assert sorted(loads(result)) == [3, 3]
+
+
+# --- per-topic balance (KAFKA-16277) ------------------------------------------------------------------------
+
+
+def rebalance_until_stable(
+    assignor: StickyAssignor | CooperativeStickyAssignor,
+    counts: dict[str, int],
+    topics: list[str],
+    owned: dict[str, set[TopicPartition]],
+    generation: int,
+) -> tuple[dict[str, set[TopicPartition]], int]:
+    """One rebalance of the members in ``owned`` (member -> what it owns now), plus the cooperative
+    follow-up rebalances until nothing is withheld; returns the final assignment and generation."""
+    for _ in range(4):
+        if isinstance(assignor, StickyAssignor):
+            members = {m: eager_member(m, topics, ps or None, generation) for m, ps in owned.items()}
+        else:
+            members = {m: member(m, topics, ps, generation) for m, ps in owned.items()}
+        result = assignor.assign(counts, members)
+        generation += 1
+        check_valid(counts, members, result, complete=False)
+        owned = as_sets(result)
+        if sum(map(len, owned.values())) == sum(counts.values()):
+            check_valid(counts, members, result)
+            return owned, generation
+    raise AssertionError(f"{assignor.name} still withholds partitions after 4 rebalances: {owned}")
+
+
+@pytest.mark.parametrize("assignor_cls", [StickyAssignor, CooperativeStickyAssignor])
+def test_topic_balance_after_reassignment(
+    assignor_cls: type[StickyAssignor] | type[CooperativeStickyAssignor],
+) -> None:
+    # Java's AbstractStickyAssignorTest.testTopicBalanceAfterReassignment (KAFKA-16277): when partitions
+    # move away from an over-full member, each topic is split evenly, not one topic per member.
+    counts = {"topic1": 12, "topic2": 12}
+    topics = list(counts)
+    assignor = assignor_cls()
+    owned: dict[str, set[TopicPartition]] = {"consumer1": set()}
+    generation = 1
+    # (members joining, members leaving, partitions of each topic every member ends up with)
+    steps = [
+        ([], [], 12),
+        (["consumer2"], [], 6),
+        (["consumer3", "consumer4"], [], 3),
+        ([], ["consumer1", "consumer2"], 6),
+    ]
+    for joining, leaving, per_topic in steps:
+        before = {m: ps for m, ps in owned.items() if m not in leaving}
+        before.update((m, set()) for m in joining)
+        owned, generation = rebalance_until_stable(assignor, counts, topics, before, generation)
+        for m, ps in owned.items():
+            assert Counter(p.topic for p in ps) == dict.fromkeys(topics, per_topic), (m, sorted(ps))
+        # Still sticky: only what balance requires changes hands.
+        lost = sum(len(before[m] - owned[m]) for m in before)
+        assert lost == min_moves((len(ps) for ps in before.values()), sum(counts.values()))
+
+
+@pytest.mark.parametrize("assignor_cls", [StickyAssignor, CooperativeStickyAssignor])
+def test_members_joining_an_owner_of_everything_get_a_share_of_each_topic(
+    assignor_cls: type[StickyAssignor] | type[CooperativeStickyAssignor],
+) -> None:
+    # Topics of different sizes: every member ends up with a near-even share of each topic.
+    counts = {"a": 4, "b": 20, "c": 9}
+    topics = list(counts)
+    everything = {TopicPartition(t, p) for t, n in counts.items() for p in range(n)}
+    owned = {"m0": everything, "m1": set(), "m2": set()}
+    after, _ = rebalance_until_stable(assignor_cls(), counts, topics, owned, 1)
+    assert sorted(map(len, after.values())) == [11, 11, 11]
+    assert after["m0"] <= everything
+    for t in counts:
+        shares = sorted(sum(p.topic == t for p in ps) for ps in after.values())
+        assert shares[-1] - shares[0] <= 1, (t, shares)

@@ -15,7 +15,10 @@ The algorithm (the same for identical and differing subscriptions):
 3. Rebalance until no improving move is left: a partition moves from a member to an eligible one
    with at least two fewer partitions, directly or along a chain of members (a gives to k1, k1
    gives one of another topic to k2, ... ). Moves always start at the most loaded member, and moves
-   of partitions handed out in this run are exhausted before any kept claim moves.
+   of partitions handed out in this run are exhausted before any kept claim moves. Each move takes
+   a partition of the topic of which the giver holds the most more than the receiver, so partitions
+   taken from an over-full member are spread over its topics and each topic stays split evenly
+   (Java's KAFKA-16277: otherwise a member joining an owner of two topics would get all of one).
 
 The result minimizes the sum of squared partition counts, so with identical subscriptions the
 counts differ by at most one, and with differing ones no member could take over work from a member
@@ -136,6 +139,74 @@ class MemberClaims:
     generation: int = DEFAULT_GENERATION
 
 
+class _Holding:
+    """The partitions of one topic group that one member holds of one kind (kept or fresh), by topic.
+
+    The topics are also indexed by the member's ``load`` of them (partitions of the topic it holds of
+    both kinds), which the balancer keeps up to date with :meth:`relabel`.
+    """
+
+    __slots__ = ("by_load", "by_topic", "size")
+
+    def __init__(self) -> None:
+        self.by_topic: dict[str, list[TopicPartition]] = {}
+        self.by_load: dict[int, dict[str, None]] = {}
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, tp: TopicPartition, load: int) -> None:
+        """Add ``tp``; ``load`` is the member's load of its topic, ``tp`` included."""
+        held = self.by_topic.get(tp.topic)
+        if held is None:
+            self.by_topic[tp.topic] = [tp]
+            self.by_load.setdefault(load, {})[tp.topic] = None
+        else:
+            held.append(tp)
+        self.size += 1
+
+    def pop(self, topic: str, load: int) -> TopicPartition:
+        """Remove the last partition of ``topic`` added; ``load`` is the member's load of the topic
+        with it already removed."""
+        held = self.by_topic[topic]
+        tp = held.pop()
+        self.size -= 1
+        if not held:
+            del self.by_topic[topic]
+            self._unindex(topic, load)
+        return tp
+
+    def relabel(self, topic: str, old: int, new: int) -> None:
+        """The member's load of ``topic`` changed from ``old`` to ``new``."""
+        if topic in self.by_topic:
+            self._unindex(topic, old)
+            self.by_load.setdefault(new, {})[topic] = None
+
+    def _unindex(self, topic: str, load: int) -> None:
+        bucket = self.by_load[load]
+        del bucket[topic]
+        if not bucket:
+            del self.by_load[load]
+
+    def choose(self, receiver_load: Mapping[str, int]) -> str:
+        """The topic to give a partition of to a member with ``receiver_load``: the one of which this
+        member holds the most more than the receiver (the move that best evens out the topics)."""
+        best: tuple[int, str] | None = None  # (gap, topic); the gap is negative if the receiver holds more
+        for load in sorted(self.by_load, reverse=True):
+            if best is not None and load <= best[0]:
+                break  # no topic held less often can have a larger gap
+            for topic in self.by_load[load]:
+                gap = load - receiver_load.get(topic, 0)
+                if best is None or gap > best[0]:
+                    best = (gap, topic)
+                    if gap == load:
+                        break  # the receiver holds none of it: the best this bucket can offer
+        if best is None:
+            raise RuntimeError("no partition to take")
+        return best[1]
+
+
 class _Balancer:
     """Mutable state of one run of :func:`sticky_assignment`. Members are numbered in member order;
     topics with the same set of subscribers form one group (the unit of eligibility)."""
@@ -175,9 +246,11 @@ class _Balancer:
             self.topic_group[t] = g
 
         # Partitions held per member and group: ``kept`` are the member's own valid claims,
-        # ``fresh`` what it received in this run (moved first when rebalancing).
-        self.kept: list[dict[int, list[TopicPartition]]] = [{} for _ in range(n)]
-        self.fresh: list[dict[int, list[TopicPartition]]] = [{} for _ in range(n)]
+        # ``fresh`` what it received in this run (moved first when rebalancing). ``topic_load``
+        # counts both per member and topic.
+        self.kept: list[dict[int, _Holding]] = [{} for _ in range(n)]
+        self.fresh: list[dict[int, _Holding]] = [{} for _ in range(n)]
+        self.topic_load: list[dict[str, int]] = [{} for _ in range(n)]
         self.fresh_count = [0] * n
         self.lowest: list[tuple[int, int]] = []  # rebalancing: (load, member) of eligible members
         self.fresh_holders: list[tuple[int, int]] = []  # rebalancing: (-load, member) holding fresh ones
@@ -220,23 +293,42 @@ class _Balancer:
                 return i
             heapq.heapreplace(heap, (self.load[i], i))
 
+    def _relabel(self, i: int, g: int, topic: str, old: int, new: int) -> None:
+        """Record that member ``i`` now holds ``new`` partitions of ``topic`` (of group ``g``)."""
+        if new:
+            self.topic_load[i][topic] = new
+        else:
+            del self.topic_load[i][topic]
+        for holdings in (self.kept[i], self.fresh[i]):
+            holding = holdings.get(g)
+            if holding is not None:
+                holding.relabel(topic, old, new)
+
     def _give(self, i: int, g: int, tp: TopicPartition, *, fresh: bool) -> None:
-        (self.fresh if fresh else self.kept)[i].setdefault(g, []).append(tp)
+        load = self.topic_load[i].get(tp.topic, 0) + 1
+        self._relabel(i, g, tp.topic, load - 1, load)
+        holding = (self.fresh if fresh else self.kept)[i].setdefault(g, _Holding())
+        holding.add(tp, load)
         self.load[i] += 1
         if fresh:
             self.fresh_count[i] += 1
 
-    def _take(self, i: int, g: int, *, allow_kept: bool) -> TopicPartition:
-        """Remove a partition of group ``g`` from member ``i``: one it received in this run if any."""
-        fresh = self.fresh[i].get(g)
-        if fresh:
+    def _take(self, i: int, g: int, receiver: int, *, allow_kept: bool) -> TopicPartition:
+        """Remove a partition of group ``g`` from member ``i`` to give to ``receiver``: one that ``i``
+        received in this run if any, of the topic that ``i`` holds the most more of than ``receiver``
+        (the most recently added partition of that topic)."""
+        holding = self.fresh[i].get(g)
+        if holding:
             self.fresh_count[i] -= 1
-            self.load[i] -= 1
-            return fresh.pop()
-        if not allow_kept:
+        elif not allow_kept:
             raise RuntimeError(f"member {self.ids[i]!r} holds no fresh partition of group {g}")
+        else:
+            holding = self.kept[i][g]
+        topic = holding.choose(self.topic_load[receiver])
+        load = self.topic_load[i][topic] - 1
+        self._relabel(i, g, topic, load + 1, load)
         self.load[i] -= 1
-        return self.kept[i][g].pop()
+        return holding.pop(topic, load)
 
     def _holds(self, i: int, g: int, *, allow_kept: bool) -> bool:
         return bool(self.fresh[i].get(g)) or (allow_kept and bool(self.kept[i].get(g)))
@@ -367,7 +459,7 @@ class _Balancer:
         if best is None:
             return None
         (kept_moved, _, _), g, b = best
-        self._give(b, g, self._take(a, g, allow_kept=allow_kept), fresh=True)
+        self._give(b, g, self._take(a, g, b, allow_kept=allow_kept), fresh=True)
         self._loads_changed(a, b)
         return b, bool(kept_moved)
 
@@ -418,16 +510,17 @@ class _Balancer:
             steps.append((giver, g, source))
             source = giver
         for giver, g, receiver in reversed(steps):
-            self._give(receiver, g, self._take(giver, g, allow_kept=allow_kept), fresh=True)
+            self._give(receiver, g, self._take(giver, g, receiver, allow_kept=allow_kept), fresh=True)
         self._loads_changed(source, *(receiver for _, _, receiver in steps))
 
     def result(self) -> dict[str, list[TopicPartition]]:
         out: dict[str, list[TopicPartition]] = {}
         for i, member_id in enumerate(self.ids):
             parts: list[TopicPartition] = []
-            for lists in (self.kept[i], self.fresh[i]):
-                for held in lists.values():
-                    parts.extend(held)
+            for holdings in (self.kept[i], self.fresh[i]):
+                for holding in holdings.values():
+                    for held in holding.by_topic.values():
+                        parts.extend(held)
             out[member_id] = parts
         return out
 
