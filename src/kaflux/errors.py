@@ -70,8 +70,10 @@ class UnsupportedVersionError(KafkaError):
 class CorruptRecordError(KafkaError):
     """A record batch failed validation (CRC, length, magic or structure).
 
-    ``topic``, ``partition`` and ``offset`` locate the bad batch when known (offset is the
-    position the consumer was reading at, or the batch's base offset).
+    ``reason`` says what is wrong. ``topic``, ``partition`` and ``offset`` locate the bad data when
+    known: the data from ``offset`` on is damaged. The consumer reports its position there (the
+    offset it was about to read, so everything before it was good); the batch decoder on its own
+    reports the batch's base offset.
     """
 
     def __init__(
@@ -82,13 +84,21 @@ class CorruptRecordError(KafkaError):
         partition: int | None = None,
         offset: int | None = None,
     ) -> None:
-        where = ""
+        where = data = ""
+        skip = "seek to an offset beyond the corrupt batch"
         if topic is not None:
-            where = f" in {topic}-{partition} at offset {offset}"
+            tp = f"{topic}-{partition}"
+            where = f" in {tp}"
+            data = f" of {tp}"
+            skip = f"seek {tp} to an offset beyond the corrupt batch"
+            if offset is not None:
+                where = f"{where} at offset {offset}"
+                data = f"{data} from offset {offset} on"
         super().__init__(
-            f"corrupt record batch{where}: {message}. The data on the broker (or in transit) is "
-            "damaged; seek past this offset to skip it."
+            f"corrupt record batch{where}: {message}. The data{data} is damaged on the broker or in "
+            f"transit; to skip it, {skip} (the records in it cannot be read)."
         )
+        self.reason = message
         self.topic = topic
         self.partition = partition
         self.offset = offset

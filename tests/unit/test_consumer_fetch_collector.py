@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import struct
+import traceback
 from collections.abc import Sequence
 
 import pytest
@@ -389,3 +392,84 @@ def test_out_of_range_error_from_a_fetch_names_the_partition_and_offset() -> Non
     with pytest.raises(OffsetOutOfRangeError) as info:
         FetchCollector(subscription, buffer, max_poll_records=10).collect()
     assert info.value.offsets == {tp: 50}
+
+
+# --- corrupt data: the sticky error and where it is reported ---------------------------------------------
+
+GARBAGE_OFFSET = -592381556101223951  # what the issue's random batch claimed as its base offset
+
+
+def random_batch() -> bytes:
+    """A "batch" of random bytes whose base offset field reads as :data:`GARBAGE_OFFSET`."""
+    data = struct.pack(">q", GARBAGE_OFFSET) + random.Random(16277).randbytes(200)
+    assert data[16] != 2  # not even the magic byte is right
+    return data
+
+
+def bad_crc_batch(base: int, values: Sequence[bytes]) -> bytes:
+    """A batch whose CRC is wrong and whose base offset field (not covered by the CRC) is garbage."""
+    data = bytearray(corrupt(base, values))
+    struct.pack_into(">q", data, 0, GARBAGE_OFFSET)
+    return bytes(data)
+
+
+def traceback_depth(exc: BaseException) -> int:
+    return len(traceback.extract_tb(exc.__traceback__))
+
+
+@pytest.mark.parametrize("good_first", [False, True], ids=["corrupt-first", "after-good-records"])
+def test_polling_over_a_corrupt_batch_does_not_grow_the_error(good_first: bool) -> None:
+    rig = Rig(P0)
+    rig.fetched(
+        P0, *([batch(0, values(2))] if good_first else []), corrupt(2 if good_first else 0, values(3))
+    )
+    if good_first:
+        assert rig.offsets() == {P0: [0, 1]}
+    depths = []
+    for _ in range(200):
+        with pytest.raises(CorruptRecordError) as info:
+            rig.collect()
+        err = info.value
+        depths.append(traceback_depth(err))
+        assert err.__context__ is not err and err.__cause__ is not err
+        seen: set[int] = set()
+        link: BaseException | None = err
+        while link is not None:  # a finite chain of other exceptions, not a growing or cyclic one
+            assert id(link) not in seen
+            seen.add(id(link))
+            link = link.__context__
+        assert len(seen) <= 2
+    assert depths == [depths[0]] * 200
+    assert rig.position(P0) == (2 if good_first else 0)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [(random_batch(), "magic"), (bad_crc_batch(42, values(3)), "CRC")],
+    ids=["random-bytes", "bad-crc"],
+)
+def test_corrupt_batch_error_reports_the_consumer_position(data: bytes, reason: str) -> None:
+    rig = Rig(P0)
+    rig.subscription.seek(P0, FetchPosition(42))
+    rig.fetched(P0, data)
+    with pytest.raises(CorruptRecordError, match=reason) as info:
+        rig.collect()
+    err = info.value
+    assert (err.topic, err.partition, err.offset) == ("t", 0, 42)
+    message = str(err)
+    assert "t-0 at offset 42" in message
+    assert str(GARBAGE_OFFSET)[1:] not in message  # nothing parsed from the bad bytes
+    assert "seek t-0 to an offset beyond the corrupt batch" in message
+    assert rig.position(P0) == 42
+
+
+def test_corrupt_batch_after_good_ones_reports_the_last_good_position() -> None:
+    rig = Rig(P0)
+    rig.subscription.seek(P0, FetchPosition(42))
+    rig.fetched(P0, batch(42, values(2)), random_batch())
+    assert rig.offsets() == {P0: [42, 43]}
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError) as info:
+            rig.collect()
+        assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 0, 44)
+        assert str(GARBAGE_OFFSET)[1:] not in str(info.value)

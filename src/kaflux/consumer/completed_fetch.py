@@ -30,10 +30,10 @@ class CompletedFetch:
         "_batch",
         "_batches",
         "_check_crcs",
+        "_corruption",
         "_index",
         "_read_committed",
         "_records",
-        "_sticky_error",
         "consumed",
         "error",
         "fetch_offset",
@@ -87,7 +87,8 @@ class CompletedFetch:
         self._batch: RecordBatch | None = None
         self._records: list[Record] = []
         self._index = 0
-        self._sticky_error: CorruptRecordError | None = None
+        # (reason, position) of corrupt data met; it is raised on every later call
+        self._corruption: tuple[str, int] | None = None
 
     def _next_batch(self) -> RecordBatch | None:
         if self._batches is None:
@@ -140,10 +141,11 @@ class CompletedFetch:
         Errors (corrupt data, a failing deserializer) are raised only when no record was
         collected in this call; otherwise the records come first and the error on the next
         call. The position does not move past a record that failed, so the error repeats
-        until the application seeks past it.
+        until the application seeks past it. Corrupt data is reported at the position (the
+        offset after the last good record), never at an offset read from the bad bytes.
         """
-        if self._sticky_error is not None:
-            raise self._sticky_error
+        if self._corruption is not None:
+            raise self._corrupt_error()
         out: list[ConsumerRecord] = []
         try:
             while len(out) < max_records:
@@ -158,15 +160,23 @@ class CompletedFetch:
                     continue
                 self._take(out, max_records - len(out), key_deserializer, value_deserializer)
         except CorruptRecordError as exc:
-            # The batch iterator cannot resume after corrupt data: remember the error.
-            self._sticky_error = exc
-            if not out:
-                raise
+            # The batch iterator cannot resume after corrupt data: remember it. The decoder's
+            # error names the offset in the batch header, which may be garbage like the rest.
+            self._corruption = (exc.reason, self.next_fetch_offset)
         except RecordDeserializationError:
             # The position stays at the failing record, so the next call fails on it again.
             if not out:
                 raise
+        if self._corruption is not None and not out:
+            raise self._corrupt_error()
         return out
+
+    def _corrupt_error(self) -> CorruptRecordError:
+        """A new error for the corrupt data met: raising one stored instance again and again
+        would add the frames of every raise to its traceback."""
+        assert self._corruption is not None
+        reason, position = self._corruption
+        return CorruptRecordError(reason, topic=self.tp.topic, partition=self.tp.partition, offset=position)
 
     def _take(
         self,
