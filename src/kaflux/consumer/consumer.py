@@ -210,6 +210,7 @@ class Consumer(Closeable):
         self._waiting_on: Future[Any] | None = None
         self._wakeup_lock = threading.Lock()
         self._closed = False
+        self._closing = False
         self._records_returned = 0
         self._thread.start()
 
@@ -823,9 +824,9 @@ class Consumer(Closeable):
         network thread, all within ``timeout`` seconds. Idempotent."""
         self._acquire()
         try:
-            if self._closed:
-                return
-            self._closed = True
+            if self._closed or self._closing:
+                return  # closed already, or close() called again from a callback of this close
+            self._closing = True
             deadline = time.monotonic() + max(0.0, timeout)
             with self._wakeup_lock:
                 self._wakeup_requested = False
@@ -846,9 +847,13 @@ class Consumer(Closeable):
                     event.future.result(timeout=remaining)
                 except (KafkaError, FutureTimeoutError) as exc:
                     log.warning("%s: commit on close failed: %s", self.client_id, exc)
+            # Only now is the consumer closed: the revocation callbacks above may still call
+            # commit_sync() and the other methods, as they may in Java.
+            self._closed = True
             self._thread.close(max(0.0, deadline - time.monotonic()))
             self._run_commit_callbacks_after_close()
         finally:
+            self._closed = True
             self._release()
 
     def _run_commit_callbacks_after_close(self) -> None:
