@@ -38,6 +38,7 @@ from kaflux.protocol.messages.create_topics import (
 )
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo
+from kaflux.timeouts import timeout_seconds
 
 _client_ids = itertools.count(1)
 
@@ -164,7 +165,7 @@ class AdminClient(Closeable):
             raise KafkaTimeoutError(f"{type(event).__name__} got no answer within {timeout} s") from None
 
     def _timeout(self, timeout: float | None) -> float:
-        return timeout if timeout is not None else self._config.default_api_timeout_ms / 1000
+        return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
 
     def create_topics(
         self, topics: Iterable[NewTopic | str], *, timeout: float | None = None, exist_ok: bool = False
@@ -250,6 +251,7 @@ class AdminClient(Closeable):
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the network thread. Idempotent."""
+        seconds = timeout_seconds(timeout, 5.0)
         if not self._closed:
             self._closed = True
-            self._thread.close(timeout)
+            self._thread.close(seconds)

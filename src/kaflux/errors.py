@@ -51,6 +51,11 @@ class IllegalStateError(KafkaError, RuntimeError):
     """An API was used in a state that does not allow it (e.g. after close)."""
 
 
+class InvalidArgumentError(KafkaError, ValueError):
+    """An argument of an API call is invalid (Java's IllegalArgumentException), e.g. a
+    negative or NaN timeout."""
+
+
 class ConcurrentAccessError(KafkaError, RuntimeError):
     """A second thread called a consumer that is not safe for concurrent use."""
 

@@ -240,3 +240,17 @@ def test_list_default_is_not_shared_between_instances() -> None:
     first = ConsumerConfig.from_dict(BOOT)
     first.partition_assignment_strategy.append("mutated")
     assert "mutated" not in ConsumerConfig.from_dict(BOOT).partition_assignment_strategy
+
+
+@pytest.mark.parametrize("group", [None, "g"], ids=["without-group", "with-group"])
+@pytest.mark.parametrize("strategy", ["bogus", "range,bogus", ""])
+def test_consumer_rejects_an_unknown_or_empty_assignment_strategy_with_or_without_a_group(
+    group: str | None, strategy: str
+) -> None:
+    from kaflux import Consumer
+
+    config: dict[str, object] = {**BOOT, "partition.assignment.strategy": strategy}
+    if group is not None:
+        config["group.id"] = group
+    with pytest.raises(ConfigError, match=r"partition\.assignment\.strategy"):
+        Consumer(config)

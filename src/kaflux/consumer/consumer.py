@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.application_event_processor import ApplicationEventProcessor
-from kaflux.consumer.assignors import assignor_for_name
+from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
 from kaflux.consumer.commit_request_manager import CommitRequestManager, MemberInfo
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
@@ -74,6 +74,7 @@ from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, RequestManager, monotonic_ms
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
+from kaflux.timeouts import timeout_seconds
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,6 +110,9 @@ class Consumer(Closeable):
             ConfigError: a key is unknown, a value has the wrong type or is out of range.
         """
         self._config = config_ = ConsumerConfig.from_dict(config)
+        # Checked with or without a group.id, as Java checks its config.
+        assignors = [assignor_for_name(name) for name in config_.partition_assignment_strategy]
+        rebalance_protocol_for(assignors)
         group = config_.group_id
         self.client_id = config_.client_id or f"consumer-{group or 'nogroup'}-{next(_client_ids)}"
         self._read_committed = config_.isolation_level == "read_committed"
@@ -122,7 +126,6 @@ class Consumer(Closeable):
         commits: CommitRequestManager | None = None
         self._membership: MembershipManager | None = None
         if group is not None:
-            assignors = [assignor_for_name(name) for name in config_.partition_assignment_strategy]
             coordinator = CoordinatorRequestManager(
                 group, RequestState(network.retry_backoff), network.cluster, self._post_error
             )
@@ -249,11 +252,7 @@ class Consumer(Closeable):
     # -- waiting ---------------------------------------------------------------------------------
 
     def _timeout_s(self, timeout: float | None) -> float:
-        if timeout is None:
-            return self._config.default_api_timeout_ms / 1000
-        if timeout < 0:
-            raise ValueError(f"timeout must not be negative, got {timeout}")
-        return float(timeout)
+        return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
 
     def _check_wakeup(self) -> None:
         with self._wakeup_lock:
@@ -826,8 +825,8 @@ class Consumer(Closeable):
         try:
             if self._closed or self._closing:
                 return  # closed already, or close() called again from a callback of this close
+            deadline = time.monotonic() + timeout_seconds(timeout, 30.0)
             self._closing = True
-            deadline = time.monotonic() + max(0.0, timeout)
             with self._wakeup_lock:
                 self._wakeup_requested = False
             if self._subscription.subscription_type() in (

@@ -27,6 +27,7 @@ from kaflux.producer.partitioner import StickyPartitioner, partition_for_key
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.records import codec_id
 from kaflux.structs import RecordMetadata, TopicPartition
+from kaflux.timeouts import MAX_TIMEOUT_S, timeout_seconds
 
 Serializer = Callable[[Any], bytes | None]
 _client_ids = itertools.count(1)
@@ -236,7 +237,7 @@ class Producer(Closeable):
         Raises:
             KafkaTimeoutError: records were still unresolved when ``timeout`` seconds passed.
         """
-        deadline = time.monotonic() + (timeout if timeout is not None else 365 * 86400.0)
+        deadline = time.monotonic() + timeout_seconds(timeout, MAX_TIMEOUT_S)
         self._accumulator.begin_flush()
         try:
             self._thread.wakeup()
@@ -250,10 +251,10 @@ class Producer(Closeable):
 
         Records that could not be sent in time fail with KafkaError.
         """
+        budget = timeout_seconds(timeout, MAX_TIMEOUT_S)
         if self._closed:
             return
         self._closed = True
-        budget = timeout if timeout is not None else 365 * 86400.0
         deadline = time.monotonic() + budget
         try:
             self.flush(budget)
