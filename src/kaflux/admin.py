@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -38,7 +37,7 @@ from kaflux.protocol.messages.create_topics import (
 )
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo
-from kaflux.timeouts import timeout_seconds
+from kaflux.timeouts import await_future, timeout_seconds
 
 _client_ids = itertools.count(1)
 
@@ -159,10 +158,7 @@ class AdminClient(Closeable):
         if self._closed:
             raise IllegalStateError("the admin client is closed")
         self._thread.submit(event)
-        try:
-            return event.future.result(timeout=timeout)
-        except FutureTimeoutError:
-            raise KafkaTimeoutError(f"{type(event).__name__} got no answer within {timeout} s") from None
+        return await_future(event.future, timeout, type(event).__name__)
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)

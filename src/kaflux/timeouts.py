@@ -1,4 +1,5 @@
-"""Checking the timeouts callers pass to blocking calls. [pure]
+"""Checking the timeouts callers pass to blocking calls, and waiting on an event's future
+with one. [app: called by the public API on the application thread; reads no clock]
 
 Every public timeout is in seconds. ``None`` means the call's default; ``float('inf')`` waits as
 long as a deadline can be (about a year). NaN, negative numbers and non-numbers raise
@@ -8,8 +9,13 @@ long as a deadline can be (about a year). NaN, negative numbers and non-numbers 
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import TypeVar
 
-from kaflux.errors import InvalidArgumentError
+from kaflux.errors import InvalidArgumentError, KafkaTimeoutError
+
+T = TypeVar("T")
 
 #: the longest wait a timeout stands for (float('inf') is clamped to it)
 MAX_TIMEOUT_S = 365 * 86400.0
@@ -26,3 +32,16 @@ def timeout_seconds(timeout: float | None, default_s: float, *, name: str = "tim
     if timeout < 0:
         raise InvalidArgumentError(f"{name} must not be negative, got {timeout}")
     return min(float(timeout), MAX_TIMEOUT_S)
+
+
+def await_future(future: Future[T], timeout_s: float, what: str) -> T:
+    """``future.result(timeout_s)``; if it is still not done then, KafkaTimeoutError saying
+    ``what`` did not complete. An error the future holds is raised as it is, a
+    KafkaTimeoutError from the network thread (which names the cause) included: it is a
+    TimeoutError too, and must not be replaced by this generic one."""
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeoutError:
+        if future.done():
+            raise
+        raise KafkaTimeoutError(f"{what} did not complete within {timeout_s:g} s") from None

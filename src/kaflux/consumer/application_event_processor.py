@@ -136,7 +136,9 @@ class ApplicationEventProcessor:
         )
 
     def expire(self, now_ms: int) -> None:
-        """Fail blocking events whose deadline passed."""
+        """Fail blocking events whose deadline passed (position waits first, by the offsets
+        manager, whose message names the partitions and the cause)."""
+        self._offsets.expire_waiters(now_ms)
         for event in self._pending:
             if not event.future.done() and now_ms >= event.deadline_ms:
                 fail(

@@ -74,7 +74,7 @@ from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, RequestManager, monotonic_ms
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
-from kaflux.timeouts import timeout_seconds
+from kaflux.timeouts import await_future, timeout_seconds
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -169,6 +169,7 @@ class Consumer(Closeable):
             default_api_timeout_ms=config_.default_api_timeout_ms,
             on_error=self._post_error,
         )
+        network.metadata.add_error_listener(self._on_topic_error)
         self._fetcher = FetchRequestManager(
             self._subscription,
             network.cluster,
@@ -260,8 +261,9 @@ class Consumer(Closeable):
                 self._wakeup_requested = False
                 raise WakeupError("the consumer was woken up by wakeup()")
 
-    def _call(self, event: CompletableEvent, timeout_s: float) -> Any:
-        """Submit ``event`` and wait for its result (interruptible by wakeup())."""
+    def _call(self, event: CompletableEvent, timeout_s: float, what: str | None = None) -> Any:
+        """Submit ``event`` and wait for its result (interruptible by wakeup()). ``what``
+        names the operation in a timeout message."""
         with self._wakeup_lock:
             if self._wakeup_requested:
                 self._wakeup_requested = False
@@ -269,10 +271,9 @@ class Consumer(Closeable):
             self._waiting_on = event.future
         try:
             self._thread.submit(event)
-            try:
-                return event.future.result(timeout=timeout_s + 1.0)
-            except FutureTimeoutError:
-                raise KafkaTimeoutError(f"{type(event).__name__} timed out after {timeout_s} s") from None
+            # The network thread fails the event at its deadline, naming the cause; the extra
+            # second only guards against a network thread that cannot.
+            return await_future(event.future, timeout_s + 1.0, what or type(event).__name__)
         finally:
             with self._wakeup_lock:
                 self._waiting_on = None
@@ -287,6 +288,14 @@ class Consumer(Closeable):
     def _post_error(self, error: KafkaError) -> None:
         """[bg] Hand an error to the application thread; raised by the next poll()."""
         self._post_background_event(ErrorEvent(error))
+
+    def _on_topic_error(self, topic: str, error: KafkaError) -> None:
+        """[bg] A metadata refresh reported an error for a topic that retrying will not cure
+        (e.g. TOPIC_AUTHORIZATION_FAILED): raise it from poll() if the topic is in use."""
+        if topic in self._subscription.subscription() or any(
+            tp.topic == topic for tp in self._subscription.assigned_partitions()
+        ):
+            self._post_error(error)
 
     def _post_background_event(self, event: BackgroundEvent) -> None:
         """[bg] Queue a background event and wake a waiting poll()."""
@@ -590,7 +599,11 @@ class Consumer(Closeable):
             current = self._subscription.position(tp)
             if current is not None and self._subscription.has_all_positions([tp]):
                 return current.offset
-            self._call(CheckAndUpdatePositionsEvent(self._deadline_ms(timeout_s), partitions=[tp]), timeout_s)
+            self._call(
+                CheckAndUpdatePositionsEvent(self._deadline_ms(timeout_s), partitions=[tp]),
+                timeout_s,
+                f"position({tp})",
+            )
             resolved = self._subscription.position(tp)
             if resolved is None:
                 raise KafkaTimeoutError(f"the position of {tp} is not known yet")

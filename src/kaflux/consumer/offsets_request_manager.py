@@ -90,6 +90,7 @@ class OffsetsRequestManager:
         self._reset_retry_at_ms = 0
         self._reset_attempts = 0
         self._reported: set[tuple[TopicPartition, int]] = set()
+        self._last_reset_error: KafkaError | None = None
 
     # -- called by the event processor ---------------------------------------------------------
 
@@ -234,11 +235,17 @@ class OffsetsRequestManager:
                     tp, FetchPosition(offset, None, self._cluster.leader_epoch(tp)), versions[tp]
                 )
         if failed:
+            errors = [r for r in results.values() if isinstance(r, KafkaError)]
+            if errors:
+                self._last_reset_error = errors[0]
             self._reset_backoff(now_ms, None)
         else:
             self._reset_attempts = 0
+            self._last_reset_error = None
 
     def _reset_backoff(self, now_ms: int, error: KafkaError | None) -> None:
+        if error is not None:
+            self._last_reset_error = error
         if error is not None and not error.retriable:
             self._on_error(error)
         self._reset_retry_at_ms = now_ms + self._backoff.backoff_ms(self._reset_attempts)
@@ -250,9 +257,42 @@ class OffsetsRequestManager:
             if self._subscription.has_all_positions(waiter.partitions):
                 self._waiters.remove(waiter)
                 complete(waiter.future, True)
-            elif now_ms >= waiter.deadline_ms:
+        self.expire_waiters(now_ms)
+
+    def expire_waiters(self, now_ms: int) -> None:
+        """Fail the position waits whose deadline passed, naming what is missing and why."""
+        for waiter in list(self._waiters):
+            if now_ms >= waiter.deadline_ms and not self._subscription.has_all_positions(waiter.partitions):
                 self._waiters.remove(waiter)
-                fail(waiter.future, KafkaTimeoutError("positions were not resolved before the deadline"))
+                fail(waiter.future, KafkaTimeoutError(self._why_unresolved(waiter.partitions)))
+
+    def _why_unresolved(self, partitions: list[TopicPartition] | None) -> str:
+        """A timeout message naming the partitions without a position and why."""
+        missing = [
+            tp
+            for tp in (partitions if partitions is not None else self._subscription.assigned_partitions())
+            if not self._subscription.has_all_positions([tp])
+        ]
+        shown = ", ".join(str(tp) for tp in sorted(missing)[:5]) + (" ..." if len(missing) > 5 else "")
+        causes = sorted({self._cause(tp) for tp in missing})
+        return f"the position of {shown or 'the partitions'} could not be determined in time: " + "; ".join(
+            causes
+        )
+
+    def _cause(self, tp: TopicPartition) -> str:
+        """Why ``tp`` has no position yet, as far as the metadata and responses tell."""
+        error = self._metadata.topic_error(tp.topic)
+        if error is not None:
+            return str(error)
+        if self._cluster.leader_for(tp) is None:
+            return (
+                f"no leader is known for {tp} (no metadata for it yet: the brokers may be unreachable, "
+                "or the partition does not exist)"
+            )
+        if self._last_reset_error is not None:
+            return f"listing offsets failed: {self._last_reset_error}"
+        leader = self._cluster.leader_for(tp)
+        return f"its leader, broker {leader}, did not answer in time"
 
     # -- lookups --------------------------------------------------------------------------------
 

@@ -9,11 +9,12 @@ callback gets the parsed topics (used for ``partitions_for`` and ``list_topics``
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kaflux.errors import KafkaError, error_for_code
+from kaflux.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, TopicInfo
 from kaflux.network.network_client import ClientResponse
@@ -21,8 +22,12 @@ from kaflux.network.network_client_delegate import PollResult, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kaflux.structs import Node, PartitionInfo
 
-_UNKNOWN_TOPIC_OR_PARTITION = 3
+log = logging.getLogger(__name__)
+
+_UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 _LEADER_NOT_AVAILABLE = 5
+#: an unknown topic is logged at most once per this interval (per topic)
+UNKNOWN_TOPIC_LOG_INTERVAL_MS = 60_000
 
 
 @dataclass(slots=True)
@@ -89,12 +94,26 @@ class MetadataManager:
         self._update_requested = True
         self._one_off: list[tuple[list[str] | None, bool, TopicsCallback]] = []
         self._listeners: list[Callable[[ClusterMetadata], None]] = []
+        self._error_listeners: list[Callable[[str, KafkaError], None]] = []
+        #: the error each kept-fresh topic got in the last response that described it
+        self._topic_errors: dict[str, KafkaError] = {}
+        self._unknown_logged_ms: dict[str, int] = {}
 
     # -- configuration by other managers ------------------------------------------------------
 
     def add_listener(self, listener: Callable[[ClusterMetadata], None]) -> None:
         """Call ``listener(cluster)`` after every applied update."""
         self._listeners.append(listener)
+
+    def add_error_listener(self, listener: Callable[[str, KafkaError], None]) -> None:
+        """Call ``listener(topic, error)`` when a refresh reports a topic error that retrying will not
+        cure (e.g. TOPIC_AUTHORIZATION_FAILED) for a topic kept fresh."""
+        self._error_listeners.append(listener)
+
+    def topic_error(self, topic: str) -> KafkaError | None:
+        """The error the latest metadata reported for ``topic`` (None: described fine, or not
+        asked for yet): the cause to name when a call about that topic times out."""
+        return self._topic_errors.get(topic)
 
     def set_topics(self, topics: set[str] | None) -> None:
         """Keep exactly these topics fresh (None: every topic, as for pattern subscriptions)."""
@@ -169,6 +188,7 @@ class MetadataManager:
                 return
             answer = parse_metadata(response.body)
             self._state.on_success()
+            self._note_topic_errors(answer, response.received_ms)
             retry = any(
                 code in (_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE) or error_for_code(code).retriable
                 for code in answer.topic_errors.values()
@@ -180,6 +200,27 @@ class MetadataManager:
                 self._update_requested = True
 
         return handle
+
+    def _note_topic_errors(self, answer: MetadataAnswer, now_ms: int) -> None:
+        """Remember each topic's error, log unknown topics (rate-limited) and report errors
+        that retrying will not cure: as Java, they are not silently dropped."""
+        for name in answer.topics:
+            self._topic_errors.pop(name, None)
+        for name, code in sorted(answer.topic_errors.items()):
+            error = error_for_code(code)(f"topic {name!r}, in a metadata response")
+            self._topic_errors[name] = error
+            if code == _UNKNOWN_TOPIC_OR_PARTITION:
+                last = self._unknown_logged_ms.get(name)
+                if last is None or now_ms - last >= UNKNOWN_TOPIC_LOG_INTERVAL_MS:
+                    self._unknown_logged_ms[name] = now_ms
+                    log.warning(
+                        "topic %r is not known to the cluster (UNKNOWN_TOPIC_OR_PARTITION); check its "
+                        "name or create it. Still retrying (logged at most once a minute).",
+                        name,
+                    )
+            elif not error.retriable:
+                for listener in self._error_listeners:
+                    listener(name, error)
 
     def _apply(self, answer: MetadataAnswer, now_ms: int, *, full: bool) -> None:
         self.cluster.update(

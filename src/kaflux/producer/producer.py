@@ -13,7 +13,6 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,7 @@ from kaflux.producer.partitioner import StickyPartitioner, partition_for_key
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.records import codec_id
 from kaflux.structs import RecordMetadata, TopicPartition
-from kaflux.timeouts import MAX_TIMEOUT_S, timeout_seconds
+from kaflux.timeouts import MAX_TIMEOUT_S, await_future, timeout_seconds
 
 Serializer = Callable[[Any], bytes | None]
 _client_ids = itertools.count(1)
@@ -224,10 +223,11 @@ class Producer(Closeable):
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
         event = PartitionCountEvent(topic, monotonic_ms() + int((deadline - time.monotonic()) * 1000))
         self._thread.submit(event)
-        try:
-            count = event.future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
-        except FutureTimeoutError:
-            raise KafkaTimeoutError(f"no metadata for topic {topic!r} within max.block.ms") from None
+        count = await_future(
+            event.future,
+            max(0.0, deadline - time.monotonic()) + 1.0,
+            f"fetching metadata for topic {topic!r} (bounded by max.block.ms)",
+        )
         self._partition_counts[topic] = count
         return count
 
