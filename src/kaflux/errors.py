@@ -165,6 +165,7 @@ class CommitFailedError(KafkaError):
 
     ``message`` gives the context (e.g. the broker error); the standard explanation of the cause and
     the remedy is appended unless the message already covers it (mentions ``max.poll.interval.ms``).
+    ``group_id``, ``generation`` and ``member_id`` say who tried to commit, when known.
     """
 
     _EXPLANATION: ClassVar[str] = (
@@ -172,10 +173,18 @@ class CommitFailedError(KafkaError):
         "it was kicked out (poll() was not called within max.poll.interval.ms, or its session expired) and "
         "the group rebalanced, so its partitions may now belong to another member. The consumer rejoins on "
         "its next poll(). If the time between polls is the cause, increase max.poll.interval.ms or reduce "
-        "max.poll.records so that each batch is processed in time"
+        "max.poll.records so that each batch is processed in time, or process long batches with the "
+        "pause-and-poll pattern (README: 'Long processing')"
     )
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        group_id: str | None = None,
+        generation: int | None = None,
+        member_id: str | None = None,
+    ) -> None:
         if not message:
             text = f"offset commit failed: {self._EXPLANATION}"
         elif "max.poll.interval.ms" in message:
@@ -184,6 +193,9 @@ class CommitFailedError(KafkaError):
             text = f"offset commit failed ({message}): {self._EXPLANATION}"
         super().__init__(text)
         self.detail = message
+        self.group_id = group_id
+        self.generation = generation
+        self.member_id = member_id
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.detail,), self.__dict__)

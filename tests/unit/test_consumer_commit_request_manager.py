@@ -3,12 +3,14 @@ OffsetFetch."""
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 
 import pytest
 from fakes import (
     BACKOFF_MS,
     COORDINATOR_LOAD_IN_PROGRESS,
+    ILLEGAL_GENERATION,
     NOT_COORDINATOR,
     UNKNOWN_MEMBER_ID,
     ClientSide,
@@ -30,6 +32,7 @@ from kaflux.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    RebalanceInProgressError,
     RetriableCommitFailedError,
 )
 from kaflux.network.backoff import RequestState
@@ -214,6 +217,58 @@ def test_unknown_member_id_fails_with_commit_failed_error(fake: FakeCluster) -> 
     with pytest.raises(CommitFailedError, match=r"max\.poll\.interval\.ms"):
         future.result(0)
     assert len(group.net.sent(OffsetCommitRequest)) == 1
+
+
+def test_commit_failed_error_names_the_member_the_generation_and_the_group(fake: FakeCluster) -> None:
+    group = Group(fake, member=MemberInfo(generation=7, member_id="m-1"))
+    now = group.ready()
+    fake.inject(OffsetCommitRequest, ILLEGAL_GENERATION)
+    future = group.commit({TP: 5}, sync=True)
+    group.run(now)
+    with pytest.raises(CommitFailedError) as info:
+        future.result(0)
+    assert (info.value.group_id, info.value.generation, info.value.member_id) == ("g", 7, "m-1")
+    assert "'m-1'" in str(info.value) and "generation 7" in str(info.value)
+    assert "pause-and-poll" in str(info.value)
+
+
+def test_a_member_still_in_the_group_after_a_rebalance_is_told_to_commit_again(fake: FakeCluster) -> None:
+    """A cooperative member keeps its partitions through a rebalance; its commit sent in the old
+    generation is refused, but it is no 'lost member' (as Java: RebalanceInProgress)."""
+    member = MemberInfo(generation=7, member_id="m-1")
+    group = Group(fake)
+    group.commits = CommitRequestManager(
+        "g",
+        group.coordinator,
+        group.subscription,
+        retry_backoff=exact_backoff(),
+        auto_commit_interval_ms=None,
+        require_stable=True,
+        member_info=lambda: member,
+    )
+    now = group.ready()
+    fake.inject(OffsetCommitRequest, ILLEGAL_GENERATION)
+    future = group.commit({TP: 5}, sync=True)
+    (exchange,) = group.net.add_all(group.commits.poll(now), now)
+    member = MemberInfo(generation=8, member_id="m-1")  # the rebalance completed meanwhile
+    group.net.deliver(exchange, received_ms=now)
+    with pytest.raises(RebalanceInProgressError, match="still a member"):
+        future.result(0)
+
+
+def test_a_retriable_auto_commit_failure_is_logged_at_debug_only(
+    fake: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kaflux.consumer.commit_request_manager")
+    group = Group(fake, auto_commit_interval_ms=100)
+    group.ready(0)
+    consumed(group, p0=3)
+    fake.inject(OffsetCommitRequest, COORDINATOR_LOAD_IN_PROGRESS, count=5)
+    for now in range(100, 1_100, 100):
+        group.run(now)
+    failures = [r for r in caplog.records if "auto-commit failed" in r.getMessage()]
+    assert failures, "the failures are logged"
+    assert {r.levelno for r in failures} == {logging.DEBUG}
 
 
 def test_not_coordinator_finds_the_coordinator_again_and_retries_there(fake: FakeCluster) -> None:

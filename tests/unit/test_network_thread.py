@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kaflux.errors import KafkaConnectionError
+from kaflux.errors import IllegalStateError, KafkaConnectionError
 from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, PollResult, UnsentRequest
 from kaflux.network.network_thread import NetworkThread
 from kaflux.protocol.messages.metadata import MetadataRequest
@@ -97,9 +98,10 @@ class FakeManager:
 
 @dataclass
 class Poison:
-    """An event the fake processor fails on."""
+    """An event the fake processor fails on (with ``error``: a bug by default)."""
 
     future: Future[Any] = field(default_factory=Future)
+    error: Exception = field(default_factory=lambda: ValueError("cannot process"))
 
 
 class FakeProcessor:
@@ -110,7 +112,7 @@ class FakeProcessor:
 
     def process(self, event: Any, now_ms: int) -> None:
         if isinstance(event, Poison):
-            raise ValueError("cannot process")
+            raise event.error
         self.log("process", event)
 
     def expire(self, now_ms: int) -> None:
@@ -190,6 +192,20 @@ def test_event_that_fails_to_process_fails_its_future_and_the_rest_still_run(
         bad.future.result(0)
     assert ("process", "good") in log.entries
     assert "failed to process" in caplog.text
+
+
+def test_a_user_error_fails_its_future_without_an_error_log(caplog: pytest.LogCaptureFixture) -> None:
+    log = Log()
+    misuse = Poison(error=IllegalStateError("assign() while subscribed"))
+    thread, _, _ = thread_with(log)
+    thread.submit(misuse, wake=False)
+    thread.delegate.client.woken.set()  # type: ignore[attr-defined]
+    with caplog.at_level(logging.DEBUG, logger="kaflux"):
+        thread.run_once()
+    with pytest.raises(IllegalStateError):
+        misuse.future.result(0)
+    assert [r.levelno for r in caplog.records if "assign()" in r.getMessage()] == [logging.DEBUG]
+    assert not any(r.exc_info for r in caplog.records)
 
 
 def test_submit_wakes_the_loop_unless_told_not_to() -> None:

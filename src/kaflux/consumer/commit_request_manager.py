@@ -187,7 +187,13 @@ class CommitRequestManager:
             if error is None:
                 self._last_auto_committed.update(f.result())
             else:
-                log.warning("group %s: auto-commit failed: %s", self._group_id, error)
+                # As Java: a failure that the next auto-commit may cure is logged at DEBUG only.
+                expected = isinstance(error, (RebalanceInProgressError, RetriableCommitFailedError)) or (
+                    isinstance(error, KafkaError) and error.retriable
+                )
+                (log.debug if expected else log.warning)(
+                    "group %s: auto-commit failed: %s", self._group_id, error
+                )
                 if isinstance(error, KafkaError) and error.retriable and self._auto_interval_ms is not None:
                     self._next_auto_commit_ms = now_ms + self._backoff.initial_ms
 
@@ -213,9 +219,11 @@ class CommitRequestManager:
                 fail(
                     commit.future,
                     CommitFailedError(
-                        f"this consumer is not a member of group {self._group_id!r} now (removed after "
-                        "max.poll.interval.ms, or fenced), so it cannot commit; its partitions may "
-                        "already be consumed by another member. poll() to rejoin."
+                        f"member {member.member_id!r} is not in group {self._group_id!r} now (it left "
+                        "after max.poll.interval.ms, or was fenced)",
+                        group_id=self._group_id,
+                        generation=member.generation,
+                        member_id=member.member_id,
                     ),
                 )
                 continue
@@ -304,10 +312,12 @@ class CommitRequestManager:
             topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
         )
         return UnsentRequest(
-            request, node, lambda r: self._on_commit_response(commit, r), MAX_OFFSET_COMMIT_VERSION
+            request, node, lambda r: self._on_commit_response(commit, member, r), MAX_OFFSET_COMMIT_VERSION
         )
 
-    def _on_commit_response(self, commit: _PendingCommit, response: ClientResponse) -> None:
+    def _on_commit_response(
+        self, commit: _PendingCommit, sent_as: MemberInfo, response: ClientResponse
+    ) -> None:
         commit.in_flight = False
         if commit not in self._commits:
             return  # expired at its deadline while in flight
@@ -343,14 +353,28 @@ class CommitRequestManager:
             return
         if error.code in _MEMBER_ERRORS:
             self._commits.remove(commit)
+            now = self._member_info()
+            if not now.excluded and now.generation >= 0 and now.generation != sent_as.generation:
+                # As Java: the group moved to a new generation while the commit was on its way,
+                # and this consumer is in it (a cooperative member keeps its partitions): it is
+                # still a member, so it may simply commit again.
+                fail(
+                    commit.future,
+                    RebalanceInProgressError(
+                        f"the commit was sent in generation {sent_as.generation} of group "
+                        f"{self._group_id!r}, which completed a rebalance meanwhile (now generation "
+                        f"{now.generation}); this consumer is still a member: commit again"
+                    ),
+                )
+                return
             fail(
                 commit.future,
                 CommitFailedError(
-                    f"the commit was rejected with {type(error).__name__}: this consumer is no longer a "
-                    "valid member of the group (a rebalance happened or it was removed after "
-                    "max.poll.interval.ms). Its partitions may be consumed by another member; poll() "
-                    "again to rejoin, and consider raising max.poll.interval.ms or lowering "
-                    "max.poll.records if processing is slow."
+                    f"{type(error).__name__} from the coordinator for member {sent_as.member_id!r} of "
+                    f"group {self._group_id!r} in generation {sent_as.generation}",
+                    group_id=self._group_id,
+                    generation=sent_as.generation,
+                    member_id=sent_as.member_id,
                 ),
             )
             return

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from kaflux.errors import KafkaConnectionError
+from kaflux.errors import KafkaConnectionError, KafkaError
 from kaflux.network.network_client import ClientResponse
 from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, NetworkClientDelegate, PollResult
 
@@ -149,8 +149,13 @@ class NetworkThread(threading.Thread):
             try:
                 self._processor.process(event, now)
             except Exception as exc:
-                log.exception("%s: failed to process %s", self.name, type(event).__name__)
                 future = getattr(event, "future", None)
+                if isinstance(exc, KafkaError) and future is not None:
+                    # A user error (e.g. assign() while subscribed): the caller gets it raised;
+                    # no traceback on this thread.
+                    log.debug("%s: %s failed: %s", self.name, type(event).__name__, exc)
+                else:
+                    log.exception("%s: failed to process %s", self.name, type(event).__name__)
                 if future is not None and not future.done():
                     future.set_exception(exc)
 
