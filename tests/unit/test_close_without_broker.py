@@ -8,9 +8,12 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from fakes import FakeCluster
+from socket_fake_broker import SocketFakeBroker
 
 from kaflux import Consumer, Producer, TopicPartition
 from kaflux.closeable import Closeable
+from kaflux.errors import KafkaError
 
 #: far below request.timeout.ms (30 s) and the default close timeout (30 s)
 PROMPT_S = 3.0
@@ -61,12 +64,19 @@ def test_default_close_returns_promptly_when_nothing_is_pending(
     assert time.monotonic() - start < PROMPT_S
 
 
-def test_producer_close_still_waits_for_undelivered_records_up_to_its_timeout(unreachable: str) -> None:
-    producer = Producer({"bootstrap.servers": unreachable})
-    future = producer.send("t", b"pending", partition=0)
+def test_producer_close_still_waits_for_undelivered_records_up_to_its_timeout() -> None:
+    cluster = FakeCluster(1)
+    cluster.create_topic("t", 1)
+    broker = SocketFakeBroker(cluster)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    try:
+        producer.send("t", b"delivered").result(timeout=10)  # metadata known from here on
+    finally:
+        broker.close()  # the broker goes away: nothing can be delivered now
+    future = producer.send("t", b"pending")
     start = time.monotonic()
     producer.close(timeout=2.0)
     elapsed = time.monotonic() - start
     assert 1.5 <= elapsed < 2.0 + PROMPT_S
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(KafkaError, match="closed"):
         future.result(timeout=1)
