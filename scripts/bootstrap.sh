@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv
 STAMP=$VENV/.kaflux-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# Reinstall when the packaging or the compiled kernel's sources change.
+want=$(cat pyproject.toml setup.py src/kaflux/records/_kernel.pyx src/kaflux/records/_kernel_impl.h \
+  | sha256sum | cut -d' ' -f1)
 
 if ! command -v java >/dev/null 2>&1; then
   echo "bootstrap: installing Java 17 for PySpark" >&2

@@ -8,4 +8,7 @@ echo "== ruff check";   "$BIN/ruff" check src tests tools bench
 echo "== ruff format";  "$BIN/ruff" format --check src tests tools bench
 echo "== mypy --strict"; "$BIN/mypy"
 echo "== generated protocol is up to date"; "$PYBIN" tools/generate_messages.py --check
+# The compiled record kernel must have been built here: without this, a failed build would
+# only skip its tests. The pure twin runs the same record tests in the same session.
+export KAFLUX_REQUIRE_COMPILED=${KAFLUX_REQUIRE_COMPILED:-1}
 echo "== pytest";       "$PYBIN" -m pytest "$@"

@@ -9,27 +9,36 @@ Decoding (consumer hot path)::
         for record in batch.records():       # Record(offset, timestamp, key, value, headers)
             ...
 
-Encoding: :class:`BatchBuilder`; codecs: :mod:`kaflux.records.compression`.
+Columnar decoding (Arrow layout, no object per record): :class:`ColumnBuilder`, see
+:mod:`kaflux.records.columns`. Encoding: :class:`BatchBuilder`; codecs:
+:mod:`kaflux.records.compression`.
+
+Two kernels implement decoding with identical behaviour: the compiled one
+(``kaflux.records._kernel``, built from ``_kernel.pyx`` by ``pip install``) and the pure-Python
+one (:mod:`~kaflux.records.batch_decoder`, :mod:`~kaflux.records.columns`). The compiled one is
+used when it was built and ``KAFLUX_PURE`` is not ``"1"``; otherwise the pure one, and when
+that is not by choice the ``kaflux.records`` logger says so once, at import. :data:`KERNEL`
+tells which is active (``"compiled"`` or ``"pure"``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import importlib
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
 
-from kaflux.records import batch_decoder as _decoder
+from kaflux.records import _pure
 from kaflux.records.batch_builder import (
     BatchBuilder,
     assemble_batch,
     build_control_batch,
     estimate_record_size,
 )
-from kaflux.records.batch_decoder import (
-    RecordBatch,
-    control_type,
-    decode_records,
-    first_batch_size,
-    iter_batches,
-)
+from kaflux.records.columns import RecordColumns, to_arrow
 from kaflux.records.compression import (
     CODEC_IDS,
     CODEC_NAMES,
@@ -53,11 +62,82 @@ from kaflux.records.types import (
     RecordFormatError,
 )
 
-if TYPE_CHECKING:
-    from kaflux.records._protocols import RecordDecoder
+_log = logging.getLogger("kaflux.records")
 
-    # mypy checks that the pure-Python decoder satisfies the interface a compiled twin must.
-    _conforms: RecordDecoder = _decoder
+#: Files the compiled kernel is built from (setup.py stamps the build with their SHA-256).
+_KERNEL_SOURCES: Final = ("_kernel.pyx", "_kernel_impl.h")
+
+
+def kernel_source_sha256(directory: Path) -> str | None:
+    """SHA-256 of the kernel sources in ``directory`` (as setup.py computes it), or None
+    when they are not there (an installed wheel)."""
+    digest = hashlib.sha256()
+    try:
+        for name in _KERNEL_SOURCES:
+            digest.update(name.encode() + b"\0" + (directory / name).read_bytes() + b"\0")
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def load_compiled_kernel() -> ModuleType:
+    """The compiled kernel module; ImportError saying why when it is missing or was built
+    from other sources than those next to it (a stale build in a source checkout)."""
+    try:
+        _kernel = importlib.import_module("kaflux.records._kernel")
+    except ImportError as exc:
+        what = "was not built" if isinstance(exc, ModuleNotFoundError) else "could not be imported"
+        raise ImportError(f"it {what} ({exc}); reinstall kaflux with a C compiler available") from exc
+    built_from = _kernel.SOURCE_SHA256
+    current = kernel_source_sha256(Path(__file__).parent)
+    if built_from and current is not None and built_from != current:
+        raise ImportError(
+            f"{Path(_kernel.__file__ or '_kernel').name} was built from other sources than "
+            "_kernel.pyx/_kernel_impl.h (rebuild it: pip install -e . or python setup.py build_ext --inplace)"
+        )
+    return _kernel
+
+
+def _select_kernel() -> tuple[ModuleType, str]:
+    if os.environ.get("KAFLUX_PURE") == "1":
+        return _pure, "pure"
+    try:
+        return load_compiled_kernel(), "compiled"
+    except ImportError as exc:
+        _log.warning(
+            "kaflux.records: the compiled record kernel is unavailable: %s. Using the pure-Python "
+            "record decoder, which is several times slower.",
+            exc,
+        )
+        return _pure, "pure"
+
+
+_impl, _kernel_name = _select_kernel()
+#: ``"compiled"`` or ``"pure"``: which record kernel this process uses.
+KERNEL: Final[str] = _kernel_name
+
+if TYPE_CHECKING:
+    from kaflux.records import _kernel
+    from kaflux.records._protocols import RecordDecoder
+    from kaflux.records.batch_decoder import (
+        RecordBatch,
+        control_type,
+        decode_records,
+        first_batch_size,
+        iter_batches,
+    )
+    from kaflux.records.columns import ColumnBuilder
+
+    # mypy checks that both kernels satisfy the interface.
+    _pure_conforms: RecordDecoder = _pure
+    _compiled_conforms: RecordDecoder = _kernel
+else:
+    RecordBatch = _impl.RecordBatch
+    ColumnBuilder = _impl.ColumnBuilder
+    control_type = _impl.control_type
+    decode_records = _impl.decode_records
+    first_batch_size = _impl.first_batch_size
+    iter_batches = _impl.iter_batches
 
 __all__ = [
     "CODEC_IDS",
@@ -66,14 +146,17 @@ __all__ = [
     "CONTROL_COMMIT",
     "CREATE_TIME",
     "GZIP",
+    "KERNEL",
     "LOG_APPEND_TIME",
     "LZ4",
     "NONE",
     "SNAPPY",
     "ZSTD",
     "BatchBuilder",
+    "ColumnBuilder",
     "Record",
     "RecordBatch",
+    "RecordColumns",
     "RecordFormatError",
     "assemble_batch",
     "build_control_batch",
@@ -87,4 +170,6 @@ __all__ = [
     "estimate_record_size",
     "first_batch_size",
     "iter_batches",
+    "load_compiled_kernel",
+    "to_arrow",
 ]

@@ -1,16 +1,54 @@
 """The typed interface of the record decoder. [pure]
 
-:mod:`kaflux.records.batch_decoder` is the pure-Python implementation; a compiled twin
-(Cython, mypyc or a Rust extension) must provide the same functions with the same
-semantics, so :mod:`kaflux.records` can pick either. The hot kernel is
-:meth:`RecordDecoder.decode_records`; the batch walk is per batch and cheap.
+Two implementations exist: the pure-Python one (:mod:`kaflux.records.batch_decoder` plus
+:mod:`kaflux.records.columns`, gathered in ``kaflux.records._pure``) and the compiled twin
+``kaflux.records._kernel`` (Cython, ``_kernel.pyx``). Both provide the functions and
+classes below with the same semantics -- same results, same exception types and messages
+-- so :mod:`kaflux.records` can pick either (``kaflux.records.KERNEL`` says which). The hot
+paths are :meth:`RecordBatchView.records` (one ``Record`` per record) and
+:meth:`ColumnBuilderView.append_batch` (Arrow-layout columns, no object per record).
+
+Columnar decoding contract (``ColumnBuilder``), for building ``pyarrow`` record batches::
+
+    builder = kaflux.records.ColumnBuilder()
+    for batch in iter_batches(view, topic=t, partition=p):
+        appended, remaining, last_offset = builder.append_batch(batch, t, p, position, budget)
+    columns = builder.finish()              # RecordColumns of bytearrays, builder reset
+    table = kaflux.records.columns.to_arrow(columns)   # zero-copy pyarrow.RecordBatch
+
+* ``append_batch(batch, topic, partition, min_offset=-2**63, max_records=sys.maxsize)``
+  takes a batch from the *same* kernel's ``iter_batches``. It decodes all the batch's
+  records -- raising exactly the :class:`~kaflux.errors.CorruptRecordError` that
+  ``batch.records()`` would -- skips the *leading* records whose offset is below
+  ``min_offset`` and appends up to ``max_records`` of the others, each tagged with
+  ``topic``, ``partition`` and the batch's timestamp type. Returns ``(appended, remaining,
+  last_offset)``: records appended, records of the batch left after them (0 when the batch
+  is used up), and the offset of the last appended record (``None`` when none was).
+  Control batches are decoded like any other; skipping them is the caller's business.
+  It is atomic: on any exception the builder is unchanged.
+* A record whose offset or timestamp does not fit int64 raises ``CorruptRecordError``
+  (only corrupt data has those). ``partition`` must fit int32 and ``min_offset`` int64,
+  ``max_records`` must be >= 0 (``ValueError``). A variable-size column growing past
+  ``2**31 - 1`` bytes (Arrow's int32 offsets) raises ``OverflowError`` after the batch was
+  found valid: call ``finish()`` and append the batch again.
+* ``finish()`` returns a :class:`~kaflux.records.columns.RecordColumns` and resets the
+  builder. Every buffer is a ``bytearray`` in Arrow layout (native-endian int32 offsets
+  starting at 0, LSB-first validity bitmaps with the bits past the last row clear, ``None``
+  instead of a bitmap for columns without nulls) that ``pyarrow.py_buffer`` wraps without
+  copying; see ``RecordColumns`` for the field list. Header keys are UTF-8 (validated as
+  ``records()`` does); ``timestamp`` is epoch milliseconds, the batch's ``max_timestamp``
+  for LOG_APPEND_TIME batches.
+* ``len(builder)`` is the number of rows so far; ``builder.nbytes`` the bytes of
+  variable-size data (to decide when to ``finish()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
+from kaflux.errors import CorruptRecordError
+from kaflux.records.columns import RecordColumns
 from kaflux.records.types import Record
 
 
@@ -47,13 +85,43 @@ class RecordBatchView(Protocol):
     @property
     def size_in_bytes(self) -> int: ...
 
+    def raw(self) -> memoryview: ...
+
+    def corrupt(self, message: str) -> CorruptRecordError: ...
+
     def records(self) -> list[Record]: ...
 
     def control_type(self) -> int: ...
 
 
+class ColumnBuilderView(Protocol):
+    """Accumulates decoded records as Arrow-layout columns (see the module docstring)."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def append_batch(
+        self,
+        batch: Any,
+        topic: str,
+        partition: int,
+        min_offset: int = ...,
+        max_records: int = ...,
+    ) -> tuple[int, int, int | None]: ...
+
+    def finish(self) -> RecordColumns: ...
+
+
 class RecordDecoder(Protocol):
-    """The module-level functions of a record decoder implementation."""
+    """The module-level names of a record decoder implementation."""
+
+    @property
+    def RecordBatch(self) -> type[RecordBatchView]: ...
+
+    @property
+    def ColumnBuilder(self) -> type[ColumnBuilderView]: ...
 
     def decode_records(
         self,

@@ -106,12 +106,23 @@ def decompress(codec: int, data: BytesLike, max_output: int | None = None) -> by
     size) is refused before it is produced. Any malformed input raises
     :class:`RecordFormatError`, never a codec-specific exception.
     """
+    out = decompress_view(codec, data, max_output)
+    return out if isinstance(out, bytes) else bytes(out)
+
+
+def decompress_view(codec: int, data: BytesLike, max_output: int | None = None) -> bytes | memoryview:
+    """:func:`decompress` without copying the codec's output: returns ``bytes`` or a
+    read-only byte ``memoryview`` of cramjam's output buffer (same checks, same errors).
+
+    For the compiled record kernel, which reads the records straight from the buffer.
+    """
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     limit = decompression_limit(len(view)) if max_output is None else max_output
     if codec == NONE:
         if len(view) > limit:
             raise RecordFormatError(f"data of {len(view)} bytes exceeds the limit of {limit} bytes")
         return bytes(view)
+    out: bytes | memoryview
     try:
         if codec == GZIP:
             out = _gunzip(view, limit)
@@ -119,10 +130,10 @@ def decompress(codec: int, data: BytesLike, max_output: int | None = None) -> by
             out = _snappy_decompress(view, limit)
         elif codec == LZ4:
             _check_bound("lz4", _lz4_output_bound(view, limit), limit)
-            out = bytes(cramjam.lz4.decompress(view))
+            out = memoryview(cramjam.lz4.decompress(view))
         elif codec == ZSTD:
             _check_bound("zstd", _zstd_output_bound(view, limit), limit)
-            out = bytes(cramjam.zstd.decompress(view))
+            out = memoryview(cramjam.zstd.decompress(view))
         else:
             raise RecordFormatError(f"unknown compression codec id {codec}")
     except RecordFormatError:
@@ -190,19 +201,19 @@ def _snappy_raw_length(block: memoryview | bytes) -> int:
     raise RecordFormatError("snappy length preamble is too long")
 
 
-def _snappy_decompress(data: memoryview | bytes, limit: int) -> bytes:
+def _snappy_decompress(data: memoryview | bytes, limit: int) -> bytes | memoryview:
     if len(data) >= _XERIAL_HEADER_SIZE and data[:8] == _XERIAL_MAGIC:
         return _xerial_decompress(data, limit)
     size = _snappy_raw_length(data)
     _check_bound("snappy", size, limit)
-    out = bytes(cramjam.snappy.decompress_raw(data))
+    out = memoryview(cramjam.snappy.decompress_raw(data))
     if len(out) != size:
         raise RecordFormatError(f"snappy output is {len(out)} bytes, preamble says {size}")
     return out
 
 
 def _xerial_decompress(data: memoryview | bytes, limit: int) -> bytes:
-    parts: list[bytes] = []
+    parts: list[memoryview] = []
     total = 0
     pos = _XERIAL_HEADER_SIZE
     end = len(data)
@@ -218,7 +229,7 @@ def _xerial_decompress(data: memoryview | bytes, limit: int) -> bytes:
         size = _snappy_raw_length(block)
         total += size
         _check_bound("snappy", total, limit)
-        out = bytes(cramjam.snappy.decompress_raw(block))
+        out = memoryview(cramjam.snappy.decompress_raw(block))
         if len(out) != size:
             raise RecordFormatError(f"snappy output is {len(out)} bytes, preamble says {size}")
         parts.append(out)

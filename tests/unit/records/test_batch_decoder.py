@@ -13,16 +13,12 @@ from kaflux.records import (
     CONTROL_COMMIT,
     BatchBuilder,
     Record,
-    RecordBatch,
     RecordFormatError,
     assemble_batch,
     build_control_batch,
     compress,
-    control_type,
-    decode_records,
-    first_batch_size,
-    iter_batches,
 )
+from kaflux.records._protocols import RecordBatchView, RecordDecoder
 
 
 def zz(value: int) -> bytes:
@@ -73,10 +69,12 @@ def batch_of(records: bytes, count: int, *, attributes: int = 0, base_offset: in
     )
 
 
-def decode_all(buf: bytes, *, check_crcs: bool = True) -> list[tuple[RecordBatch, list[Record]]]:
+def decode_all(
+    kernel: RecordDecoder, buf: bytes, *, check_crcs: bool = True
+) -> list[tuple[RecordBatchView, list[Record]]]:
     return [
         (batch, batch.records())
-        for batch in iter_batches(memoryview(buf), check_crcs=check_crcs, topic="orders", partition=7)
+        for batch in kernel.iter_batches(memoryview(buf), check_crcs=check_crcs, topic="orders", partition=7)
     ]
 
 
@@ -90,102 +88,102 @@ def simple_batch(base_offset: int = 0, n: int = 3, codec: int = 0) -> bytes:
 # --- walking and truncation ------------------------------------------------------------------
 
 
-def test_walks_consecutive_batches() -> None:
+def test_walks_consecutive_batches(kernel: RecordDecoder) -> None:
     buf = simple_batch(0, 3) + simple_batch(3, 2, codec=3) + simple_batch(5, 4, codec=1)
-    decoded = decode_all(buf)
+    decoded = decode_all(kernel, buf)
     assert [b.base_offset for b, _ in decoded] == [0, 3, 5]
     assert [r.offset for _, records in decoded for r in records] == list(range(9))
     assert sum(b.size_in_bytes for b, _ in decoded) == len(buf)
     assert [b.next_offset for b, _ in decoded] == [3, 5, 9]
 
 
-def test_accepts_bytes_and_bytearray_views() -> None:
+def test_accepts_bytes_and_bytearray_views(kernel: RecordDecoder) -> None:
     buf = simple_batch()
     for candidate in (buf, bytearray(buf), memoryview(bytearray(buf))):
-        (batch,) = iter_batches(candidate)  # type: ignore[arg-type]
+        (batch,) = kernel.iter_batches(candidate)  # type: ignore[arg-type]
         assert len(batch.records()) == 3
 
 
-def test_accepts_odd_views() -> None:
+def test_accepts_odd_views(kernel: RecordDecoder) -> None:
     buf = simple_batch()
     doubled = bytes(b for byte in buf for b in (byte, 0))
     strided = memoryview(doubled)[::2]
     assert not strided.c_contiguous
-    (batch,) = iter_batches(strided)
+    (batch,) = kernel.iter_batches(strided)
     assert len(batch.records()) == 3
     padded = buf + bytes(-len(buf) % 4)
-    (batch,) = iter_batches(memoryview(padded).cast("I"))  # trailing zero padding is < 12 bytes
+    (batch,) = kernel.iter_batches(memoryview(padded).cast("I"))  # trailing zero padding is < 12 bytes
     assert len(batch.records()) == 3
 
 
-def test_empty_and_tiny_buffers() -> None:
-    assert decode_all(b"") == []
+def test_empty_and_tiny_buffers(kernel: RecordDecoder) -> None:
+    assert decode_all(kernel, b"") == []
     for size in range(1, 12):
-        assert decode_all(bytes(size)) == []
-        assert first_batch_size(memoryview(bytes(size))) is None
-    assert first_batch_size(memoryview(b"")) is None
+        assert decode_all(kernel, bytes(size)) == []
+        assert kernel.first_batch_size(memoryview(bytes(size))) is None
+    assert kernel.first_batch_size(memoryview(b"")) is None
 
 
-def test_truncated_trailing_batch_is_ignored() -> None:
+def test_truncated_trailing_batch_is_ignored(kernel: RecordDecoder) -> None:
     first = simple_batch(0, 3)
     second = simple_batch(3, 5, codec=4)
     for cut in range(len(second)):
-        decoded = decode_all(first + second[:cut])
+        decoded = decode_all(kernel, first + second[:cut])
         assert [b.base_offset for b, _ in decoded] == [0], cut
 
 
-def test_truncated_first_batch_yields_nothing_and_reports_size() -> None:
+def test_truncated_first_batch_yields_nothing_and_reports_size(kernel: RecordDecoder) -> None:
     batch = simple_batch(0, 50)
     for cut in range(12, len(batch)):
         view = memoryview(batch[:cut])
-        assert list(iter_batches(view)) == []
-        assert first_batch_size(view) == len(batch)
-    assert first_batch_size(memoryview(batch)) == len(batch)
+        assert list(kernel.iter_batches(view)) == []
+        assert kernel.first_batch_size(view) == len(batch)
+    assert kernel.first_batch_size(memoryview(batch)) == len(batch)
 
 
-def test_legacy_magic_is_unsupported() -> None:
+def test_legacy_magic_is_unsupported(kernel: RecordDecoder) -> None:
     buf = bytearray(simple_batch(base_offset=55))
     for magic in (0, 1):
         buf[16] = magic
         with pytest.raises(CorruptRecordError, match="legacy message format") as info:
-            decode_all(bytes(buf))
+            decode_all(kernel, bytes(buf))
         assert (info.value.topic, info.value.partition, info.value.offset) == ("orders", 7, 55)
 
 
-def test_legacy_magic_small_length() -> None:
+def test_legacy_magic_small_length(kernel: RecordDecoder) -> None:
     # a v0 message set entry: offset, size 14+, crc, magic 0 ... shorter than a v2 header
     legacy = struct.pack(">qiIbb", 0, 14 + 6, 0, 0, 0) + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01v" + b"\0"
     with pytest.raises(CorruptRecordError, match="legacy"):
-        decode_all(legacy)
+        decode_all(kernel, legacy)
 
 
 @pytest.mark.parametrize("magic", [3, 4, 0x7F, 0x80, 0xFF])
-def test_unknown_magic(magic: int) -> None:
+def test_unknown_magic(kernel: RecordDecoder, magic: int) -> None:
     buf = bytearray(simple_batch())
     buf[16] = magic
     with pytest.raises(CorruptRecordError, match="magic"):
-        decode_all(bytes(buf))
+        decode_all(kernel, bytes(buf))
 
 
-def test_magic_checked_in_truncated_trailing_batch() -> None:
+def test_magic_checked_in_truncated_trailing_batch(kernel: RecordDecoder) -> None:
     second = bytearray(simple_batch(3))
     second[16] = 1
     with pytest.raises(CorruptRecordError, match="legacy"):
-        decode_all(simple_batch(0) + bytes(second[:30]))
+        decode_all(kernel, simple_batch(0) + bytes(second[:30]))
 
 
 @pytest.mark.parametrize("length", [-(2**31), -1, 0, 1, 48])
-def test_batch_length_too_small(length: int) -> None:
+def test_batch_length_too_small(kernel: RecordDecoder, length: int) -> None:
     buf = bytearray(simple_batch())
     struct.pack_into(">i", buf, 8, length)
     with pytest.raises(CorruptRecordError, match="batch length"):
-        decode_all(bytes(buf))
+        decode_all(kernel, bytes(buf))
 
 
 # --- header fields ----------------------------------------------------------------------------
 
 
-def test_header_fields() -> None:
+def test_header_fields(kernel: RecordDecoder) -> None:
     builder = BatchBuilder(
         4,
         base_offset=1 << 40,
@@ -198,7 +196,7 @@ def test_header_fields() -> None:
     builder.append(5000, b"a", b"b")
     builder.append(4000, None, None)
     builder.append(9000, b"c", None)
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     assert batch.base_offset == 1 << 40
     assert batch.partition_leader_epoch == 12
     assert batch.compression == 4
@@ -216,16 +214,16 @@ def test_header_fields() -> None:
     assert "RecordBatch(" in repr(batch) and bytes(batch.raw()) == builder.build()
 
 
-def test_log_append_time_uses_max_timestamp() -> None:
+def test_log_append_time_uses_max_timestamp(kernel: RecordDecoder) -> None:
     builder = BatchBuilder(1, timestamp_type=1)
     for ts in (100, 300, 200):
         builder.append(ts, None, b"x")
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     assert batch.timestamp_type == 1
     assert [r.timestamp for r in batch.records()] == [300, 300, 300]
 
 
-def test_attribute_bits() -> None:
+def test_attribute_bits(kernel: RecordDecoder) -> None:
     records = record_bytes()
     cases: list[tuple[int, str, object]] = [
         (0x08, "timestamp_type", 1),
@@ -234,40 +232,40 @@ def test_attribute_bits() -> None:
         (0x40, "has_delete_horizon", True),
     ]
     for attributes, name, value in cases:
-        (batch,) = iter_batches(memoryview(batch_of(records, 1, attributes=attributes)))
+        (batch,) = kernel.iter_batches(memoryview(batch_of(records, 1, attributes=attributes)))
         assert getattr(batch, name) == value
         assert batch.attributes == attributes
 
 
-def test_empty_batch() -> None:
-    (batch,) = iter_batches(memoryview(BatchBuilder(3).build()))
+def test_empty_batch(kernel: RecordDecoder) -> None:
+    (batch,) = kernel.iter_batches(memoryview(BatchBuilder(3).build()))
     assert batch.record_count == 0
     assert batch.records() == []
 
 
-def test_record_varints_of_every_width() -> None:
+def test_record_varints_of_every_width(kernel: RecordDecoder) -> None:
     builder = BatchBuilder(0, base_offset=0)
     base = 1_600_000_000_000
     deltas = [0, 1, -1, 63, -64, 64, 8191, -8192, 8192, 1 << 20, -(1 << 35), 1 << 50]
     for delta in deltas:
         builder.append(base + delta, b"k" * 70, b"v" * 9000, [("h" * 70, b"x" * 300)] * 3)
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     records = batch.records()
     assert [r.timestamp - base for r in records] == deltas
     assert all(r.key == b"k" * 70 and r.value == b"v" * 9000 for r in records)
     assert all(r.headers == [("h" * 70, b"x" * 300)] * 3 for r in records)
 
 
-def test_large_offset_delta() -> None:
+def test_large_offset_delta(kernel: RecordDecoder) -> None:
     records = record_bytes(offset_delta=1 << 31) + record_bytes(offset_delta=(1 << 40) + 1)
-    (batch,) = iter_batches(memoryview(batch_of(records, 2, base_offset=5)))
+    (batch,) = kernel.iter_batches(memoryview(batch_of(records, 2, base_offset=5)))
     assert [r.offset for r in batch.records()] == [5 + (1 << 31), 6 + (1 << 40)]
 
 
-def test_unicode_header_keys_and_null_values() -> None:
+def test_unicode_header_keys_and_null_values(kernel: RecordDecoder) -> None:
     builder = BatchBuilder()
     builder.append(1, b"k", b"v", [("ключ", b"1"), ("🔑", None), ("", b"")])
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     assert batch.records()[0].headers == [("ключ", b"1"), ("🔑", None), ("", b"")]
 
 
@@ -275,34 +273,34 @@ def test_unicode_header_keys_and_null_values() -> None:
 
 
 @pytest.mark.parametrize("kind", [CONTROL_ABORT, CONTROL_COMMIT])
-def test_control_batches(kind: int) -> None:
+def test_control_batches(kernel: RecordDecoder, kind: int) -> None:
     raw = build_control_batch(kind, producer_id=42, producer_epoch=3, timestamp_ms=777, base_offset=10)
-    (batch,) = iter_batches(memoryview(raw))
+    (batch,) = kernel.iter_batches(memoryview(raw))
     assert batch.is_control and batch.is_transactional
     assert (batch.producer_id, batch.producer_epoch) == (42, 3)
     assert batch.control_type() == kind
     (record,) = batch.records()
     assert record.offset == 10 and record.timestamp == 777
-    assert control_type(record) == kind
+    assert kernel.control_type(record) == kind
     assert record.value == struct.pack(">hi", 0, 0)
 
 
-def test_control_type_errors() -> None:
-    (plain,) = iter_batches(memoryview(simple_batch()))
+def test_control_type_errors(kernel: RecordDecoder) -> None:
+    (plain,) = kernel.iter_batches(memoryview(simple_batch()))
     with pytest.raises(IllegalStateError):
         plain.control_type()
     with pytest.raises(RecordFormatError):
-        control_type(Record(0, 0, None, None, []))
+        kernel.control_type(Record(0, 0, None, None, []))
     with pytest.raises(RecordFormatError):
-        control_type(Record(0, 0, b"\x00\x00\x01", None, []))
+        kernel.control_type(Record(0, 0, b"\x00\x00\x01", None, []))
     with pytest.raises(RecordFormatError):
-        control_type(Record(0, 0, b"\xff\xff\x00\x01", None, []))
-    assert control_type(Record(0, 0, b"\x00\x00\x00\x07", None, [])) == 7  # unknown type
+        kernel.control_type(Record(0, 0, b"\xff\xff\x00\x01", None, []))
+    assert kernel.control_type(Record(0, 0, b"\x00\x00\x00\x07", None, [])) == 7  # unknown type
     bad_key = record_bytes(key=b"\x00")
-    (batch,) = iter_batches(memoryview(batch_of(bad_key, 1, attributes=0x30)))
+    (batch,) = kernel.iter_batches(memoryview(batch_of(bad_key, 1, attributes=0x30)))
     with pytest.raises(CorruptRecordError, match="control record key"):
         batch.control_type()
-    (empty,) = iter_batches(memoryview(batch_of(b"", 0, attributes=0x30)))
+    (empty,) = kernel.iter_batches(memoryview(batch_of(b"", 0, attributes=0x30)))
     with pytest.raises(CorruptRecordError, match="no records"):
         empty.control_type()
 
@@ -310,53 +308,53 @@ def test_control_type_errors() -> None:
 # --- corrupt batches and records ---------------------------------------------------------------
 
 
-def test_crc_mismatch() -> None:
+def test_crc_mismatch(kernel: RecordDecoder) -> None:
     buf = bytearray(simple_batch(base_offset=77))
     buf[-1] ^= 0x01  # last byte of the last header value
     with pytest.raises(CorruptRecordError, match="CRC") as info:
-        decode_all(bytes(buf))
+        decode_all(kernel, bytes(buf))
     assert (info.value.topic, info.value.partition, info.value.offset) == ("orders", 7, 77)
     assert "orders-7 at offset 77" in str(info.value)
-    ((_, records),) = decode_all(bytes(buf), check_crcs=False)
+    ((_, records),) = decode_all(kernel, bytes(buf), check_crcs=False)
     assert records[-1].headers == [("h", b"3")]
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
-def test_unknown_codec(codec: int) -> None:
+def test_unknown_codec(kernel: RecordDecoder, codec: int) -> None:
     with pytest.raises(CorruptRecordError, match="unknown compression codec"):
-        decode_all(batch_of(record_bytes(), 1, attributes=codec))
+        decode_all(kernel, batch_of(record_bytes(), 1, attributes=codec))
 
 
-def test_negative_record_count() -> None:
+def test_negative_record_count(kernel: RecordDecoder) -> None:
     with pytest.raises(CorruptRecordError, match="negative record count"):
-        decode_all(batch_of(record_bytes(), -1))
+        decode_all(kernel, batch_of(record_bytes(), -1))
 
 
-def test_record_count_larger_than_data() -> None:
+def test_record_count_larger_than_data(kernel: RecordDecoder) -> None:
     with pytest.raises(CorruptRecordError):
-        decode_all(batch_of(record_bytes() * 2, 3))
+        decode_all(kernel, batch_of(record_bytes() * 2, 3))
     with pytest.raises(CorruptRecordError, match="cannot fit"):
-        decode_all(batch_of(record_bytes(), 2**31 - 1))
+        decode_all(kernel, batch_of(record_bytes(), 2**31 - 1))
 
 
-def test_trailing_data_after_records() -> None:
+def test_trailing_data_after_records(kernel: RecordDecoder) -> None:
     with pytest.raises(CorruptRecordError, match="trailing"):
-        decode_all(batch_of(record_bytes() * 2, 1))
+        decode_all(kernel, batch_of(record_bytes() * 2, 1))
     with pytest.raises(CorruptRecordError, match="trailing"):
-        decode_all(batch_of(record_bytes() + b"\x00", 1))
+        decode_all(kernel, batch_of(record_bytes() + b"\x00", 1))
 
 
-def test_decompression_failure() -> None:
+def test_decompression_failure(kernel: RecordDecoder) -> None:
     for codec in (1, 2, 3, 4):
         with pytest.raises(CorruptRecordError, match="offset 100") as info:
-            decode_all(batch_of(b"definitely not compressed data", 1, attributes=codec))
+            decode_all(kernel, batch_of(b"definitely not compressed data", 1, attributes=codec))
         assert info.value.offset == 100
 
 
-def test_compressed_records_structure_errors_name_the_codec() -> None:
+def test_compressed_records_structure_errors_name_the_codec(kernel: RecordDecoder) -> None:
     payload = compress(3, record_bytes() + b"junk")
     with pytest.raises(CorruptRecordError, match="lz4-compressed"):
-        decode_all(batch_of(payload, 1, attributes=3))
+        decode_all(kernel, batch_of(payload, 1, attributes=3))
 
 
 @pytest.mark.parametrize(
@@ -387,33 +385,35 @@ def test_compressed_records_structure_errors_name_the_codec() -> None:
         (record_bytes()[:-1], 1, None),
     ],
 )
-def test_malformed_records(records: bytes, count: int, message: str | None) -> None:
+def test_malformed_records(kernel: RecordDecoder, records: bytes, count: int, message: str | None) -> None:
     buf = batch_of(records, count)
     with pytest.raises(CorruptRecordError, match=message) as info:
-        decode_all(buf)
+        decode_all(kernel, buf)
     assert info.value.offset == 100
 
 
-def test_hand_encoded_record_helper_is_valid() -> None:
-    ((_, decoded),) = decode_all(batch_of(record_bytes(headers=[(b"h", None)]), 1))
+def test_hand_encoded_record_helper_is_valid(kernel: RecordDecoder) -> None:
+    ((_, decoded),) = decode_all(kernel, batch_of(record_bytes(headers=[(b"h", None)]), 1))
     assert decoded == [Record(100, 1000, b"k", b"v", [("h", None)])]
 
 
-def test_varint_running_past_the_end() -> None:
+def test_varint_running_past_the_end(kernel: RecordDecoder) -> None:
     with pytest.raises(CorruptRecordError, match="past the end"):
-        decode_all(batch_of(b"\x80\x80\x80\x80\x80\x80\x80", 1))
+        decode_all(kernel, batch_of(b"\x80\x80\x80\x80\x80\x80\x80", 1))
 
 
 # --- the kernel on its own ----------------------------------------------------------------------
 
 
-def test_decode_records_kernel() -> None:
+def test_decode_records_kernel(kernel: RecordDecoder) -> None:
     data = b"xx" + record_bytes(offset_delta=1, ts_delta=-5) + b"yy"
-    assert decode_records(data, 2, len(data) - 2, 1, 10, 1000, None) == [Record(11, 995, b"k", b"v", [])]
-    assert decode_records(data, 2, len(data) - 2, 1, 10, 1000, 42)[0].timestamp == 42
-    assert decode_records(b"", 0, 0, 0, 0, 0, None) == []
+    assert kernel.decode_records(data, 2, len(data) - 2, 1, 10, 1000, None) == [
+        Record(11, 995, b"k", b"v", [])
+    ]
+    assert kernel.decode_records(data, 2, len(data) - 2, 1, 10, 1000, 42)[0].timestamp == 42
+    assert kernel.decode_records(b"", 0, 0, 0, 0, 0, None) == []
     for args in [(-1, len(data)), (3, 2), (0, len(data) + 1)]:
         with pytest.raises(RecordFormatError, match="outside"):
-            decode_records(data, args[0], args[1], 1, 0, 0, None)
+            kernel.decode_records(data, args[0], args[1], 1, 0, 0, None)
     with pytest.raises(RecordFormatError, match="negative record count"):
-        decode_records(data, 2, len(data) - 2, -1, 0, 0, None)
+        kernel.decode_records(data, 2, len(data) - 2, -1, 0, 0, None)

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kaflux.records import BatchBuilder, Record, estimate_record_size, iter_batches
+from kaflux.records import BatchBuilder, Record, estimate_record_size
+from kaflux.records._protocols import RecordDecoder
 
 Headers = list[tuple[str, bytes | None]]
 RawRecord = tuple[int, bytes | None, bytes | None, Headers]
@@ -75,8 +76,10 @@ def expected_records(spec: BatchSpec) -> list[Record]:
     ]
 
 
-def check_batch_matches(spec: BatchSpec, batch_view: memoryview, check_crcs: bool = True) -> None:
-    (batch,) = iter_batches(batch_view, check_crcs=check_crcs, topic="t", partition=1)
+def check_batch_matches(
+    kernel: RecordDecoder, spec: BatchSpec, batch_view: memoryview, check_crcs: bool = True
+) -> None:
+    (batch,) = kernel.iter_batches(batch_view, check_crcs=check_crcs, topic="t", partition=1)
     assert batch.magic == 2
     assert batch.compression == spec.codec
     assert batch.base_offset == spec.base_offset
@@ -101,21 +104,21 @@ def check_batch_matches(spec: BatchSpec, batch_view: memoryview, check_crcs: boo
     max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(spec=batch_spec)
-def test_round_trip(spec: BatchSpec) -> None:
+def test_round_trip(kernel: RecordDecoder, spec: BatchSpec) -> None:
     raw = build(spec)
-    check_batch_matches(spec, memoryview(raw))
-    check_batch_matches(spec, memoryview(raw), check_crcs=False)
+    check_batch_matches(kernel, spec, memoryview(raw))
+    check_batch_matches(kernel, spec, memoryview(raw), check_crcs=False)
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(specs=st.lists(batch_spec, min_size=1, max_size=4), cut=st.integers(min_value=0))
-def test_many_batches_and_a_truncated_tail(specs: list[BatchSpec], cut: int) -> None:
+def test_many_batches_and_a_truncated_tail(kernel: RecordDecoder, specs: list[BatchSpec], cut: int) -> None:
     raws = [build(spec) for spec in specs]
     tail = raws[-1][: cut % len(raws[-1])]  # a strict prefix of the last batch
     buf = memoryview(b"".join(raws[:-1]) + tail)
-    batches = list(iter_batches(buf))
+    batches = list(kernel.iter_batches(buf))
     assert len(batches) == len(specs) - 1
     for spec, batch in zip(specs, batches, strict=False):
         assert batch.records() == expected_records(spec)
@@ -131,12 +134,18 @@ def test_many_batches_and_a_truncated_tail(specs: list[BatchSpec], cut: int) -> 
     ts=timestamps,
 )
 def test_many_records(
-    codec: int, count: int, key: bytes | None, value: bytes | None, headers: Headers, ts: int
+    kernel: RecordDecoder,
+    codec: int,
+    count: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers,
+    ts: int,
 ) -> None:
     builder = BatchBuilder(codec, base_offset=10)
     for i in range(count):
         builder.append(ts + i, key, value, headers)
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     records = batch.records()
     assert len(records) == count
     assert records[-1] == Record(10 + count - 1, ts + count - 1, key, value, headers)
@@ -167,18 +176,18 @@ def test_builder_argument_validation() -> None:
         builder.build()
 
 
-def test_builder_accepts_bytes_like() -> None:
+def test_builder_accepts_bytes_like(kernel: RecordDecoder) -> None:
     builder = BatchBuilder(3)
     builder.append(1, bytearray(b"key"), memoryview(b"value"), [("h", bytearray(b"x"))])
-    (batch,) = iter_batches(memoryview(builder.build()))
+    (batch,) = kernel.iter_batches(memoryview(builder.build()))
     assert batch.records() == [Record(0, 1, b"key", b"value", [("h", b"x")])]
 
 
-def test_decoded_buffers_are_independent_of_the_input() -> None:
+def test_decoded_buffers_are_independent_of_the_input(kernel: RecordDecoder) -> None:
     builder = BatchBuilder()
     builder.append(1, b"key", b"value", [("h", b"hv")])
     raw = bytearray(builder.build())
-    (batch,) = iter_batches(memoryview(raw))
+    (batch,) = kernel.iter_batches(memoryview(raw))
     (record,) = batch.records()
     raw[61:] = bytes(len(raw) - 61)  # the receive buffer gets reused
     assert record == Record(0, 1, b"key", b"value", [("h", b"hv")])

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kaflux.errors import CorruptRecordError
-from kaflux.records import BatchBuilder, assemble_batch, build_control_batch, iter_batches
+from kaflux.records import BatchBuilder, assemble_batch, build_control_batch
+from kaflux.records._protocols import RecordDecoder
 
 CODECS = [0, 1, 2, 3, 4]
 MASKS = [0x01, 0x80, 0xFF]
@@ -44,10 +45,10 @@ def make_batch(codec: int, *, base_offset: int = 1000, transactional: bool = Fal
     return raw
 
 
-def decode(buf: bytes, *, check_crcs: bool = True) -> int:
+def decode(kernel: RecordDecoder, buf: bytes, *, check_crcs: bool = True) -> int:
     """Decode every batch and record; returns the number of batches."""
     count = 0
-    for batch in iter_batches(memoryview(buf), check_crcs=check_crcs, topic="t", partition=0):
+    for batch in kernel.iter_batches(memoryview(buf), check_crcs=check_crcs, topic="t", partition=0):
         batch.records()
         if batch.is_control:
             batch.control_type()
@@ -55,10 +56,10 @@ def decode(buf: bytes, *, check_crcs: bool = True) -> int:
     return count
 
 
-def decode_or_corrupt(buf: bytes, *, check_crcs: bool) -> None:
+def decode_or_corrupt(kernel: RecordDecoder, buf: bytes, *, check_crcs: bool) -> None:
     """Decoding either succeeds or raises CorruptRecordError; anything else propagates."""
     with contextlib.suppress(CorruptRecordError):
-        decode(buf, check_crcs=check_crcs)
+        decode(kernel, buf, check_crcs=check_crcs)
 
 
 def flipped(buf: bytes, index: int, mask: int) -> bytes:
@@ -69,29 +70,29 @@ def flipped(buf: bytes, index: int, mask: int) -> bytes:
 
 @pytest.mark.parametrize("transactional", [False, True])
 @pytest.mark.parametrize("codec", CODECS)
-def test_every_crc_covered_byte(codec: int, transactional: bool) -> None:
+def test_every_crc_covered_byte(kernel: RecordDecoder, codec: int, transactional: bool) -> None:
     batch = make_batch(codec, transactional=transactional)
-    assert decode(batch) == 1
+    assert decode(kernel, batch) == 1
     for index in range(17, len(batch)):  # the CRC itself (17..20) and everything it covers
         for mask in MASKS:
             bad = flipped(batch, index, mask)
             with pytest.raises(CorruptRecordError):
-                decode(bad)
-            decode_or_corrupt(bad, check_crcs=False)
+                decode(kernel, bad)
+            decode_or_corrupt(kernel, bad, check_crcs=False)
 
 
-def test_control_batch_bytes() -> None:
+def test_control_batch_bytes(kernel: RecordDecoder) -> None:
     batch = build_control_batch(1, producer_id=9, producer_epoch=2, timestamp_ms=5)
     for index in range(17, len(batch)):
         for mask in MASKS:
             bad = flipped(batch, index, mask)
             with pytest.raises(CorruptRecordError):
-                decode(bad)
-            decode_or_corrupt(bad, check_crcs=False)
+                decode(kernel, bad)
+            decode_or_corrupt(kernel, bad, check_crcs=False)
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_magic_byte(codec: int) -> None:
+def test_magic_byte(kernel: RecordDecoder, codec: int) -> None:
     batch = make_batch(codec)
     for value in range(256):
         if value == 2:
@@ -99,12 +100,12 @@ def test_magic_byte(codec: int) -> None:
         bad = batch[:16] + bytes([value]) + batch[17:]
         for check_crcs in (True, False):
             with pytest.raises(CorruptRecordError, match="magic"):
-                decode(bad, check_crcs=check_crcs)
+                decode(kernel, bad, check_crcs=check_crcs)
 
 
 @pytest.mark.parametrize("with_next_batch", [False, True])
 @pytest.mark.parametrize("codec", CODECS)
-def test_length_field(codec: int, with_next_batch: bool) -> None:
+def test_length_field(kernel: RecordDecoder, codec: int, with_next_batch: bool) -> None:
     batch = make_batch(codec)
     following = make_batch(0, base_offset=2000) if with_next_batch else b""
     buf = batch + following
@@ -116,23 +117,23 @@ def test_length_field(codec: int, with_next_batch: bool) -> None:
             for check_crcs in (True, False):
                 if new_length > length and 12 + new_length > len(buf):
                     # looks like a batch truncated at the end of the fetch: not an error
-                    assert decode(bad, check_crcs=check_crcs) == 0
+                    assert decode(kernel, bad, check_crcs=check_crcs) == 0
                 else:
                     with pytest.raises(CorruptRecordError):
-                        decode(bad, check_crcs=check_crcs)
+                        decode(kernel, bad, check_crcs=check_crcs)
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_fields_outside_the_crc(codec: int) -> None:
+def test_fields_outside_the_crc(kernel: RecordDecoder, codec: int) -> None:
     batch = make_batch(codec)
     for index in list(range(0, 8)) + list(range(12, 16)):
-        assert decode(flipped(batch, index, 0xFF)) == 1
+        assert decode(kernel, flipped(batch, index, 0xFF)) == 1
 
 
-def test_error_names_the_batch() -> None:
+def test_error_names_the_batch(kernel: RecordDecoder) -> None:
     bad = flipped(make_batch(3, base_offset=4242), 40, 0x01)
     with pytest.raises(CorruptRecordError) as info:
-        for batch in iter_batches(memoryview(bad), topic="payments", partition=11):
+        for batch in kernel.iter_batches(memoryview(bad), topic="payments", partition=11):
             batch.records()
     assert (info.value.topic, info.value.partition, info.value.offset) == ("payments", 11, 4242)
 
@@ -148,8 +149,8 @@ FUZZ = settings(
 
 @FUZZ
 @given(data=st.binary(max_size=600), check_crcs=st.booleans())
-def test_random_bytes(data: bytes, check_crcs: bool) -> None:
-    decode_or_corrupt(data, check_crcs=check_crcs)
+def test_random_bytes(kernel: RecordDecoder, data: bytes, check_crcs: bool) -> None:
+    decode_or_corrupt(kernel, data, check_crcs=check_crcs)
 
 
 @FUZZ
@@ -158,10 +159,12 @@ def test_random_bytes(data: bytes, check_crcs: bool) -> None:
     length_slack=st.integers(-60, 0),
     check_crcs=st.booleans(),
 )
-def test_random_bytes_behind_a_plausible_header(data: bytes, length_slack: int, check_crcs: bool) -> None:
+def test_random_bytes_behind_a_plausible_header(
+    kernel: RecordDecoder, data: bytes, length_slack: int, check_crcs: bool
+) -> None:
     """Random batch bodies with magic 2 and a length within the buffer."""
     buf = struct.pack(">qiib", 0, 5 + len(data) + length_slack, 0, 2) + data
-    decode_or_corrupt(buf, check_crcs=check_crcs)
+    decode_or_corrupt(kernel, buf, check_crcs=check_crcs)
 
 
 @FUZZ
@@ -170,7 +173,9 @@ def test_random_bytes_behind_a_plausible_header(data: bytes, length_slack: int, 
     record_count=st.integers(-(2**31), 2**31 - 1) | st.integers(0, 20),
     attributes=st.integers(0, 0x7F),
 )
-def test_random_records_with_a_valid_crc(payload: bytes, record_count: int, attributes: int) -> None:
+def test_random_records_with_a_valid_crc(
+    kernel: RecordDecoder, payload: bytes, record_count: int, attributes: int
+) -> None:
     """A correct header and CRC around random records (or a random 'compressed' blob)."""
     buf = assemble_batch(
         payload,
@@ -180,7 +185,7 @@ def test_random_records_with_a_valid_crc(payload: bytes, record_count: int, attr
         base_timestamp=0,
         max_timestamp=0,
     )
-    decode_or_corrupt(buf, check_crcs=True)
+    decode_or_corrupt(kernel, buf, check_crcs=True)
 
 
 @FUZZ
@@ -191,7 +196,7 @@ def test_random_records_with_a_valid_crc(payload: bytes, record_count: int, attr
     control=st.booleans(),
 )
 def test_mutated_records_with_a_valid_crc(
-    codec: int, values: list[bytes], edits: list[tuple[int, int]], control: bool
+    kernel: RecordDecoder, codec: int, values: list[bytes], edits: list[tuple[int, int]], control: bool
 ) -> None:
     """Valid batches whose records section (compressed or not) is mutated, CRC recomputed,
     so that the structural checks -- not the CRC -- must catch the damage."""
@@ -212,4 +217,4 @@ def test_mutated_records_with_a_valid_crc(
         base_timestamp=0,
         max_timestamp=0,
     )
-    decode_or_corrupt(buf, check_crcs=True)
+    decode_or_corrupt(kernel, buf, check_crcs=True)

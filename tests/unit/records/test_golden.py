@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kaflux.records import BatchBuilder, Record, iter_batches
+from kaflux.records import BatchBuilder, Record
+from kaflux.records._protocols import RecordDecoder
 
 # Two records, uncompressed, base offset 42, CREATE_TIME, no producer. Field by field:
 GOLDEN_FIELDS = [
@@ -66,8 +67,8 @@ def test_golden_crc_and_length() -> None:
     assert GOLDEN[17:21] == bytes.fromhex("205bd30d")
 
 
-def test_golden_decodes() -> None:
-    (batch,) = iter_batches(memoryview(GOLDEN), topic="t", partition=3)
+def test_golden_decodes(kernel: RecordDecoder) -> None:
+    (batch,) = kernel.iter_batches(memoryview(GOLDEN), topic="t", partition=3)
     assert batch.base_offset == 42
     assert batch.batch_length == 75
     assert batch.partition_leader_epoch == 0

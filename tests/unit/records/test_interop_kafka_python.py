@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kaflux.records import BatchBuilder, Record, build_control_batch, iter_batches
+from kaflux.records import BatchBuilder, Record, build_control_batch
+from kaflux.records._protocols import RecordDecoder
 
 kafka_codec = pytest.importorskip("kafka.codec")
 kafka_default_records = pytest.importorskip("kafka.record.default_records")
@@ -99,10 +100,10 @@ def compressible_records(n: int = 20) -> list[tuple[int, bytes | None, bytes | N
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_kafka_python_batches_decode_with_ours(codec: int) -> None:
+def test_kafka_python_batches_decode_with_ours(kernel: RecordDecoder, codec: int) -> None:
     records = compressible_records()
     raw = kp_build(codec, records)
-    (batch,) = iter_batches(memoryview(raw))
+    (batch,) = kernel.iter_batches(memoryview(raw))
     assert batch.compression == codec  # kafka-python keeps the codec only when it helps
     if codec == 2:
         assert raw[61:69] == b"\x82SNAPPY\x00"  # xerial framing, as the Java client writes
@@ -135,10 +136,10 @@ def test_uncompressed_batches_are_byte_identical() -> None:
     assert builder.build() == kp_build(0, records)
 
 
-def test_transactional_batches() -> None:
+def test_transactional_batches(kernel: RecordDecoder) -> None:
     records = compressible_records(5)
     raw = kp_build(3, records, transactional=True)
-    (batch,) = iter_batches(memoryview(raw))
+    (batch,) = kernel.iter_batches(memoryview(raw))
     assert batch.is_transactional and not batch.is_control
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 3, 10)
     assert len(batch.records()) == 5
@@ -159,17 +160,17 @@ def test_control_batches_decode_with_kafka_python(kind: int) -> None:
     assert record.offset == 9 and record.type == kind and record.commit == (kind == 1)
 
 
-def test_log_append_time_matches_kafka_python() -> None:
+def test_log_append_time_matches_kafka_python(kernel: RecordDecoder) -> None:
     builder = BatchBuilder(2, timestamp_type=1)
     for ts in (30, 10, 20):
         builder.append(ts, None, b"x" * 100)
     raw = builder.build()
     ((_, kp_records),) = kp_read(raw)
-    (batch,) = iter_batches(memoryview(raw))
+    (batch,) = kernel.iter_batches(memoryview(raw))
     assert [r.timestamp for r in batch.records()] == [r.timestamp for r in kp_records] == [30, 30, 30]
 
 
-def test_many_batches_through_memory_records() -> None:
+def test_many_batches_through_memory_records(kernel: RecordDecoder) -> None:
     raws = []
     for n, codec in enumerate(CODECS):
         builder = BatchBuilder(codec, base_offset=n * 100)
@@ -178,7 +179,7 @@ def test_many_batches_through_memory_records() -> None:
         raws.append(builder.build())
     decoded = kp_read(b"".join(raws))
     assert [batch.base_offset for batch, _ in decoded] == [0, 100, 200, 300, 400]
-    ours = list(iter_batches(memoryview(b"".join(raws))))
+    ours = list(kernel.iter_batches(memoryview(b"".join(raws))))
     for (kp_batch, kp_records), batch in zip(decoded, ours, strict=True):
         assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in kp_records] == [
             tuple(r) for r in batch.records()
@@ -198,11 +199,11 @@ record_st = st.tuples(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(codec=st.sampled_from(CODECS), records=st.lists(record_st, min_size=1, max_size=25))
 def test_property_both_directions(
-    codec: int, records: list[tuple[int, bytes | None, bytes | None, Headers]]
+    kernel: RecordDecoder, codec: int, records: list[tuple[int, bytes | None, bytes | None, Headers]]
 ) -> None:
     expected = [(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(records)]
     # kafka-python -> kaflux (codec may have been dropped by kafka-python if it didn't help)
-    (batch,) = iter_batches(memoryview(kp_build(codec, records)))
+    (batch,) = kernel.iter_batches(memoryview(kp_build(codec, records)))
     assert [tuple(r) for r in batch.records()] == expected
     # kaflux -> kafka-python
     builder = BatchBuilder(codec)

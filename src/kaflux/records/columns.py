@@ -1,0 +1,327 @@
+"""Columnar decoding of record batches into Arrow-layout buffers. [pure]
+
+:class:`ColumnBuilder` accumulates the records of many batches (of any topics and
+partitions) as column buffers in the Apache Arrow memory layout; :meth:`ColumnBuilder.finish`
+hands them out as a :class:`RecordColumns` of ``bytearray`` objects, which
+:func:`to_arrow` (or ``pyarrow.Array.from_buffers`` directly) wraps without copying.
+
+This module is the pure-Python twin; the compiled kernel (``kaflux.records._kernel``) has a
+``ColumnBuilder`` with the same contract that decodes straight from the batch bytes into
+the buffers, creating no Python object per record. ``kaflux.records.ColumnBuilder`` is the
+active one. The contract (see also :class:`kaflux.records._protocols.ColumnBuilderView`):
+
+* ``append_batch(batch, topic, partition, min_offset, max_records)`` decodes *all* records
+  of ``batch`` (so it raises exactly what ``batch.records()`` raises, as
+  :class:`~kaflux.errors.CorruptRecordError`), skips the leading records whose offset is
+  below ``min_offset`` (records before the consumer's position), appends up to
+  ``max_records`` of the rest and returns ``(appended, remaining, last_offset)``:
+  ``remaining`` counts the batch's records after the appended ones, ``last_offset`` is the
+  offset of the last appended record (``None`` if none was). A batch is appended
+  completely or not at all: on any error the builder is left as it was.
+* A record whose offset or timestamp does not fit in int64 (possible only with corrupt
+  data) raises ``CorruptRecordError``; data columns are limited to ``2**31 - 1`` bytes
+  (Arrow ``binary``/``string`` use int32 offsets): an append that would exceed that raises
+  ``OverflowError`` and changes nothing -- call :meth:`finish` and append the batch again.
+* ``finish()`` returns the columns and resets the builder.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from typing import Any, Final, NamedTuple
+
+from kaflux.records.types import Record
+
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+#: Message of the OverflowError raised when a column would exceed Arrow's int32 offsets.
+OVERFLOW_MESSAGE: Final = (
+    "column data would exceed 2**31 - 1 bytes (Arrow int32 offsets); call finish() and append again"
+)
+
+
+class RecordColumns(NamedTuple):
+    """Decoded records as Arrow-layout buffers (``n = num_rows``, ``h = header_count``).
+
+    Integer buffers are in native byte order (little-endian on every platform Arrow runs
+    on); offsets buffers hold ``n + 1`` (or ``h + 1``) int32 values starting at 0. A
+    validity bitmap has bit ``i`` (LSB first) set when row ``i`` is not null, holds
+    ``(rows + 7) // 8`` bytes with the bits past the last row clear, and is ``None`` when
+    the column has no null.
+    """
+
+    num_rows: int
+    offset: bytearray  #: int64[n]
+    timestamp: bytearray  #: int64[n], epoch milliseconds
+    timestamp_type: bytearray  #: int32[n]: 0 create time, 1 log append time
+    partition: bytearray  #: int32[n]
+    topic_offsets: bytearray  #: int32[n + 1] into topic_data
+    topic_data: bytearray  #: UTF-8
+    key_validity: bytearray | None
+    key_null_count: int
+    key_offsets: bytearray  #: int32[n + 1] into key_data
+    key_data: bytearray
+    value_validity: bytearray | None
+    value_null_count: int
+    value_offsets: bytearray  #: int32[n + 1] into value_data
+    value_data: bytearray
+    header_offsets: bytearray  #: int32[n + 1]: row i's headers are entries [o[i], o[i + 1])
+    header_count: int  #: h, the number of header entries
+    header_key_offsets: bytearray  #: int32[h + 1] into header_key_data
+    header_key_data: bytearray  #: UTF-8
+    header_value_validity: bytearray | None
+    header_value_null_count: int
+    header_value_offsets: bytearray  #: int32[h + 1] into header_value_data
+    header_value_data: bytearray
+
+
+def out_of_range_message(offset: int, timestamp: int) -> str:
+    return f"record at offset {offset} has an offset or timestamp (ms {timestamp}) outside the int64 range"
+
+
+class _Binary:
+    """One variable-size column: offsets, data and validity bits."""
+
+    __slots__ = ("data", "null_count", "offsets", "valid")
+
+    def __init__(self) -> None:
+        self.offsets = array("i", [0])
+        self.data = bytearray()
+        self.valid: list[bool] = []
+        self.null_count = 0
+
+    def append(self, item: bytes | None) -> None:
+        if item is None:
+            self.valid.append(False)
+            self.null_count += 1
+        else:
+            self.data += item
+            self.valid.append(True)
+        self.offsets.append(len(self.data))
+
+    def state(self) -> tuple[int, int, int]:
+        return len(self.offsets), len(self.data), self.null_count
+
+    def restore(self, state: tuple[int, int, int]) -> None:
+        n_offsets, n_data, self.null_count = state
+        del self.offsets[n_offsets:]
+        del self.data[n_data:]
+        del self.valid[n_offsets - 1 :]
+
+    def validity(self) -> bytearray | None:
+        if not self.null_count:
+            return None
+        bits = bytearray((len(self.valid) + 7) // 8)
+        for i, valid in enumerate(self.valid):
+            if valid:
+                bits[i >> 3] |= 1 << (i & 7)
+        return bits
+
+
+class ColumnBuilder:
+    """Accumulates records of many batches as Arrow-layout columns (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._offset = array("q")
+        self._timestamp = array("q")
+        self._timestamp_type = array("i")
+        self._partition = array("i")
+        self._topic = _Binary()
+        self._key = _Binary()
+        self._value = _Binary()
+        self._header_offsets = array("i", [0])
+        self._header_key = _Binary()
+        self._header_value = _Binary()
+
+    def __len__(self) -> int:
+        return len(self._offset)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the variable-size data (topic, key, value, header key and value)."""
+        return sum(
+            len(column.data)
+            for column in (self._topic, self._key, self._value, self._header_key, self._header_value)
+        )
+
+    def append_batch(
+        self,
+        batch: Any,
+        topic: str,
+        partition: int,
+        min_offset: int = _INT64_MIN,
+        max_records: int = sys.maxsize,
+    ) -> tuple[int, int, int | None]:
+        """Decode ``batch`` and append its records from ``min_offset`` on, at most
+        ``max_records`` of them; returns ``(appended, remaining, last_offset)``."""
+        check_append_arguments(partition, min_offset, max_records)
+        topic_utf8 = topic.encode()
+        records: list[Record] = batch.records()
+        for record in records:
+            offset, timestamp = record[0], record[1]
+            if not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= timestamp <= _INT64_MAX):
+                raise batch.corrupt(out_of_range_message(offset, timestamp))
+        count = len(records)
+        i = 0
+        while i < count and records[i][0] < min_offset:
+            i += 1
+        end = min(count, i + max_records)
+        state = self._state()
+        try:
+            timestamp_type = int(batch.timestamp_type)
+            for record in records[i:end]:
+                self._offset.append(record[0])
+                self._timestamp.append(record[1])
+                self._timestamp_type.append(timestamp_type)
+                self._partition.append(partition)
+                self._topic.append(topic_utf8)
+                self._key.append(record[2])
+                self._value.append(record[3])
+                for header_key, header_value in record[4]:
+                    self._header_key.append(header_key.encode())
+                    self._header_value.append(header_value)
+                self._header_offsets.append(len(self._header_key.offsets) - 1)
+                if max(self._column_sizes()) > _INT32_MAX:
+                    raise OverflowError(OVERFLOW_MESSAGE)
+        except BaseException:
+            self._restore(state)
+            raise
+        return end - i, count - end, records[end - 1][0] if end > i else None
+
+    def _column_sizes(self) -> list[int]:
+        """Sizes that must fit Arrow's int32 offsets: data bytes per column, header entries."""
+        columns = (self._topic, self._key, self._value, self._header_key, self._header_value)
+        return [len(column.data) for column in columns] + [len(self._header_key.offsets) - 1]
+
+    def _state(self) -> tuple[Any, ...]:
+        return (
+            len(self._offset),
+            len(self._header_offsets),
+            self._topic.state(),
+            self._key.state(),
+            self._value.state(),
+            self._header_key.state(),
+            self._header_value.state(),
+        )
+
+    def _restore(self, state: tuple[Any, ...]) -> None:
+        rows, header_rows, topic, key, value, header_key, header_value = state
+        for column in (self._offset, self._timestamp, self._timestamp_type, self._partition):
+            del column[rows:]
+        del self._header_offsets[header_rows:]
+        self._topic.restore(topic)
+        self._key.restore(key)
+        self._value.restore(value)
+        self._header_key.restore(header_key)
+        self._header_value.restore(header_value)
+
+    def finish(self) -> RecordColumns:
+        """The columns of everything appended so far; the builder starts over empty."""
+        columns = RecordColumns(
+            num_rows=len(self._offset),
+            offset=bytearray(self._offset.tobytes()),
+            timestamp=bytearray(self._timestamp.tobytes()),
+            timestamp_type=bytearray(self._timestamp_type.tobytes()),
+            partition=bytearray(self._partition.tobytes()),
+            topic_offsets=bytearray(self._topic.offsets.tobytes()),
+            topic_data=self._topic.data,
+            key_validity=self._key.validity(),
+            key_null_count=self._key.null_count,
+            key_offsets=bytearray(self._key.offsets.tobytes()),
+            key_data=self._key.data,
+            value_validity=self._value.validity(),
+            value_null_count=self._value.null_count,
+            value_offsets=bytearray(self._value.offsets.tobytes()),
+            value_data=self._value.data,
+            header_offsets=bytearray(self._header_offsets.tobytes()),
+            header_count=len(self._header_key.offsets) - 1,
+            header_key_offsets=bytearray(self._header_key.offsets.tobytes()),
+            header_key_data=self._header_key.data,
+            header_value_validity=self._header_value.validity(),
+            header_value_null_count=self._header_value.null_count,
+            header_value_offsets=bytearray(self._header_value.offsets.tobytes()),
+            header_value_data=self._header_value.data,
+        )
+        self._reset()
+        return columns
+
+
+def check_append_arguments(partition: int, min_offset: int, max_records: int) -> None:
+    """Argument checks shared by both builders (same messages)."""
+    if not -(2**31) <= partition <= _INT32_MAX:
+        raise ValueError(f"partition {partition} is outside the int32 range")
+    if not _INT64_MIN <= min_offset <= _INT64_MAX:
+        raise ValueError(f"min_offset {min_offset} is outside the int64 range")
+    if max_records < 0:
+        raise ValueError(f"max_records must not be negative, got {max_records}")
+
+
+def to_arrow(columns: RecordColumns) -> Any:
+    """A ``pyarrow.RecordBatch`` over the buffers of ``columns``, without copying them.
+
+    Schema: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int32,
+    ``offset`` int64, ``timestamp`` timestamp[ms, UTC], ``timestamp_type`` int32,
+    ``headers`` list<struct<key string, value binary>>. Needs pyarrow (the ``spark`` extra).
+    """
+    import pyarrow as pa
+
+    n = columns.num_rows
+    h = columns.header_count
+    buf = pa.py_buffer
+
+    def binary(
+        kind: Any, length: int, validity: bytearray | None, nulls: int, offsets: bytearray, data: bytearray
+    ) -> Any:
+        return pa.Array.from_buffers(
+            kind, length, [None if validity is None else buf(validity), buf(offsets), buf(data)], nulls
+        )
+
+    header_struct = pa.StructArray.from_arrays(
+        [
+            binary(pa.string(), h, None, 0, columns.header_key_offsets, columns.header_key_data),
+            binary(
+                pa.binary(),
+                h,
+                columns.header_value_validity,
+                columns.header_value_null_count,
+                columns.header_value_offsets,
+                columns.header_value_data,
+            ),
+        ],
+        fields=[pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())],
+    )
+    headers = pa.Array.from_buffers(
+        pa.list_(header_struct.type), n, [None, buf(columns.header_offsets)], 0, children=[header_struct]
+    )
+    arrays = [
+        binary(
+            pa.binary(),
+            n,
+            columns.key_validity,
+            columns.key_null_count,
+            columns.key_offsets,
+            columns.key_data,
+        ),
+        binary(
+            pa.binary(),
+            n,
+            columns.value_validity,
+            columns.value_null_count,
+            columns.value_offsets,
+            columns.value_data,
+        ),
+        binary(pa.string(), n, None, 0, columns.topic_offsets, columns.topic_data),
+        pa.Array.from_buffers(pa.int32(), n, [None, buf(columns.partition)], 0),
+        pa.Array.from_buffers(pa.int64(), n, [None, buf(columns.offset)], 0),
+        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, buf(columns.timestamp)], 0),
+        pa.Array.from_buffers(pa.int32(), n, [None, buf(columns.timestamp_type)], 0),
+        headers,
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type", "headers"]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
