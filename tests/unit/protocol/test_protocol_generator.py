@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,43 @@ def test_check_mode_names_changed_and_stale_files(tmp_path: Path) -> None:
     assert not (tmp_path / "old_api.py").exists()
     assert (tmp_path / "handwritten.py").exists()
     assert gen.main(["--check", "--output", str(tmp_path)]) == 0
+
+
+def _fresh_clone(tmp_path: Path) -> Path:
+    """A clone of this repository with no ../shared beside it (and the generator as it is in
+    the working tree, so that an uncommitted change is what gets tested)."""
+    clone = tmp_path / "nested" / "kaflux"
+    subprocess.run(
+        ["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True, timeout=120, capture_output=True
+    )
+    shutil.copyfile(GENERATOR_PATH, clone / "tools" / "generate_messages.py")
+    return clone
+
+
+def _check_in(clone: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "KAFLUX_MESSAGE_SPECS")}
+    return subprocess.run(
+        [sys.executable, "tools/generate_messages.py", "--check"],
+        cwd=clone,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_fresh_clone_without_the_specs_skips_the_drift_check_and_says_why(tmp_path: Path) -> None:
+    proc = _check_in(_fresh_clone(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "drift check skipped" in proc.stdout
+    assert "kafka-message-specs" in proc.stdout
+
+
+def test_a_fresh_clone_without_the_specs_fails_the_drift_check_in_ci(tmp_path: Path) -> None:
+    proc = _check_in(_fresh_clone(tmp_path), CI="true")
+    assert proc.returncode == 1
+    assert "drift check FAILED" in proc.stdout
 
 
 @needs_specs
