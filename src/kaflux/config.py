@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -93,8 +93,12 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
         parsed = _parse_bool(key, value)
     elif kind == "list":
         parsed = _parse_list(key, value)
-    elif kind in ("str", "optional_str"):
-        parsed = _parse_str(key, value, nullable=kind == "optional_str")
+    elif kind in ("str", "optional_str", "secret"):
+        parsed = _parse_str(key, value, nullable=kind != "str")
+    elif kind == "callable":
+        if value is not None and not callable(value):
+            raise ConfigError(key, f"expected a callable, got {type(value).__name__}")
+        parsed = value
     else:  # pragma: no cover - a programming error in a declaration below
         raise AssertionError(f"unknown setting kind {kind!r}")
     choices = meta["choices"]
@@ -107,7 +111,7 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
     return parsed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class CommonConfig:
     """Settings every kaflux client shares (``CommonClientConfigs`` in Java)."""
 
@@ -148,8 +152,59 @@ class CommonConfig:
         "security.protocol",
         "plaintext",
         kind="str",
-        choices=("plaintext",),
-        doc="only PLAINTEXT is implemented so far",
+        choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"),
+        doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (any case)",
+    )
+    ssl_ca_location: str | None = _setting(
+        "ssl.ca.location",
+        None,
+        kind="optional_str",
+        doc="PEM file of CA certificates (default: the system's)",
+    )
+    ssl_certificate_location: str | None = _setting(
+        "ssl.certificate.location", None, kind="optional_str", doc="PEM client certificate (mutual TLS)"
+    )
+    ssl_key_location: str | None = _setting(
+        "ssl.key.location", None, kind="optional_str", doc="PEM private key of the client certificate"
+    )
+    ssl_key_password: str | None = _setting("ssl.key.password", None, kind="secret")
+    ssl_endpoint_identification_algorithm: str = _setting(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        kind="str",
+        choices=("https", "none", ""),
+        doc="https: check the broker's host name against its certificate; none (or empty): do not",
+    )
+    ssl_truststore_location: str | None = _setting("ssl.truststore.location", None, kind="optional_str")
+    ssl_truststore_type: str = _setting(
+        "ssl.truststore.type", "jks", kind="str", choices=("jks", "pkcs12", "pem")
+    )
+    ssl_truststore_password: str | None = _setting("ssl.truststore.password", None, kind="secret")
+    ssl_keystore_location: str | None = _setting("ssl.keystore.location", None, kind="optional_str")
+    ssl_keystore_type: str = _setting(
+        "ssl.keystore.type", "jks", kind="str", choices=("jks", "pkcs12", "pem")
+    )
+    ssl_keystore_password: str | None = _setting("ssl.keystore.password", None, kind="secret")
+    sasl_mechanism: str = _setting(
+        "sasl.mechanism",
+        "gssapi",
+        kind="str",
+        choices=("gssapi", "plain", "scram-sha-256", "scram-sha-512", "oauthbearer"),
+        doc="Java's default GSSAPI (Kerberos) is not implemented: choose another with SASL",
+    )
+    sasl_username: str | None = _setting("sasl.username", None, kind="optional_str")
+    sasl_password: str | None = _setting("sasl.password", None, kind="secret")
+    sasl_jaas_config: str | None = _setting(
+        "sasl.jaas.config", None, kind="secret", doc="Java's JAAS line: PlainLoginModule or ScramLoginModule"
+    )
+    sasl_oauthbearer_config: str | None = _setting(
+        "sasl.oauthbearer.config", None, kind="secret", doc="unsecured JWT mode: 'principal=<name>'"
+    )
+    enable_sasl_oauthbearer_unsecure_jwt: bool = _setting(
+        "enable.sasl.oauthbearer.unsecure.jwt", False, kind="bool", doc="development only: unsigned tokens"
+    )
+    oauth_cb: Callable[[], tuple[str, float]] | None = _setting(
+        "oauth_cb", None, kind="callable", doc="() -> (token, expiry epoch seconds), for OAUTHBEARER"
     )
 
     @classmethod
@@ -186,8 +241,18 @@ class CommonConfig:
         return [f.metadata["key"] for f in dataclasses.fields(cls)]
 
     def to_dict(self) -> dict[str, object]:
-        """The settings as a dict of Kafka keys (defaults included)."""
+        """The settings as a dict of Kafka keys (defaults included; secrets too: do not log it)."""
         return {f.metadata["key"]: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def __repr__(self) -> str:
+        """The settings, with every secret (passwords, JAAS lines, token config) masked."""
+        parts = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.metadata["kind"] == "secret" and value is not None:
+                value = "[hidden]"
+            parts.append(f"{f.metadata['key']}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     def validate_explicit(self, given: frozenset[str]) -> None:
         """Check rules that depend on which keys the user set explicitly (none by default)."""
@@ -207,6 +272,107 @@ class CommonConfig:
             raise ConfigError("retry.backoff.max.ms", "must not be less than retry.backoff.ms")
         if self.reconnect_backoff_max_ms < self.reconnect_backoff_ms:
             raise ConfigError("reconnect.backoff.max.ms", "must not be less than reconnect.backoff.ms")
+        self._validate_security()
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether connections are TLS (security.protocol SSL or SASL_SSL)."""
+        return self.security_protocol in ("ssl", "sasl_ssl")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether connections authenticate with SASL (SASL_PLAINTEXT or SASL_SSL)."""
+        return self.security_protocol in ("sasl_plaintext", "sasl_ssl")
+
+    def _validate_security(self) -> None:
+        for kind in ("truststore", "keystore"):
+            location = getattr(self, f"ssl_{kind}_location")
+            store_type = getattr(self, f"ssl_{kind}_type")
+            if location is not None and store_type != "pem":
+                raise ConfigError(
+                    f"ssl.{kind}.type",
+                    f"kaflux reads PEM files only, and ssl.{kind}.location is a {store_type.upper()} store "
+                    f"(Java's default type). If the file is PEM, set ssl.{kind}.type=PEM; otherwise convert "
+                    "it, e.g. keytool -importkeystore -deststoretype PKCS12 ... then openssl pkcs12 -nodes "
+                    "-in store.p12 -out store.pem",
+                )
+        if self.ssl_truststore_location is not None and self.ssl_ca_location is not None:
+            raise ConfigError("ssl.truststore.location", "give either it or ssl.ca.location, not both")
+        if self.ssl_keystore_location is not None and self.ssl_certificate_location is not None:
+            raise ConfigError("ssl.keystore.location", "give either it or ssl.certificate.location, not both")
+        if (self.ssl_key_location is None) != (self.ssl_certificate_location is None):
+            raise ConfigError(
+                "ssl.key.location", "mutual TLS needs both ssl.certificate.location and ssl.key.location"
+            )
+        if not self.uses_sasl:
+            return
+        mechanism = self.sasl_mechanism.upper()
+        if mechanism == "GSSAPI":
+            raise ConfigError(
+                "sasl.mechanism",
+                "GSSAPI (Kerberos), Java's default, is not implemented; set PLAIN, SCRAM-SHA-256, "
+                "SCRAM-SHA-512 or OAUTHBEARER",
+            )
+        if mechanism == "OAUTHBEARER":
+            if self.oauth_cb is None and not self.enable_sasl_oauthbearer_unsecure_jwt:
+                raise ConfigError(
+                    "oauth_cb",
+                    "OAUTHBEARER needs a token provider: oauth_cb=() -> (token, expiry epoch seconds), "
+                    "or enable.sasl.oauthbearer.unsecure.jwt=true for development",
+                )
+            return
+        username, password = self.sasl_credentials()
+        if not username or password is None:
+            raise ConfigError(
+                "sasl.username",
+                f"SASL {mechanism} needs sasl.username and sasl.password (or sasl.jaas.config)",
+            )
+
+    def sasl_credentials(self) -> tuple[str | None, str | None]:
+        """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
+        if self.sasl_jaas_config is None:
+            return self.sasl_username, self.sasl_password
+        options = parse_jaas_config(self.sasl_jaas_config, self.sasl_mechanism.upper())
+        return options.get("username", self.sasl_username), options.get("password", self.sasl_password)
+
+
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+}
+_JAAS_LINE = re.compile(
+    r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<options>.*?);?\s*$", re.S
+)
+_JAAS_OPTION = re.compile(r'\s*(?P<key>[\w.]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))')
+
+
+def parse_jaas_config(line: str, mechanism: str) -> dict[str, str]:
+    """The options of Java's ``sasl.jaas.config`` line, e.g. ``org.apache.kafka.common.security.plain.
+    PlainLoginModule required username="u" password="p";``. The login module must suit
+    ``mechanism``. Raises ConfigError (never quoting the line: it holds a password)."""
+    match = _JAAS_LINE.fullmatch(line)
+    if match is None:
+        raise ConfigError(
+            "sasl.jaas.config", "expected '<LoginModule class> required key=\"value\" ...;' (one module)"
+        )
+    expected = _JAAS_MODULES.get(mechanism)
+    if match["module"] != expected:
+        raise ConfigError(
+            "sasl.jaas.config",
+            f"names login module {match['module']}, but sasl.mechanism={mechanism} needs {expected}",
+        )
+    options: dict[str, str] = {}
+    rest = match["options"]
+    while rest.strip():
+        option = _JAAS_OPTION.match(rest)
+        if option is None:
+            raise ConfigError("sasl.jaas.config", 'its options must be key=value or key="value" pairs')
+        quoted = option["quoted"]
+        options[option["key"]] = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else option["bare"]
+        rest = rest[option.end() :]
+    return options
 
 
 def parse_host_port(server: str) -> tuple[str, int]:
@@ -217,7 +383,7 @@ def parse_host_port(server: str) -> tuple[str, int]:
     return (match["v6"] or match["host"], int(match["port"]))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ConsumerConfig(CommonConfig):
     """Consumer settings (Java's ``ConsumerConfig``)."""
 
@@ -290,7 +456,7 @@ class ConsumerConfig(CommonConfig):
         return self.enable_auto_commit and self.group_id is not None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ProducerConfig(CommonConfig):
     """Producer settings (Java's ``ProducerConfig``)."""
 
@@ -324,7 +490,7 @@ class ProducerConfig(CommonConfig):
         return -1 if self.acks in ("all", "-1") else int(self.acks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class AdminConfig(CommonConfig):
     """Admin client settings."""
 

@@ -144,6 +144,12 @@ class AuthenticationError(KafkaError):
     """SASL authentication failed or was used out of order. Check the credentials and mechanism."""
 
 
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: the broker's certificate was not trusted or not for its host
+    name, the client certificate was refused, or one side does not speak TLS at all (a
+    security.protocol that does not match the broker's listener)."""
+
+
 class InvalidOffsetError(KafkaError):
     """The consumer has no valid position for some partitions.
 

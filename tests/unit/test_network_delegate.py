@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kaflux.errors import KafkaConnectionError, KafkaTimeoutError
+from kaflux.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError
 from kaflux.network.network_client import ClientRequest, ClientResponse
 from kaflux.network.network_client_delegate import NetworkClientDelegate, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -46,6 +46,10 @@ class ScriptedClient:
     responses: list[ClientResponse] = field(default_factory=list)
     poll_timeouts: list[int] = field(default_factory=list)
     closed: list[ClientResponse] = field(default_factory=list)
+    refused: dict[int, AuthenticationError] = field(default_factory=dict)
+
+    def authentication_error(self, node_id: int) -> AuthenticationError | None:
+        return self.refused.get(node_id)
 
     def ready(self, node_id: int, now_ms: int) -> bool:
         self.ready_calls.append(node_id)
@@ -124,6 +128,33 @@ def test_request_to_a_node_that_never_becomes_ready_times_out_after_request_time
     assert "node 3" in str(response.error)
     assert client.sent == []
     assert not delegate.has_unsent()
+
+
+def test_a_request_to_a_broker_that_refused_the_login_fails_at_once_with_that_error() -> None:
+    client = ScriptedClient()
+    refusal = AuthenticationError("SASL PLAIN authentication with broker h:1 failed")
+    client.refused[3] = refusal
+    delegate = delegate_over(client)
+    outcomes = Outcomes()
+    delegate.add(UnsentRequest(MetadataRequest(), 3, outcomes), now_ms=0)
+    poll(delegate, 1)
+    (response,) = outcomes.responses
+    assert response.error is refusal
+    assert not delegate.has_unsent()
+
+
+def test_a_request_for_any_broker_fails_only_when_every_broker_refused_the_login() -> None:
+    client = ScriptedClient()
+    delegate = delegate_over(client)
+    outcomes = Outcomes()
+    client.refused = {1: AuthenticationError("one"), 2: AuthenticationError("two")}
+    delegate.add(UnsentRequest(MetadataRequest(), None, outcomes), now_ms=0)
+    poll(delegate, 1)
+    assert outcomes.responses == [], "broker 3 may still accept the client"
+    client.refused[3] = AuthenticationError("three")
+    poll(delegate, 2)
+    (response,) = outcomes.responses
+    assert isinstance(response.error, AuthenticationError)
 
 
 def test_unsent_request_is_sent_once_its_node_becomes_ready() -> None:

@@ -289,11 +289,14 @@ class Consumer(Closeable):
         """[bg] Hand an error to the application thread; raised by the next poll()."""
         self._post_background_event(ErrorEvent(error))
 
-    def _on_topic_error(self, topic: str, error: KafkaError) -> None:
-        """[bg] A metadata refresh reported an error for a topic that retrying will not cure
-        (e.g. TOPIC_AUTHORIZATION_FAILED): raise it from poll() if the topic is in use."""
-        if topic in self._subscription.subscription() or any(
-            tp.topic == topic for tp in self._subscription.assigned_partitions()
+    def _on_topic_error(self, topic: str | None, error: KafkaError) -> None:
+        """[bg] A metadata refresh reported an error that retrying will not cure: for a topic
+        (e.g. TOPIC_AUTHORIZATION_FAILED), raise it from poll() if the topic is in use; for the
+        refresh itself (e.g. a failed login), always."""
+        if (
+            topic is None
+            or topic in self._subscription.subscription()
+            or any(tp.topic == topic for tp in self._subscription.assigned_partitions())
         ):
             self._post_error(error)
 

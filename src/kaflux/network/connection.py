@@ -1,25 +1,38 @@
 """One non-blocking socket to one broker. [bg: only the network thread touches it]
 
 The connection is a thin I/O shell over :class:`~kaflux.protocol.framing.BrokerProtocol`.
-Its life is a state machine (table below). On connect it negotiates API versions with an
-ApiVersions request before any other request may be sent; requests sent while it is not yet
-READY are refused, so callers must check :meth:`BrokerConnection.is_ready`.
+Its life is a state machine (table below). After the TCP connect it runs the TLS handshake
+(security.protocol SSL/SASL_SSL), negotiates API versions with an ApiVersions request, and
+authenticates with SASL (SASL_PLAINTEXT/SASL_SSL; :mod:`kaflux.network.sasl`) before any
+other request may be sent; requests sent while it is not READY are refused, so callers must
+check :meth:`BrokerConnection.is_ready`. When the broker limits the SASL session (KIP-368),
+:meth:`BrokerConnection.start_reauthentication` runs the exchange again on the open
+connection before the session ends.
+
+Failures of the handshake or the login raise :class:`~kaflux.errors.AuthenticationError`
+subclasses naming the broker and what to check; so does a security.protocol that does not
+match the listener (a TLS answer to a plaintext client, or the reverse).
 """
 
 from __future__ import annotations
 
 import enum
 import errno
+import random
 import socket
+import ssl
 from typing import Any
 
 from kaflux.errors import (
+    AuthenticationError,
     KafkaConnectionError,
     KafkaError,
     ProtocolError,
+    SslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
 )
+from kaflux.network.sasl import SaslAuthenticator, SaslCredentials
 from kaflux.protocol.api import ApiKey, negotiate
 from kaflux.protocol.framing import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -41,19 +54,31 @@ class ConnectionState(enum.Enum):
 
     DISCONNECTED = "disconnected"
     CONNECTING = "connecting"
+    TLS_HANDSHAKE = "tls_handshake"
     CHECKING_API_VERSIONS = "checking_api_versions"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
 
 
 _S = ConnectionState
 CONNECTION_TRANSITIONS: dict[ConnectionState, frozenset[ConnectionState]] = {
     _S.DISCONNECTED: frozenset({_S.CONNECTING}),
-    _S.CONNECTING: frozenset({_S.CHECKING_API_VERSIONS, _S.DISCONNECTED}),
-    _S.CHECKING_API_VERSIONS: frozenset({_S.READY, _S.DISCONNECTED}),
-    _S.READY: frozenset({_S.DISCONNECTED}),
+    _S.CONNECTING: frozenset({_S.TLS_HANDSHAKE, _S.CHECKING_API_VERSIONS, _S.DISCONNECTED}),
+    _S.TLS_HANDSHAKE: frozenset({_S.CHECKING_API_VERSIONS, _S.DISCONNECTED}),
+    _S.CHECKING_API_VERSIONS: frozenset({_S.AUTHENTICATING, _S.READY, _S.DISCONNECTED}),
+    _S.AUTHENTICATING: frozenset({_S.READY, _S.DISCONNECTED}),
+    # READY -> AUTHENTICATING: re-authentication before the SASL session ends (KIP-368)
+    _S.READY: frozenset({_S.AUTHENTICATING, _S.DISCONNECTED}),
 }
 
 _API_VERSIONS_CONTEXT = object()
+_SASL_CONTEXT = object()
+#: the handshake's own requests, answered inside the connection and never returned
+_INTERNAL = (_API_VERSIONS_CONTEXT, _SASL_CONTEXT)
+_SASL_HANDSHAKE_KEY = 17
+_SASL_AUTHENTICATE_KEY = 36
+#: the first bytes of a TLS record (handshake or alert, TLS 1.0-1.3)
+_TLS_RECORD_TYPES = (0x15, 0x16)
 
 
 class BrokerConnection:
@@ -69,6 +94,8 @@ class BrokerConnection:
         send_buffer_bytes: int = 131072,
         receive_buffer_bytes: int = 65536,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -87,6 +114,18 @@ class BrokerConnection:
         #: deadline of each in-flight request by correlation id (request.timeout.ms, or the
         #: request's own timeout)
         self._deadlines: dict[int, int] = {}
+        self._ssl_context = ssl_context
+        self._tls_wants_write = False
+        self._received_any = False
+        self._sasl = sasl
+        self._authenticator: SaslAuthenticator | None = None
+        #: when to authenticate again (KIP-368), or None when the session does not expire
+        self.reauthenticate_at_ms: int | None = None
+        #: the session is due for renewal: no new requests until it is renewed
+        self.reauthentication_requested = False
+        #: when connecting, or the current re-authentication, started (the setup timeout runs
+        #: from here until READY)
+        self.setup_started_ms = -1
 
     # -- state ----------------------------------------------------------------------------
 
@@ -96,8 +135,9 @@ class BrokerConnection:
         return self._machine.state
 
     def is_ready(self) -> bool:
-        """Connected and API versions negotiated: requests may be sent."""
-        return self._machine.state is _S.READY
+        """Connected, API versions negotiated and authenticated, and no re-authentication is
+        waiting for the requests in flight: requests may be sent."""
+        return self._machine.state is _S.READY and not self.reauthentication_requested
 
     def is_connected_or_connecting(self) -> bool:
         """Not DISCONNECTED."""
@@ -114,7 +154,17 @@ class BrokerConnection:
 
     def wants_write(self) -> bool:
         """Whether the selector should wait for writability."""
-        return self._machine.state is _S.CONNECTING or self._protocol.has_pending_output()
+        state = self._machine.state
+        if state is _S.CONNECTING:
+            return True
+        if state is _S.TLS_HANDSHAKE:
+            return self._tls_wants_write
+        return self._protocol.has_pending_output()
+
+    @property
+    def broker(self) -> str:
+        """``host:port (node N)``, for messages."""
+        return f"{self.host}:{self.port} (node {self.node_id})"
 
     def next_deadline_ms(self) -> int | None:
         """The earliest deadline of an in-flight request, or None."""
@@ -129,8 +179,11 @@ class BrokerConnection:
     def connect(self, now_ms: int) -> None:
         """Start a non-blocking connect. Raises KafkaConnectionError if it fails at once."""
         self._machine.transition_to(_S.CONNECTING)
-        self.connect_started_ms = now_ms
+        self.connect_started_ms = self.setup_started_ms = now_ms
         self.last_activity_ms = now_ms
+        self._received_any = False
+        self.reauthenticate_at_ms = None
+        self.reauthentication_requested = False
         try:
             infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
             family, kind, proto, _, address = infos[0]
@@ -164,16 +217,61 @@ class BrokerConnection:
                 raise KafkaConnectionError(
                     f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}"
                 )
-            self._machine.transition_to(_S.CHECKING_API_VERSIONS)
-            self._send_api_versions(now_ms)
+            if self._ssl_context is not None:
+                self._start_tls()
+            else:
+                self._machine.transition_to(_S.CHECKING_API_VERSIONS)
+                self._send_api_versions(now_ms)
+        if self._machine.state is _S.TLS_HANDSHAKE:
+            self._tls_handshake(now_ms)
+            if self._machine.state is _S.TLS_HANDSHAKE:
+                return
         self._flush(now_ms)
+
+    # -- TLS -------------------------------------------------------------------------------------
+
+    def _start_tls(self) -> None:
+        assert self._sock is not None and self._ssl_context is not None
+        server_name = self.host if self._ssl_context.check_hostname else None
+        self._sock = self._ssl_context.wrap_socket(
+            self._sock, server_hostname=server_name, do_handshake_on_connect=False
+        )
+        self._machine.transition_to(_S.TLS_HANDSHAKE)
+
+    def _tls_handshake(self, now_ms: int) -> None:
+        """One step of the non-blocking TLS handshake; on completion, ApiVersions follows."""
+        assert isinstance(self._sock, ssl.SSLSocket)
+        try:
+            self._sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._tls_wants_write = False
+            return
+        except ssl.SSLWantWriteError:
+            self._tls_wants_write = True
+            return
+        except ssl.SSLCertVerificationError as exc:
+            raise SslAuthenticationError(
+                f"TLS handshake with broker {self.broker} failed: its certificate was not accepted "
+                f"({exc.verify_message}). Check ssl.ca.location (the CA that signed the broker's "
+                "certificate) and that the certificate names this host; "
+                "ssl.endpoint.identification.algorithm=none skips the host name check"
+            ) from None
+        except (ssl.SSLError, OSError) as exc:
+            raise SslAuthenticationError(
+                f"TLS handshake with broker {self.broker} failed ({exc}). If the broker's listener "
+                "is not TLS, use security.protocol=PLAINTEXT or SASL_PLAINTEXT; if it wants a client "
+                "certificate, set ssl.certificate.location and ssl.key.location"
+            ) from None
+        self.last_activity_ms = now_ms
+        self._machine.transition_to(_S.CHECKING_API_VERSIONS)
+        self._send_api_versions(now_ms)
 
     def _flush(self, now_ms: int) -> None:
         assert self._sock is not None
         while self._protocol.has_pending_output():
             try:
                 sent = self._sock.send(self._protocol.pending_output())
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 return
             except OSError as exc:
                 raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
@@ -193,24 +291,47 @@ class BrokerConnection:
         The ApiVersions handshake is handled here and never returned.
         """
         assert self._sock is not None
+        if self._machine.state is _S.TLS_HANDSHAKE:
+            self._tls_handshake(now_ms)
+            if self._machine.state is _S.TLS_HANDSHAKE:
+                return
+            self._flush(now_ms)
+        sock = self._sock
         total = 0
-        while total < max_bytes:
+        # A TLS socket may hold decrypted bytes the selector cannot see: drain those too.
+        while total < max_bytes or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
             try:
-                count = self._sock.recv_into(self._protocol.recv_buffer())
-            except (BlockingIOError, InterruptedError):
+                with self._protocol.recv_buffer() as view:
+                    count = sock.recv_into(view)
+                    if count and not self._received_any:
+                        self._received_any = True
+                        self._check_not_tls(view[:count])
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except OSError as exc:
-                raise KafkaConnectionError(f"receive from {self.host}:{self.port} failed: {exc}") from exc
+                raise KafkaConnectionError(f"receive from {self.broker} failed: {exc}") from exc
             if count == 0:
-                raise KafkaConnectionError(f"broker {self.host}:{self.port} closed the connection")
+                raise KafkaConnectionError(f"broker {self.broker} closed the connection")
             total += count
             self.last_activity_ms = now_ms
             for response in self._protocol.data_received(count):
                 self._deadlines.pop(response.in_flight.correlation_id, None)
-                if response.in_flight.context is _API_VERSIONS_CONTEXT:
+                context = response.in_flight.context
+                if context is _API_VERSIONS_CONTEXT:
                     self._on_api_versions(response.body, now_ms)
+                elif context is _SASL_CONTEXT:
+                    self._on_sasl_response(response.body, now_ms)
                 else:
                     out.append(response)
+
+    def _check_not_tls(self, first: memoryview) -> None:
+        """A plaintext client's first bytes from the broker look like a TLS record: the
+        listener is TLS (otherwise they would be a response size, far below 0x15000000)."""
+        if self._ssl_context is None and len(first) >= 2 and first[0] in _TLS_RECORD_TYPES and first[1] == 3:
+            raise SslAuthenticationError(
+                f"broker {self.broker} answered with TLS, but this client connects without it: set "
+                "security.protocol=SSL (or SASL_SSL) and ssl.ca.location"
+            )
 
     def send(
         self,
@@ -235,7 +356,7 @@ class BrokerConnection:
 
     def close(self) -> list[InFlightRequest]:
         """Close the socket; returns the requests that were in flight (to be failed)."""
-        failed = [r for r in self._protocol.fail_all() if r.context is not _API_VERSIONS_CONTEXT]
+        failed = [r for r in self._protocol.fail_all() if r.context not in _INTERNAL]
         self._deadlines.clear()
         self._close_socket()
         if self._machine.state is not _S.DISCONNECTED:
@@ -270,7 +391,67 @@ class BrokerConnection:
             raise error_for_code(response.error_code)(f"ApiVersions to node {self.node_id} failed")
         self.broker_versions = versions
         self.negotiated = negotiate(versions)
+        if self._sasl is None:
+            self._machine.transition_to(_S.READY)
+            return
+        self._start_sasl(now_ms)
+
+    # -- SASL ------------------------------------------------------------------------------------
+
+    def _start_sasl(self, now_ms: int) -> None:
+        assert self._sasl is not None
+        handshake = self.broker_versions.get(_SASL_HANDSHAKE_KEY, (0, -1))[1]
+        authenticate = self.broker_versions.get(_SASL_AUTHENTICATE_KEY, (0, -1))[1]
+        if handshake < 1 or authenticate < 0:
+            raise AuthenticationError(
+                f"broker {self.broker} does not offer SASL authentication (SaslHandshake v1 and "
+                "SaslAuthenticate, Kafka 1.0+): is it a PLAINTEXT listener? Check security.protocol"
+            )
+        self._machine.transition_to(_S.AUTHENTICATING)
+        self._authenticator = SaslAuthenticator(self._sasl, self.broker, min(2, authenticate))
+        self._send_sasl(now_ms)
+
+    def _send_sasl(self, now_ms: int) -> None:
+        assert self._authenticator is not None
+        request = self._authenticator.next_request()
+        if request is None:
+            return
+        version = (
+            1
+            if request.API_KEY == _SASL_HANDSHAKE_KEY
+            else min(2, self.broker_versions[_SASL_AUTHENTICATE_KEY][1])
+        )
+        in_flight = self._protocol.send_request(request, version, _SASL_CONTEXT)
+        self._deadlines[in_flight.correlation_id] = now_ms + 30_000
+        self._flush(now_ms)
+
+    def _on_sasl_response(self, body: Any, now_ms: int) -> None:
+        assert self._authenticator is not None
+        self._authenticator.on_response(body)  # raises AuthenticationError on failure
+        if not self._authenticator.done:
+            self._send_sasl(now_ms)
+            return
+        lifetime = self._authenticator.session_lifetime_ms
+        self._authenticator = None
+        # As Java: re-authenticate at 85-95 % of the session, so that many connections do not
+        # all log in at once.
+        self.reauthenticate_at_ms = (
+            now_ms + int(lifetime * random.uniform(0.85, 0.95)) if lifetime > 0 else None
+        )
         self._machine.transition_to(_S.READY)
+
+    def reauthentication_due(self, now_ms: int) -> bool:
+        """Whether the SASL session needs renewing: send nothing new until it is renewed."""
+        return self.reauthenticate_at_ms is not None and now_ms >= self.reauthenticate_at_ms
+
+    def start_reauthentication(self, now_ms: int) -> None:
+        """Log in again on this connection (KIP-368). Only when READY with nothing in flight."""
+        if self._machine.state is not _S.READY or self.in_flight_count():  # pragma: no cover - a bug
+            raise KafkaConnectionError(f"connection to {self.broker} cannot re-authenticate now")
+        self.setup_started_ms = now_ms
+        self.reauthenticate_at_ms = None
+        self.reauthentication_requested = False
+        self._start_sasl(now_ms)
 
     def version_for(self, api_key: ApiKey) -> int:
         """The negotiated version of ``api_key``; raises UnsupportedVersionError if none."""

@@ -10,6 +10,7 @@ from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.network_client import NetworkClient
 from kaflux.network.network_client_delegate import NetworkClientDelegate
+from kaflux.network.security import sasl_credentials_for, ssl_context_for
 
 
 @dataclass(slots=True)
@@ -36,6 +37,8 @@ def build_network(config: CommonConfig, client_id: str, *, allow_auto_create_top
         send_buffer_bytes=config.send_buffer_bytes,
         receive_buffer_bytes=config.receive_buffer_bytes,
         max_response_bytes=config.max_response_bytes,
+        ssl_context=ssl_context_for(config),
+        sasl=sasl_credentials_for(config),
     )
     retry_backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
     metadata = MetadataManager(

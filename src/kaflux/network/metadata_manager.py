@@ -94,7 +94,7 @@ class MetadataManager:
         self._update_requested = True
         self._one_off: list[tuple[list[str] | None, bool, TopicsCallback]] = []
         self._listeners: list[Callable[[ClusterMetadata], None]] = []
-        self._error_listeners: list[Callable[[str, KafkaError], None]] = []
+        self._error_listeners: list[Callable[[str | None, KafkaError], None]] = []
         #: the error each kept-fresh topic got in the last response that described it
         self._topic_errors: dict[str, KafkaError] = {}
         self._unknown_logged_ms: dict[str, int] = {}
@@ -105,9 +105,10 @@ class MetadataManager:
         """Call ``listener(cluster)`` after every applied update."""
         self._listeners.append(listener)
 
-    def add_error_listener(self, listener: Callable[[str, KafkaError], None]) -> None:
+    def add_error_listener(self, listener: Callable[[str | None, KafkaError], None]) -> None:
         """Call ``listener(topic, error)`` when a refresh reports a topic error that retrying will not
-        cure (e.g. TOPIC_AUTHORIZATION_FAILED) for a topic kept fresh."""
+        cure (e.g. TOPIC_AUTHORIZATION_FAILED) for a topic kept fresh, or ``listener(None, error)``
+        when the refresh itself failed so (e.g. the broker refused the client's login)."""
         self._error_listeners.append(listener)
 
     def topic_error(self, topic: str) -> KafkaError | None:
@@ -185,6 +186,10 @@ class MetadataManager:
             if response.error is not None:
                 self._state.on_failure(response.received_ms)
                 self._update_requested = True
+                if not response.error.retriable:
+                    # e.g. an authentication failure: the application must hear of it.
+                    for listener in self._error_listeners:
+                        listener(None, response.error)
                 return
             answer = parse_metadata(response.body)
             self._state.on_success()

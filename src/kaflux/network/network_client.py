@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kaflux.errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import BrokerConnection, describe_failure
+from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
 from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse, RequestMessage
 
@@ -78,6 +80,8 @@ class NetworkClient:
         send_buffer_bytes: int = 131072,
         receive_buffer_bytes: int = 65536,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.cluster = cluster
         self._client_id = client_id
@@ -88,6 +92,10 @@ class NetworkClient:
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
         self._max_response_bytes = max_response_bytes
+        self._ssl_context = ssl_context
+        self._sasl = sasl
+        #: the last authentication failure per broker, until a connection to it succeeds
+        self._auth_errors: dict[int, AuthenticationError] = {}
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
@@ -124,6 +132,11 @@ class NetworkClient:
             conn = self._connections.get(node_id)
             return conn.in_flight_count() if conn else 0
         return sum(c.in_flight_count() for c in self._connections.values())
+
+    def authentication_error(self, node_id: int) -> AuthenticationError | None:
+        """Why the last connection to ``node_id`` failed to authenticate (TLS or SASL), until a
+        later connection succeeds; requests to it fail with this instead of waiting."""
+        return self._auth_errors.get(node_id)
 
     def connection_failed_recently(self, node_id: int, now_ms: int) -> bool:
         """Whether ``node_id`` is in reconnect backoff."""
@@ -180,6 +193,7 @@ class NetworkClient:
 
         ``clock`` reads the current time in ms after the wait (the only clock use here).
         """
+        self._maybe_reauthenticate(now_ms)
         self._update_interest()
         if self._completed:
             timeout_ms = 0
@@ -234,6 +248,8 @@ class NetworkClient:
                 send_buffer_bytes=self._send_buffer_bytes,
                 receive_buffer_bytes=self._receive_buffer_bytes,
                 max_response_bytes=self._max_response_bytes,
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
             self._connections[node_id] = conn
         try:
@@ -269,6 +285,20 @@ class NetworkClient:
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
             self._backoff.pop(conn.node_id, None)
+            self._auth_errors.pop(conn.node_id, None)
+
+    def _maybe_reauthenticate(self, now_ms: int) -> None:
+        """KIP-368: hold new requests on a connection whose SASL session is due for renewal,
+        and renew it once its in-flight requests are answered."""
+        for conn in self._connections.values():
+            if not conn.is_connected_or_connecting() or not conn.reauthentication_due(now_ms):
+                continue
+            conn.reauthentication_requested = True
+            if conn.in_flight_count() == 0:
+                try:
+                    conn.start_reauthentication(now_ms)
+                except Exception as exc:
+                    self._disconnect(conn, describe_failure(exc), now_ms)
 
     def _complete_received(self, received: list[ReceivedResponse], now_ms: int) -> None:
         for response in received:
@@ -279,7 +309,11 @@ class NetworkClient:
         for conn in list(self._connections.values()):
             if not conn.is_connected_or_connecting():
                 continue
-            if not conn.is_ready() and now_ms - conn.connect_started_ms > self._setup_timeout_ms:
+            if (
+                not conn.is_ready()
+                and not conn.reauthentication_requested
+                and (now_ms - conn.setup_started_ms > self._setup_timeout_ms)
+            ):
                 self._disconnect(
                     conn,
                     KafkaTimeoutError(
@@ -306,8 +340,10 @@ class NetworkClient:
         for conn in self._connections.values():
             if not conn.is_connected_or_connecting():
                 continue
-            if not conn.is_ready():
-                deadline = min(deadline, conn.connect_started_ms + self._setup_timeout_ms + 1 - now_ms)
+            if not conn.is_ready() and not conn.reauthentication_requested:
+                deadline = min(deadline, conn.setup_started_ms + self._setup_timeout_ms + 1 - now_ms)
+            if conn.reauthenticate_at_ms is not None:
+                deadline = min(deadline, conn.reauthenticate_at_ms - now_ms)
             request_deadline = conn.next_deadline_ms()
             if request_deadline is not None:
                 deadline = min(deadline, request_deadline - now_ms)
@@ -322,6 +358,8 @@ class NetworkClient:
             except (KeyError, ValueError):
                 pass
         failed = conn.close()
+        if isinstance(error, AuthenticationError):
+            self._auth_errors[conn.node_id] = error
         if backoff:
             self._record_failure(conn.node_id, now_ms)
         for in_flight in failed:

@@ -92,7 +92,12 @@ class NetworkClientDelegate:
             unsent = self._unsent.popleft()
             node_id = unsent.node_id if unsent.node_id is not None else self.least_loaded_node(now_ms)
             if node_id is None or not self.client.ready(node_id, now_ms):
-                self._unsent.append(unsent)
+                refused = self._authentication_error(unsent.node_id)
+                if refused is not None:
+                    # Retrying a login that failed will not help: fail at once (as Java does).
+                    self._fail_unsent(unsent, refused, now_ms)
+                else:
+                    self._unsent.append(unsent)
                 continue
             self.client.send(
                 ClientRequest(
@@ -106,6 +111,16 @@ class NetworkClientDelegate:
                 ),
                 now_ms,
             )
+
+    def _authentication_error(self, node_id: int | None) -> KafkaError | None:
+        """The authentication failure of ``node_id``, or (for a request any broker may serve)
+        the first one when every known broker refused the client."""
+        if node_id is not None:
+            return self.client.authentication_error(node_id)
+        errors = [self.client.authentication_error(n) for n in self.client.cluster.known_node_ids()]
+        if errors and all(e is not None for e in errors):
+            return errors[0]
+        return None
 
     def fail_unreachable(self, now_ms: int) -> None:
         """Fail at once every unsent request whose broker (any broker, for a node-agnostic

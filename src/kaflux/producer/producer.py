@@ -48,6 +48,19 @@ class _ProducerEventProcessor:
         self._cluster = network.cluster
         self._metadata = network.metadata
         self._pending: list[PartitionCountEvent] = []
+        network.metadata.add_error_listener(self._on_metadata_error)
+
+    def _on_metadata_error(self, topic: str | None, error: KafkaError) -> None:
+        """A failure retrying will not cure (a refused login; an unauthorized topic): the
+        sends waiting for metadata fail with it now instead of at max.block.ms."""
+        still: list[PartitionCountEvent] = []
+        for event in self._pending:
+            if topic is None or topic == event.topic:
+                if not event.future.done():
+                    event.future.set_exception(error)
+            else:
+                still.append(event)
+        self._pending = still
 
     def process(self, event: PartitionCountEvent, now_ms: int) -> None:
         self._metadata.add_topics({event.topic})

@@ -1,0 +1,108 @@
+"""TLS contexts and SASL credentials from a client's configuration. [app: at construction]
+
+:func:`ssl_context_for` builds the one :class:`ssl.SSLContext` a client's connections share
+(every broker, the ones metadata advertises included, is reached with the same settings);
+:func:`sasl_credentials_for` resolves who logs in and how. Problems with the files or the
+settings raise :class:`~kaflux.errors.ConfigError` naming the key, at construction, never
+quoting a password.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable
+
+from kaflux.config import CommonConfig
+from kaflux.errors import ConfigError
+from kaflux.network.sasl import SaslCredentials, TokenProvider, unsecured_jwt
+
+
+def ssl_context_for(config: CommonConfig) -> ssl.SSLContext | None:
+    """The TLS context for security.protocol SSL / SASL_SSL, else None."""
+    if not config.uses_tls:
+        return None
+    ca_key, cafile = "ssl.ca.location", config.ssl_ca_location
+    if config.ssl_truststore_location is not None:  # a PEM truststore (checked in the config)
+        ca_key, cafile = "ssl.truststore.location", config.ssl_truststore_location
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(ca_key, f"cannot load CA certificates from {cafile!r}: {exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if config.ssl_endpoint_identification_algorithm in ("none", ""):
+        context.check_hostname = False
+    certfile, keyfile = config.ssl_certificate_location, config.ssl_key_location
+    cert_key = "ssl.certificate.location"
+    if config.ssl_keystore_location is not None:  # a PEM keystore holds key and certificate
+        cert_key, certfile, keyfile = "ssl.keystore.location", config.ssl_keystore_location, None
+    if certfile is not None:
+        password = config.ssl_key_password or config.ssl_keystore_password
+        try:
+            context.load_cert_chain(certfile, keyfile, password)
+        except OSError as exc:
+            raise ConfigError(
+                cert_key, f"cannot read the client certificate or key: {exc.strerror}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise ConfigError(
+                cert_key,
+                f"the client certificate and key do not load ({exc.reason or exc}): check that they "
+                "are PEM, belong together, and that ssl.key.password decrypts the key",
+            ) from None
+    return context
+
+
+def sasl_credentials_for(
+    config: CommonConfig, wall_clock: Callable[[], float] = time.time
+) -> SaslCredentials | None:
+    """Who logs in and how, for SASL_PLAINTEXT / SASL_SSL, else None."""
+    if not config.uses_sasl:
+        return None
+    mechanism = config.sasl_mechanism.upper()
+    if mechanism == "OAUTHBEARER":
+        return SaslCredentials(mechanism, token_provider=_token_provider(config, wall_clock))
+    username, password = config.sasl_credentials()
+    assert username is not None and password is not None  # the config checked them
+    return SaslCredentials(mechanism, username, password)
+
+
+def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> TokenProvider:
+    """oauth_cb, cached until shortly before its token expires; or unsecured JWTs."""
+    if config.oauth_cb is not None:
+        source: TokenProvider = config.oauth_cb
+    else:
+        options = dict(
+            part.partition("=")[::2] for part in (config.sasl_oauthbearer_config or "").split() if "=" in part
+        )
+        principal = options.get("principal")
+        if not principal:
+            raise ConfigError(
+                "sasl.oauthbearer.config",
+                "unsecured JWT mode needs 'principal=<name>' in sasl.oauthbearer.config",
+            )
+        lifetime = float(options.get("lifeSeconds", "3600"))
+
+        def source() -> tuple[str, float]:
+            return unsecured_jwt(principal, wall_clock(), lifetime)
+
+    return _RefreshingTokens(source, wall_clock)
+
+
+class _RefreshingTokens:
+    """A token provider that asks its source again once 80 % of a token's life has passed
+    (as Java refreshes), so every connection and re-authentication has a fresh one."""
+
+    def __init__(self, source: TokenProvider, wall_clock: Callable[[], float]) -> None:
+        self._source = source
+        self._clock = wall_clock
+        self._token: tuple[str, float] | None = None
+        self._refresh_at = 0.0
+
+    def __call__(self) -> tuple[str, float]:
+        now = self._clock()
+        if self._token is None or now >= self._refresh_at:
+            token, expiry = self._source()
+            self._token = (token, float(expiry))
+            self._refresh_at = now + 0.8 * (float(expiry) - now)
+        return self._token
