@@ -1,5 +1,5 @@
-"""A :class:`fakes.FakeCluster` served over real loopback sockets, for tests of the real clients
-against broker behaviour no real broker here shows on demand. Not a test module. [test: one
+"""A :class:`fakes.FakeCluster` served over real loopback sockets (optionally TLS), for tests of
+the real clients against broker behaviour no real broker here shows on demand. Not a test module. [test: one
 daemon thread per connection]
 
 It answers ApiVersions with the cluster's versions and everything else with
@@ -12,6 +12,7 @@ write, as a crashing broker does, so the answer and the close arrive in one read
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from typing import Any
@@ -25,13 +26,16 @@ from kaflux.protocol.primitives import Reader, Writer
 from kaflux.structs import Node
 
 _SIZE = struct.Struct(">i")
+#: Kafka's socket.request.max.bytes default
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
 
 class SocketFakeBroker:
     """Broker 0 of ``cluster`` (a one-broker FakeCluster) on a free 127.0.0.1 port."""
 
-    def __init__(self, cluster: FakeCluster) -> None:
+    def __init__(self, cluster: FakeCluster, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self.cluster = cluster
+        self._ssl_context = ssl_context
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.05)
         self.port: int = self._listener.getsockname()[1]
@@ -97,10 +101,19 @@ class SocketFakeBroker:
         return data
 
     def _serve(self, conn: socket.socket) -> None:
+        if self._ssl_context is not None:
+            conn.settimeout(5)
+            try:
+                conn = self._ssl_context.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):
+                conn.close()
+                return  # the client refused us, or does not speak TLS
         with conn:
             conn.settimeout(0.05)
             while True:
                 size = self._read(conn, 4)
+                if size is not None and not 0 <= _SIZE.unpack(size)[0] <= MAX_REQUEST_BYTES:
+                    return  # as Kafka: an oversized request (e.g. a TLS hello) closes the connection
                 body = self._read(conn, _SIZE.unpack(size)[0]) if size is not None else None
                 if body is None:
                     return

@@ -81,6 +81,11 @@ _SASL_AUTHENTICATE_KEY = 36
 _TLS_RECORD_TYPES = (0x15, 0x16)
 
 
+class ClosedBeforeAnsweringError(KafkaConnectionError):
+    """The broker closed a new connection without answering its first request: what a TLS
+    listener does to a client that does not speak TLS (several in a row mean exactly that)."""
+
+
 class BrokerConnection:
     """A connection to ``host:port`` for the broker ``node_id``."""
 
@@ -309,8 +314,16 @@ class BrokerConnection:
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except OSError as exc:
+                if isinstance(exc, ConnectionResetError) and self._unanswered():
+                    raise ClosedBeforeAnsweringError(
+                        f"broker {self.broker} reset the connection without answering ApiVersions"
+                    ) from exc
                 raise KafkaConnectionError(f"receive from {self.broker} failed: {exc}") from exc
             if count == 0:
+                if self._unanswered():
+                    raise ClosedBeforeAnsweringError(
+                        f"broker {self.broker} closed the connection without answering ApiVersions"
+                    )
                 raise KafkaConnectionError(f"broker {self.broker} closed the connection")
             total += count
             self.last_activity_ms = now_ms
@@ -323,6 +336,10 @@ class BrokerConnection:
                     self._on_sasl_response(response.body, now_ms)
                 else:
                     out.append(response)
+
+    def _unanswered(self) -> bool:
+        """Nothing received yet on this connection, whose first request was ApiVersions."""
+        return self._machine.state is _S.CHECKING_API_VERSIONS and not self._received_any
 
     def _check_not_tls(self, first: memoryview) -> None:
         """A plaintext client's first bytes from the broker look like a TLS record: the

@@ -24,13 +24,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kaflux.errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kaflux.errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+)
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
-from kaflux.network.connection import BrokerConnection, describe_failure
+from kaflux.network.connection import BrokerConnection, ClosedBeforeAnsweringError, describe_failure
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
 from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse, RequestMessage
+
+#: new connections in a row closed unanswered before a plaintext client concludes the listener is TLS
+UNANSWERED_BEFORE_TLS_VERDICT = 3
 
 
 @dataclass(slots=True)
@@ -96,6 +105,8 @@ class NetworkClient:
         self._sasl = sasl
         #: the last authentication failure per broker, until a connection to it succeeds
         self._auth_errors: dict[int, AuthenticationError] = {}
+        #: connections in a row that a broker closed before answering ApiVersions
+        self._unanswered: dict[int, int] = {}
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
@@ -286,6 +297,7 @@ class NetworkClient:
         if conn.is_ready() and not was_ready:
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
+            self._unanswered.pop(conn.node_id, None)
 
     def _maybe_reauthenticate(self, now_ms: int) -> None:
         """KIP-368: hold new requests on a connection whose SASL session is due for renewal,
@@ -358,6 +370,8 @@ class NetworkClient:
             except (KeyError, ValueError):
                 pass
         failed = conn.close()
+        if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
+            error = self._maybe_tls_listener(conn, error)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
         if backoff:
@@ -365,6 +379,18 @@ class NetworkClient:
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)
+
+    def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
+        """A broker that closes three new plaintext connections in a row before answering
+        ApiVersions is a TLS listener (it took the request for a bad TLS hello)."""
+        count = self._unanswered.get(conn.node_id, 0) + 1
+        self._unanswered[conn.node_id] = count
+        if count < UNANSWERED_BEFORE_TLS_VERDICT:
+            return error
+        return SslAuthenticationError(
+            f"broker {conn.broker} closed {count} connections in a row without answering ApiVersions: "
+            "its listener is most likely TLS. Set security.protocol=SSL (or SASL_SSL) and ssl.ca.location"
+        )
 
     def _record_failure(self, node_id: int, now_ms: int) -> None:
         state = self._backoff.setdefault(node_id, _NodeBackoff())

@@ -40,15 +40,15 @@ def ssl_context_for(config: CommonConfig) -> ssl.SSLContext | None:
         password = config.ssl_key_password or config.ssl_keystore_password
         try:
             context.load_cert_chain(certfile, keyfile, password)
+        except ssl.SSLError as exc:  # before OSError, its base class
+            raise ConfigError(
+                "ssl.key.password" if password is not None else cert_key,
+                f"the client certificate and key do not load ({exc.reason or exc}): check that they "
+                "are PEM, belong together, and that ssl.key.password decrypts the key",
+            ) from None
         except OSError as exc:
             raise ConfigError(
                 cert_key, f"cannot read the client certificate or key: {exc.strerror}"
-            ) from None
-        except ssl.SSLError as exc:
-            raise ConfigError(
-                cert_key,
-                f"the client certificate and key do not load ({exc.reason or exc}): check that they "
-                "are PEM, belong together, and that ssl.key.password decrypts the key",
             ) from None
     return context
 
