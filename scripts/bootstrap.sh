@@ -19,6 +19,16 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 
+# stunnel4: the TLS terminator the TLS/SASL_SSL tests put in front of a broker (kaflux.testing.tls).
+if ! command -v stunnel4 >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing stunnel4 for the TLS tests" >&2
+    (apt-get update -qq && apt-get install -y -qq stunnel4) >&2
+  else
+    echo "bootstrap: no stunnel4 and no apt-get; the TLS tests will be skipped" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV" >&2
   "$PY" -m venv "$VENV"

@@ -40,7 +40,16 @@ from kaflux.testing.brokers import (
     start_broker,
 )
 
-_BROKER_FIXTURES = frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida"})
+# TLS/SASL test doubles (certs, tls_tansu, mtls_tansu, tls_tansu_other_host, sasl_tansu, sasl_ssl_tansu,
+# make_sasl_tansu) live in security_fixtures.py.
+pytest_plugins = ["security_fixtures"]
+pytest.register_assert_rewrite("security_fixtures")
+from security_fixtures import SECURITY_FIXTURES  # noqa: E402
+
+_BROKER_FIXTURES = (
+    frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida"}) | SECURITY_FIXTURES
+)
+
 _START_TIMEOUT = 30.0
 
 

@@ -16,15 +16,10 @@ from socket_fake_broker import SocketFakeBroker
 
 from kaflux import AdminClient, Consumer, Producer, TopicPartition
 from kaflux.errors import ConfigError, SslAuthenticationError
-from kaflux.testing.certs import TestCerts, generate_certs
+from kaflux.testing.certs import TestCerts
 
 TP = TopicPartition("secure", 0)
 QUICK_S = 5.0
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> TestCerts:
-    return generate_certs(tmp_path_factory.mktemp("certs"))
 
 
 def _server_context(*, cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
