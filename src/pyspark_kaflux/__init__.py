@@ -13,8 +13,17 @@ Registration is automatic. On the first data-source lookup of a session, Spark's
 ``lookup_data_sources`` worker imports every top-level module whose name starts with
 ``pyspark_`` and registers the ``DefaultSource`` it exports (a ``DataSource`` subclass) under
 ``DefaultSource.name()``, here ``"kaflux"``. Installing this package (so that ``pyspark_kaflux``
-is importable by Spark's Python workers) is all it takes; ``spark.dataSource.register(
-KafluxDataSource)`` also works.
+is importable by Spark's Python workers) is all it takes, for classic and Spark Connect sessions
+alike: the lookup runs where the JVM is, in the Connect server.
+
+That lookup runs once per JVM. A long-lived Connect server that did it before kaflux was
+installed there lacks ``"kaflux"``; one call registers it for a session, and works the same on
+classic and Connect sessions::
+
+    from pyspark_kaflux import KafluxDataSource
+    spark.dataSource.register(KafluxDataSource)
+
+The class travels pickled by reference, so the server's Python must import this package either way.
 
 Spark does not guard that import: a ``pyspark_*`` module that fails to import breaks every
 Python data source of the session. So if a dependency (pyarrow) is missing, this module still

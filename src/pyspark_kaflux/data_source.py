@@ -1,6 +1,7 @@
 """The ``kaflux`` data source: Spark's Kafka source and sink, in Python, on kaflux. [app]
 
-Spark finds it without any ``register()`` call: see :mod:`pyspark_kaflux`.
+Spark finds it without any ``register()`` call, in classic and Spark Connect sessions alike: see
+:mod:`pyspark_kaflux`.
 
 Source options (Spark's names; keys are case-insensitive):
 

@@ -17,6 +17,11 @@ Against a real cluster and Spark master::
 
     python -m pyspark_kaflux.pipeline --bootstrap-servers broker:9092 --master spark://host:7077 \\
         --output /shared/out --topic page-views --records 1000000
+
+Through Spark Connect instead (``--remote``, exclusive with ``--master``): ``sc://host:port`` for a
+running Connect server, or ``local[N]`` for one started in this process on 127.0.0.1 (port 15002,
+pyspark's default). The job then touches no SparkContext, RDD or JVM object: every step is a
+DataFrame or streaming-query call, which Spark Connect carries.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,25 +107,48 @@ def cluster(bootstrap: str | None) -> Iterator[str]:
         yield broker.bootstrap_servers
 
 
-def spark_session(master: str) -> Any:
-    """A SparkSession for ``master`` (local mode binds to loopback)."""
+def spark_session(master: str = "local[2]", remote: str | None = None) -> Any:
+    """A classic SparkSession on ``master``, or with ``remote`` a Spark Connect session: ``sc://host:port``
+    connects to a running Connect server; ``local[N]`` starts one in this process. Local modes bind
+    to loopback.
+
+    ``format("kaflux")`` needs no registration where Spark's Python workers can import
+    ``pyspark_kaflux`` (see :mod:`pyspark_kaflux`): local modes run this interpreter. A remote Connect
+    server may have done its one data-source lookup before kaflux was installed there, so an
+    ``sc://`` session registers the source itself (session-scoped; the server's Python still has to
+    import ``pyspark_kaflux``, as the class is pickled by reference).
+    """
+    target = remote or master
+    local = target.startswith("local")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master.startswith("local"):
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("kaflux-page-views")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    if master.startswith("local"):
+    builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
+    # Runtime SQL settings: a Connect session can set these too.
+    builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+    if remote is None or local:
+        # Settings for the JVM this process starts (none for a remote Connect server).
+        builder = (
+            builder.appName("kaflux-page-views")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.log.level", "ERROR")
+        )
+    if local:
         builder = builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+        if remote:
+            builder = builder.config("spark.connect.grpc.binding.address", "127.0.0.1")
+    with warnings.catch_warnings():
+        # A local Connect server starts with every setting above, then pyspark re-applies them to
+        # the new session as runtime settings and warns about each JVM-wide one.
+        warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
+        session = builder.getOrCreate()
+    if remote and not local:
+        from pyspark_kaflux import KafluxDataSource
+
+        session.dataSource.register(KafluxDataSource)
     return session
 
 
@@ -179,12 +208,14 @@ def watch(query: Any, producer: EventProducer, total: int, timeout_s: float) -> 
         if query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {query.exception()}")
         for progress in query.recentProgress:
-            if progress["batchId"] not in seen_batches:
-                seen_batches.add(progress["batchId"])
-                rows += progress["numInputRows"]
+            # Attributes, not progress["numInputRows"]: a Spark Connect progress report has no
+            # top-level totals, and the attributes sum its sources instead.
+            if progress.batchId not in seen_batches:
+                seen_batches.add(progress.batchId)
+                rows += progress.numInputRows
         if time.monotonic() - last_print >= 2:
-            last = query.lastProgress or {}
-            rate = last.get("processedRowsPerSecond") or 0.0
+            last = query.lastProgress
+            rate = (last.processedRowsPerSecond or 0.0) if last is not None else 0.0
             print(
                 f"  produced {producer.sent:>9,}   read {rows:>9,} / {total:,}   "
                 f"batches {len(seen_batches):>4}   last batch {rate:>10,.0f} rows/s",
@@ -232,12 +263,18 @@ def summarize(spark: Any, output: Path, expected: int) -> bool:
     return ok
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The job's command line."""
     parser = argparse.ArgumentParser(
         prog="python -m pyspark_kaflux.pipeline", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster (default: an embedded broker)")
-    parser.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
+    where.add_argument(
+        "--remote",
+        help="Spark Connect instead: sc://host:port, or local[N] for a Connect server in this process",
+    )
     parser.add_argument("--output", help="output directory (default: a new temporary directory)")
     parser.add_argument("--topic", default="page-views")
     parser.add_argument("--partitions", type=int, default=6)
@@ -246,28 +283,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
     args = parser.parse_args(argv)
+    if args.remote is not None and not args.remote.startswith(("sc://", "local")):
+        parser.error(f"--remote takes sc://host:port or local[N], not {args.remote!r}")
+    return args
 
+
+def run(spark: Any, bootstrap: str, args: argparse.Namespace) -> int:
+    """The job on a session: create the topic, produce while the query runs, summarize; 0 if the
+    Parquet output counts every event read."""
     output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="kaflux-pipeline-"))
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
+    producer = EventProducer(bootstrap, args.topic, args.records, args.rate)
+    started = time.monotonic()
+    query = start_query(spark, bootstrap, args.topic, output, args.max_offsets_per_trigger)
+    producer.start()
+    print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
+    try:
+        rows = watch(query, producer, args.records, args.timeout)
+    finally:
+        query.stop()
+    elapsed = time.monotonic() - started
+    print(f"done: {rows:,} events in {elapsed:.1f} s ({rows / elapsed:,.0f} events/s end to end)")
+    if producer.failed:
+        print(f"warning: {producer.failed:,} events could not be produced")
+    return 0 if summarize(spark, output, rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     with cluster(args.bootstrap_servers) as bootstrap:
-        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-            admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
-        print("starting Spark ...", flush=True)
-        spark = spark_session(args.master)
+        if args.remote:
+            print(f"starting a Spark Connect session ({args.remote}) ...", flush=True)
+        else:
+            print("starting Spark ...", flush=True)
+        spark = spark_session(args.master, args.remote)
         try:
-            producer = EventProducer(bootstrap, args.topic, args.records, args.rate)
-            started = time.monotonic()
-            query = start_query(spark, bootstrap, args.topic, output, args.max_offsets_per_trigger)
-            producer.start()
-            print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
-            try:
-                rows = watch(query, producer, args.records, args.timeout)
-            finally:
-                query.stop()
-            elapsed = time.monotonic() - started
-            print(f"done: {rows:,} events in {elapsed:.1f} s ({rows / elapsed:,.0f} events/s end to end)")
-            if producer.failed:
-                print(f"warning: {producer.failed:,} events could not be produced")
-            return 0 if summarize(spark, output, rows) else 1
+            return run(spark, bootstrap, args)
         finally:
             spark.stop()
 

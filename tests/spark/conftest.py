@@ -69,3 +69,26 @@ def spark_session(spark: Any) -> Iterator[Any]:
     yield spark
     for query in spark.streams.active:
         query.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_subprocess_env() -> dict[str, str]:
+    """The environment for a child process that starts its own Spark (the local-mode settings of the
+    ``spark`` fixture: Java, loopback, this interpreter for Python workers)."""
+    java_home = os.environ.get("JAVA_HOME") or _java_home()
+    if java_home is None:
+        pytest.skip("Spark needs Java; no java on PATH and JAVA_HOME unset")
+    # Nothing that would attach the child to this process's Spark (a py4j gateway, Connect mode).
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PYSPARK_GATEWAY_")
+        and key not in ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    }
+    return {
+        **inherited,
+        "JAVA_HOME": java_home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
