@@ -18,6 +18,10 @@ Against a real cluster and Spark master::
     python -m pyspark_kaflux.pipeline --bootstrap-servers broker:9092 --master spark://host:7077 \\
         --output /shared/out --topic page-views --records 1000000
 
+A secured cluster: ``--kafka-option key=value`` (repeatable) passes any client setting to the
+job's admin client, producer and the ``kaflux`` source (as ``kafka.<key>``), e.g.
+``--kafka-option security.protocol=SASL_SSL --kafka-option sasl.mechanism=SCRAM-SHA-512``.
+
 Through Spark Connect instead (``--remote``, exclusive with ``--master``): ``sc://host:port`` for a
 running Connect server, or ``local[N]`` for one started in this process on 127.0.0.1 (port 15002,
 pyspark's default). The job then touches no SparkContext, RDD or JVM object: every step is a
@@ -63,16 +67,16 @@ def page_view(rng: random.Random, event_ms: int) -> tuple[bytes, bytes]:
 class EventProducer(threading.Thread):
     """Produces ``total`` events at about ``rate`` per second, then stops."""
 
-    def __init__(self, bootstrap: str, topic: str, total: int, rate: int) -> None:
+    def __init__(self, client: dict[str, str], topic: str, total: int, rate: int) -> None:
         super().__init__(name="page-view-producer", daemon=True)
-        self._servers, self._topic, self._total, self._rate = bootstrap, topic, total, rate
+        self._client, self._topic, self._total, self._rate = client, topic, total, rate
         self.sent = 0
         self.failed = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         rng = random.Random(42)
-        config = {"bootstrap.servers": self._servers, "compression.type": "lz4", "linger.ms": 20}
+        config = {"compression.type": "lz4", "linger.ms": 20, **self._client}
         try:
             with Producer(config) as producer:
                 start = time.monotonic()
@@ -152,7 +156,7 @@ def spark_session(master: str = "local[2]", remote: str | None = None) -> Any:
     return session
 
 
-def start_query(spark: Any, bootstrap: str, topic: str, output: Path, max_per_trigger: int) -> Any:
+def start_query(spark: Any, client: dict[str, str], topic: str, output: Path, max_per_trigger: int) -> Any:
     """Kafka (through kaflux) -> parse JSON -> per-batch window aggregates -> Parquet."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -168,7 +172,7 @@ def start_query(spark: Any, bootstrap: str, topic: str, output: Path, max_per_tr
     )
     events = (
         spark.readStream.format("kaflux")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**{f"kafka.{key}": value for key, value in client.items()})
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
@@ -282,21 +286,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=25_000, help="events produced per second")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Kafka client setting for every client of the job, e.g. security.protocol=SASL_SSL "
+        "(repeatable)",
+    )
     args = parser.parse_args(argv)
+    for option in args.kafka_option:
+        if "=" not in option or not option.partition("=")[0].strip():
+            parser.error(f"--kafka-option takes KEY=VALUE, not {option!r}")
     if args.remote is not None and not args.remote.startswith(("sc://", "local")):
         parser.error(f"--remote takes sc://host:port or local[N], not {args.remote!r}")
     return args
+
+
+def client_settings(bootstrap: str, args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka settings every client of the job uses: the cluster and each --kafka-option."""
+    settings = {"bootstrap.servers": bootstrap}
+    for option in args.kafka_option:
+        key, _, value = option.partition("=")
+        settings[key.strip()] = value
+    return settings
 
 
 def run(spark: Any, bootstrap: str, args: argparse.Namespace) -> int:
     """The job on a session: create the topic, produce while the query runs, summarize; 0 if the
     Parquet output counts every event read."""
     output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="kaflux-pipeline-"))
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+    client = client_settings(bootstrap, args)
+    with AdminClient(client) as admin:
         admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
-    producer = EventProducer(bootstrap, args.topic, args.records, args.rate)
+    producer = EventProducer(client, args.topic, args.records, args.rate)
     started = time.monotonic()
-    query = start_query(spark, bootstrap, args.topic, output, args.max_offsets_per_trigger)
+    query = start_query(spark, client, args.topic, output, args.max_offsets_per_trigger)
     producer.start()
     print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
     try:

@@ -4,6 +4,7 @@ brokers' own SASL (noida's PLAIN, Tansu's SCRAM up to e=unknown-user); failures 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from security_fixtures import SecureTansu
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.errors import AuthenticationError, SslAuthenticationError
+from kaflux.network.sasl import unsecured_jwt
 from kaflux.testing.brokers import Broker, TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -246,3 +248,54 @@ def test_tansu_scram_login_ends_in_an_authentication_error_without_a_storm(
         assert "SCRAM-SHA-256" in str(info.value)
     finally:
         broker.cleanup()
+
+
+def test_oauth_cb_tokens_are_refreshed_for_re_authentication(
+    make_sasl_tansu: Callable[..., SecureTansu], topic_name: str
+) -> None:
+    double = make_sasl_tansu(session_lifetime_ms=60_000)  # capped by each token's expiry
+    assert double.door is not None
+    calls: list[float] = []
+
+    def oauth_cb() -> tuple[str, float]:
+        calls.append(time.time())
+        return unsecured_jwt("alice", time.time(), lifetime_s=2.0)
+
+    config = {
+        "bootstrap.servers": double.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": oauth_cb,
+    }
+    with AdminClient(config) as admin:
+        admin.create_topics([NewTopic(topic_name, 1)], timeout=WAIT_S)
+        start = time.monotonic()
+        while time.monotonic() - start < 4.0:  # the door ends each session when its token expires
+            admin.list_topics(timeout=WAIT_S)
+    reauths = [r for r in double.door.logins() if r.reauthentication]
+    assert reauths and all(r.success and r.user == "alice" for r in reauths)
+    assert len(calls) >= 2, "a new token for each session"
+
+
+def test_no_secret_in_logs_errors_or_metrics(
+    sasl_tansu: SecureTansu, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kaflux")
+    config = sasl_tansu.config("SCRAM-SHA-256", **{"sasl.password": "wrong-secret"})
+    consumer = Consumer({**config, "group.id": "g", "ssl.key.password": "key-secret"})
+    seen: list[str] = []
+    try:
+        consumer.subscribe(["any"])
+        for _ in range(10):
+            try:
+                consumer.poll(0.2)
+            except AuthenticationError as exc:
+                seen.append(str(exc))
+        seen.append(str(consumer.metrics()))
+        seen.append(repr(consumer._config))
+    finally:
+        consumer.close(timeout=1)
+    seen += [r.getMessage() for r in caplog.records] + [caplog.text]
+    assert any("SCRAM-SHA-256" in text for text in seen), "the failure was seen"
+    for secret in ("wrong-secret", "key-secret"):
+        assert not [text for text in seen if secret in text]

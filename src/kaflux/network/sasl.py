@@ -191,11 +191,10 @@ def unsecured_jwt(principal: str, now_s: float, lifetime_s: float = 3600.0) -> t
     def part(obj: dict[str, object]) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).rstrip(b"=").decode()
 
-    expiry = now_s + lifetime_s
-    token = (
-        part({"alg": "none"}) + "." + part({"sub": principal, "iat": int(now_s), "exp": int(expiry)}) + "."
-    )
-    return token, expiry
+    expiry = int(now_s + lifetime_s)  # JWT times are whole seconds: report the claim's own value
+    claims = {"sub": principal, "iat": int(now_s), "exp": expiry}
+    token = part({"alg": "none"}) + "." + part(claims) + "."
+    return token, float(expiry)
 
 
 @dataclass(frozen=True, slots=True)
