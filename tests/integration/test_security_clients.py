@@ -28,8 +28,9 @@ QUICK_S = 5.0
 RECORDS = 20
 
 
-def _round_trip(config: dict[str, Any], topic: str) -> None:
-    """Create a topic, produce with kaflux, read back with kaflux and with confluent-kafka."""
+def _round_trip(config: dict[str, Any], topic: str, *, peer: dict[str, Any] | None = None) -> None:
+    """Create a topic, produce with kaflux, read back with kaflux and with confluent-kafka (with
+    ``peer``'s settings where librdkafka spells them differently)."""
     with AdminClient(config) as admin:
         admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
     values = [b"v%d" % i for i in range(RECORDS)]
@@ -48,20 +49,20 @@ def _round_trip(config: dict[str, Any], topic: str) -> None:
     finally:
         consumer.close(timeout=5)
     assert got == values
-    peer = PeerConsumer(
-        {**config, "group.id": f"peer-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
+    peer_consumer = PeerConsumer(
+        {**(peer or config), "group.id": f"peer-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
     )
     seen: list[bytes | None] = []
     try:
         # assign, not subscribe: Tansu holds a group join for session.timeout.ms / 2
-        peer.assign([PeerTopicPartition(topic, 0, OFFSET_BEGINNING)])
+        peer_consumer.assign([PeerTopicPartition(topic, 0, OFFSET_BEGINNING)])
         deadline = time.monotonic() + WAIT_S
         while len(seen) < RECORDS and time.monotonic() < deadline:
-            message = peer.poll(0.5)
+            message = peer_consumer.poll(0.5)
             if message is not None and message.error() is None:
                 seen.append(message.value())
     finally:
-        peer.close()
+        peer_consumer.close()
     assert seen == values, "confluent-kafka reads what kaflux wrote"
 
 
@@ -299,3 +300,57 @@ def test_no_secret_in_logs_errors_or_metrics(
     assert any("SCRAM-SHA-256" in text for text in seen), "the failure was seen"
     for secret in ("wrong-secret", "key-secret"):
         assert not [text for text in seen if secret in text]
+
+
+def test_java_pem_truststore_and_keystore_forms(
+    mtls_tansu: SecureTansu, topic_name: str, tmp_path: Any
+) -> None:
+    certs = mtls_tansu.certs
+    assert certs is not None
+    keystore = tmp_path / "keystore.pem"  # Java's PEM keystore: the key and its certificate chain
+    keystore.write_bytes(certs.client_key.read_bytes() + certs.client_cert.read_bytes())
+    config = {
+        "bootstrap.servers": mtls_tansu.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.truststore.location": str(certs.ca_cert),
+        "ssl.truststore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.keystore.type": "PEM",
+        "ssl.key.password": certs.client_key_password,
+    }
+    _round_trip(config, topic_name, peer=mtls_tansu.config())
+
+
+def test_a_plaintext_client_at_a_tls_listener_is_told_so(tls_tansu: SecureTansu) -> None:
+    _each_call_refused({"bootstrap.servers": tls_tansu.bootstrap_servers}, SslAuthenticationError, "TLS")
+
+
+def _tls_to_plaintext_tansu(tansu: Broker, certs: Any, **extra: object) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": tansu.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca_cert),
+        **extra,
+    }
+
+
+def test_a_tls_client_at_a_plaintext_listener_is_told_so_within_the_setup_timeout(
+    tansu: Broker, certs: Any
+) -> None:
+    config = _tls_to_plaintext_tansu(tansu, certs, **{"socket.connection.setup.timeout.ms": 2000})
+    start = time.monotonic()
+    with (
+        pytest.raises(SslAuthenticationError, match=r"security\.protocol=PLAINTEXT"),
+        AdminClient(config) as admin,
+    ):
+        admin.list_topics(timeout=30)
+    assert time.monotonic() - start < 2.0 + QUICK_S
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Tansu defect: it takes a TLS hello for a 369 MB request and holds the connection for about 13 s "
+    "(Kafka closes at once); confluent-kafka also reports the TLS failure only after 13 s",
+)
+def test_a_tls_client_at_a_plaintext_listener_is_told_so_quickly(tansu: Broker, certs: Any) -> None:
+    _each_call_refused(_tls_to_plaintext_tansu(tansu, certs), SslAuthenticationError, "security.protocol")

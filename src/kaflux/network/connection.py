@@ -121,7 +121,8 @@ class BrokerConnection:
         self._deadlines: dict[int, int] = {}
         self._ssl_context = ssl_context
         self._tls_wants_write = False
-        self._received_any = False
+        #: whether the broker sent anything on this connection yet (TLS bytes included)
+        self.received_any = False
         self._sasl = sasl
         self._authenticator: SaslAuthenticator | None = None
         #: when to authenticate again (KIP-368), or None when the session does not expire
@@ -186,7 +187,7 @@ class BrokerConnection:
         self._machine.transition_to(_S.CONNECTING)
         self.connect_started_ms = self.setup_started_ms = now_ms
         self.last_activity_ms = now_ms
-        self._received_any = False
+        self.received_any = False
         self.reauthenticate_at_ms = None
         self.reauthentication_requested = False
         try:
@@ -249,6 +250,7 @@ class BrokerConnection:
         try:
             self._sock.do_handshake()
         except ssl.SSLWantReadError:
+            # (the handshake reads only after the hello went out; a server answer moves it on)
             self._tls_wants_write = False
             return
         except ssl.SSLWantWriteError:
@@ -308,8 +310,8 @@ class BrokerConnection:
             try:
                 with self._protocol.recv_buffer() as view:
                     count = sock.recv_into(view)
-                    if count and not self._received_any:
-                        self._received_any = True
+                    if count and not self.received_any:
+                        self.received_any = True
                         self._check_not_tls(view[:count])
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
@@ -339,7 +341,7 @@ class BrokerConnection:
 
     def _unanswered(self) -> bool:
         """Nothing received yet on this connection, whose first request was ApiVersions."""
-        return self._machine.state is _S.CHECKING_API_VERSIONS and not self._received_any
+        return self._machine.state is _S.CHECKING_API_VERSIONS and not self.received_any
 
     def _check_not_tls(self, first: memoryview) -> None:
         """A plaintext client's first bytes from the broker look like a TLS record: the

@@ -33,7 +33,12 @@ from kaflux.errors import (
 )
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
-from kaflux.network.connection import BrokerConnection, ClosedBeforeAnsweringError, describe_failure
+from kaflux.network.connection import (
+    BrokerConnection,
+    ClosedBeforeAnsweringError,
+    ConnectionState,
+    describe_failure,
+)
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
 from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse, RequestMessage
@@ -326,14 +331,7 @@ class NetworkClient:
                 and not conn.reauthentication_requested
                 and (now_ms - conn.setup_started_ms > self._setup_timeout_ms)
             ):
-                self._disconnect(
-                    conn,
-                    KafkaTimeoutError(
-                        f"connection to node {conn.node_id} ({conn.host}:{conn.port}) not established "
-                        f"within socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
-                    ),
-                    now_ms,
-                )
+                self._disconnect(conn, self._setup_timed_out(conn), now_ms)
                 continue
             deadline = conn.next_deadline_ms()
             if deadline is not None and now_ms >= deadline:
@@ -379,6 +377,17 @@ class NetworkClient:
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)
+
+    def _setup_timed_out(self, conn: BrokerConnection) -> KafkaError:
+        limit = f"socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
+        if conn.state is ConnectionState.TLS_HANDSHAKE:
+            # Typically a plaintext listener, waiting for the rest of what it read as a huge
+            # request (Kafka itself closes the connection at once instead).
+            return SslAuthenticationError(
+                f"broker {conn.broker} did not complete the TLS handshake within {limit}. If its "
+                "listener is PLAINTEXT, use security.protocol=PLAINTEXT (or SASL_PLAINTEXT)"
+            )
+        return KafkaTimeoutError(f"connection to {conn.broker} not established within {limit}")
 
     def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
         """A broker that closes three new plaintext connections in a row before answering
