@@ -39,6 +39,7 @@ from kaflux.testing.brokers import (
     TansuBroker,
     start_broker,
 )
+from kaflux.testing.mock_cluster import MockCluster
 
 # TLS/SASL test doubles (certs, tls_tansu, mtls_tansu, tls_tansu_other_host, sasl_tansu, sasl_ssl_tansu,
 # make_sasl_tansu) live in security_fixtures.py.
@@ -47,7 +48,8 @@ pytest.register_assert_rewrite("security_fixtures")
 from security_fixtures import SECURITY_FIXTURES  # noqa: E402
 
 _BROKER_FIXTURES = (
-    frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida"}) | SECURITY_FIXTURES
+    frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida", "mock_cluster"})
+    | SECURITY_FIXTURES
 )
 
 _START_TIMEOUT = 30.0
@@ -105,6 +107,21 @@ def tansu() -> Iterator[Broker]:
 def noida() -> Iterator[Broker]:
     """A noida-db broker shared by the whole session."""
     yield from _session_broker("noida")
+
+
+@pytest.fixture(scope="session")
+def mock_cluster() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster (3 brokers; KIP-848; no CreateTopics: producing creates a topic with
+    4 partitions) shared by the whole session; see kaflux.testing.mock_cluster for its limits."""
+    cluster = MockCluster(brokers=3)
+    try:
+        cluster.start(timeout=_START_TIMEOUT)
+    except ImportError as e:
+        pytest.skip(f"librdkafka's mock cluster needs confluent-kafka: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(params=list(BROKER_KINDS), ids=list(BROKER_KINDS))

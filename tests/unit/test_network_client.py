@@ -390,6 +390,30 @@ def test_api_versions_falls_back_when_the_broker_answers_unsupported_version(
         srv.close()
 
 
+def test_api_versions_error_in_the_requested_layout_is_read_too(
+    client_factory: Callable[..., NetworkClient],
+) -> None:
+    """librdkafka's mock cluster answers ApiVersions v4 with UNSUPPORTED_VERSION in the v4 layout
+    (others use v0's): read the requested layout first, as Java does, then retry at its max."""
+
+    def mock_like(version: int, request: Any) -> Any:
+        if isinstance(request, ApiVersionsRequest) and version > 2:
+            versions = [ApiVersion(api_key=18, min_version=0, max_version=2)]
+            return ApiVersionsResponse(error_code=35, api_keys=versions)  # in the requested layout
+        if isinstance(request, ApiVersionsRequest):
+            return ApiVersionsResponse(api_keys=[ApiVersion(api_key=3, min_version=0, max_version=9)])
+        return default_handler(version, request)
+
+    srv = KafkaServer(mock_like)
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        assert [v for v, r in srv.received if isinstance(r, ApiVersionsRequest)] == [4, 2]
+        assert client.api_version(NODE, ApiKey.METADATA) == 9
+    finally:
+        srv.close()
+
+
 def test_in_flight_limit_makes_the_node_not_ready(server: KafkaServer) -> None:
     client = NetworkClient(
         ClusterMetadata([("127.0.0.1", server.port)]),

@@ -198,11 +198,7 @@ class BrokerProtocol:
                     f"correlation id {header.correlation_id} does not match the oldest request in "
                     f"flight ({expected.correlation_id}, api key {expected.api_key})"
                 )
-            version = expected.api_version
-            if expected.api_key == _API_VERSIONS_KEY and _peek_error_code(reader) == _UNSUPPORTED_VERSION:
-                # A broker answers an ApiVersions version it does not know in the v0 format.
-                version = 0
-            decoded = type(expected.request).RESPONSE.decode(reader, version)
+            decoded = self._decode_body(expected, reader)
         except ProtocolError:
             raise
         except (ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError) as exc:
@@ -211,6 +207,22 @@ class BrokerProtocol:
             ) from exc
         self._in_flight.popleft()
         return ReceivedResponse(expected, decoded, len(body))
+
+    @staticmethod
+    def _decode_body(expected: InFlightRequest, reader: Reader) -> Any:
+        response_class = type(expected.request).RESPONSE
+        start = reader.pos
+        try:
+            return response_class.decode(reader, expected.api_version)
+        except (ProtocolError, ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError):
+            if expected.api_key != _API_VERSIONS_KEY or expected.api_version == 0:
+                raise
+            # As Java: an ApiVersions version the broker does not know is answered with
+            # UNSUPPORTED_VERSION in the requested layout by some brokers, in v0's by others.
+            reader.pos = start
+            if _peek_error_code(reader) != _UNSUPPORTED_VERSION:
+                raise
+            return response_class.decode(reader, 0)
 
     def fail_all(self) -> list[InFlightRequest]:
         """Forget every request in flight (the connection closed); returns them."""
