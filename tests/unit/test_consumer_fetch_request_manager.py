@@ -231,7 +231,10 @@ def test_a_failed_fetch_backs_off_its_node(fake: FakeCluster) -> None:
     rig.seek(0)
     (exchange,) = rig.net.add_all(rig.fetcher.poll(0), 0)
     rig.net.fail(exchange, KafkaConnectionError("lost"), received_ms=10)
-    assert rig.fetcher.poll(10 + BACKOFF_MS - 1).unsent == []
+    waiting = rig.fetcher.poll(10 + BACKOFF_MS - 1)
+    assert waiting.unsent == []
+    # the network thread must come back when the backoff ends: nothing else would wake it
+    assert waiting.time_until_next_poll_ms == 1
     assert len(rig.fetcher.poll(10 + BACKOFF_MS).unsent) == 1
 
 

@@ -16,17 +16,16 @@ through the buffer and is raised by ``poll()``.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from kaflux.consumer.completed_fetch import CompletedFetch
-from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_session import FetchPlan, FetchSession, PartitionFetchData
-from kaflux.consumer.subscription_state import ResetStrategy, SubscriptionState
+from kaflux.consumer.positions import ResetStrategy
 from kaflux.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -36,6 +35,10 @@ from kaflux.protocol.messages.fetch import (
     PartitionData,
 )
 from kaflux.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.fetch_buffer import FetchBuffer
+    from kaflux.consumer.subscription_state import SubscriptionState
 
 #: v13+ addresses topics by id; v12 (flexible, sessions, names) is what kaflux sends.
 MAX_FETCH_VERSION = 12
@@ -90,12 +93,17 @@ class FetchRequestManager:
         buffered = self._buffer.buffered_partitions()
         wanted: dict[int, dict[TopicPartition, PartitionFetchData]] = defaultdict(dict)
         unknown_leader = False
+        wait = 5000
         for tp, position, version in self._subscription.fetchable_partitions(buffered.__contains__):
             leader = self._cluster.leader_for(tp)
             if leader is None:
                 unknown_leader = True
                 continue
-            if leader in self._in_flight or now_ms < self._node_retry_at.get(leader, (0, 0))[0]:
+            if leader in self._in_flight:
+                continue
+            retry_at = self._node_retry_at.get(leader, (0, 0))[0]
+            if now_ms < retry_at:
+                wait = min(wait, retry_at - now_ms)  # come back when the backoff ends, not later
                 continue
             epoch = self._cluster.leader_epoch(tp)  # the current leader's, not the one at seek time
             wanted[leader][tp] = PartitionFetchData(
@@ -104,7 +112,7 @@ class FetchRequestManager:
         if unknown_leader:
             self._metadata.request_update()
         unsent = [self._request(node, partitions) for node, partitions in wanted.items()]
-        return PollResult(100 if unknown_leader else 5000, unsent)
+        return PollResult(min(wait, 100) if unknown_leader else wait, unsent)
 
     def _request(self, node: int, partitions: dict[TopicPartition, PartitionFetchData]) -> UnsentRequest:
         session = self._sessions.setdefault(node, FetchSession(node, self._use_sessions))
