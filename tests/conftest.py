@@ -1,6 +1,6 @@
 """Shared fixtures: real brokers for integration tests, unique topic names, broker-defect markers.
 
-Brokers (see :mod:`kaflux.testing.brokers` and /work/shared/reference/brokers.md for their defects):
+Brokers (see :mod:`kaflux.testing.brokers` and docs/brokers.md for their defects):
 
 - ``tansu`` / ``noida``: one started broker each for the whole session, stopped at the end.
 - ``broker``: parametrized over both (ids ``tansu`` and ``noida``), reusing the session brokers. A

@@ -58,8 +58,7 @@ from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, is_coordinator_node_id
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientRequest, ClientResponse
-from kaflux.network.network_client_delegate import UnsentRequest
+from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember

@@ -34,8 +34,7 @@ from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, U
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata, is_coordinator_node_id
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientRequest, ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientRequest, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.api import CLIENT_VERSIONS, ApiKey
 from kaflux.protocol.messages.create_topics import (
     CreatableTopicResult,

@@ -1,6 +1,6 @@
 """TLS and SASL test doubles as pytest fixtures, and wire-level helpers. Not a test module.
 
-No broker here does TLS or SASL end to end (see /work/shared/reference/brokers.md, section 5), so the
+No broker here does TLS or SASL end to end (see docs/brokers.md), so the
 fixtures put real parts together: Tansu (memory storage), stunnel4 as the TLS terminator
 (:mod:`kaflux.testing.tls`) and the SASL front door (:mod:`kaflux.testing.sasl_front_door`). Tansu always
 advertises the port the client must use, so every connection goes through the doubles.

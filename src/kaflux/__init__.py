@@ -1,4 +1,4 @@
-"""kaflux: a Kafka client for Python on the event-driven, two-thread consumer design.
+"""kaflux: a Kafka client for Python on the event-driven, two-thread consumer design. [app]
 
 Public API::
 

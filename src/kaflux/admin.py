@@ -26,9 +26,8 @@ from kaflux.errors import (
 )
 from kaflux.network.factory import NetworkStack, build_network
 from kaflux.network.metadata_manager import MetadataAnswer
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import UnsentRequest
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.requests import ClientResponse, UnsentRequest
 from kaflux.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,

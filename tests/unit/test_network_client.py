@@ -20,7 +20,8 @@ from kaflux.errors import KafkaConnectionError, KafkaTimeoutError
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import ConnectionState
-from kaflux.network.network_client import ClientRequest, ClientResponse, NetworkClient
+from kaflux.network.network_client import NetworkClient
+from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.protocol.api import (
     CLIENT_VERSIONS,
     REQUESTS,

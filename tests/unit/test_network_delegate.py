@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kaflux.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError
-from kaflux.network.network_client import ClientRequest, ClientResponse
-from kaflux.network.network_client_delegate import NetworkClientDelegate, UnsentRequest
+from kaflux.network.network_client_delegate import NetworkClientDelegate
+from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 REQUEST_TIMEOUT_MS = 1_000

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kaflux.errors import IllegalStateError, KafkaConnectionError
-from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, PollResult, UnsentRequest
 from kaflux.network.network_thread import NetworkThread
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, PollResult, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest
 
 

@@ -1,1 +1,1 @@
-"""The consumer: an application-thread facade over a background network thread."""
+"""The consumer: an application-thread facade over a background network thread. [app]"""

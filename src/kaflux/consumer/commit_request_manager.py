@@ -20,10 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import complete, fail
-from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import (
     BrokerError,
     CommitFailedError,
@@ -34,8 +34,7 @@ from kaflux.errors import (
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -48,6 +47,9 @@ from kaflux.protocol.messages.offset_fetch import (
     OffsetFetchResponse,
 )
 from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.subscription_state import SubscriptionState
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,8 @@ from kaflux.errors import (
 from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
-from kaflux.network.network_thread import NetworkThread, RequestManager, monotonic_ms
+from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.requests import RequestManager
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
 

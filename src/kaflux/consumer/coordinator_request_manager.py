@@ -13,8 +13,7 @@ from collections.abc import Callable
 from kaflux.errors import KafkaError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kaflux.structs import Node
 
@@ -52,6 +51,10 @@ class CoordinatorRequestManager:
                 "group %s: coordinator %s unknown (%s)", self._group_id, self.coordinator.node_id, reason
             )
         self.coordinator = None
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Nothing is worth sending while the client closes."""
+        return PollResult()
 
     def poll(self, now_ms: int) -> PollResult:
         if self.coordinator is not None:

@@ -56,8 +56,7 @@ from kaflux.errors import KafkaError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest

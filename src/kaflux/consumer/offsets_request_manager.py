@@ -20,16 +20,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.events import complete, fail
-from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
+from kaflux.consumer.positions import FetchPosition, FetchState, ResetStrategy
 from kaflux.errors import KafkaError, KafkaTimeoutError, NoOffsetForPartitionError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -37,6 +37,9 @@ from kaflux.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.subscription_state import SubscriptionState
 
 #: (offset, timestamp, leader_epoch) for a partition; None when no such offset exists
 OffsetResult = tuple[int, int, int | None] | None
@@ -114,6 +117,10 @@ class OffsetsRequestManager:
         self._waiters.append(_PositionWaiter(partitions, deadline_ms, future))
 
     # -- request manager -------------------------------------------------------------------------
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Nothing is worth sending while the client closes."""
+        return PollResult()
 
     def poll(self, now_ms: int) -> PollResult:
         unsent: list[UnsentRequest] = []

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from kaflux.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, TopicInfo
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kaflux.structs import Node, PartitionInfo
 
@@ -139,6 +138,10 @@ class MetadataManager:
         self._one_off.append((topics, auto_create, callback))
 
     # -- request manager ----------------------------------------------------------------------
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Nothing is worth sending while the client closes."""
+        return PollResult()
 
     def poll(self, now_ms: int) -> PollResult:
         """Return Metadata requests that are due."""

@@ -39,38 +39,13 @@ from kaflux.network.connection import (
     ConnectionState,
     describe_failure,
 )
+from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
-from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse, RequestMessage
+from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse
 
 #: new connections in a row closed unanswered before a plaintext client concludes the listener is TLS
 UNANSWERED_BEFORE_TLS_VERDICT = 3
-
-
-@dataclass(slots=True)
-class ClientRequest:
-    """A request to send to one broker, with the callback that receives its outcome."""
-
-    node_id: int
-    request: RequestMessage
-    callback: Callable[[ClientResponse], None]
-    created_ms: int
-    expect_response: bool = True
-    #: highest version the caller can build (None: whatever both sides support)
-    max_version: int | None = None
-    #: how long to wait for the response (None: request.timeout.ms)
-    timeout_ms: int | None = None
-
-
-@dataclass(slots=True)
-class ClientResponse:
-    """The outcome of a :class:`ClientRequest`: a decoded ``body`` or an ``error``."""
-
-    request: ClientRequest
-    body: Any
-    error: KafkaError | None
-    api_version: int
-    received_ms: int
 
 
 @dataclass(slots=True)

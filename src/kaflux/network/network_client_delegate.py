@@ -12,40 +12,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kaflux.network.network_client import ClientRequest, ClientResponse, NetworkClient
-from kaflux.protocol.framing import RequestMessage
+from kaflux.network.network_client import NetworkClient
+from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
 
 log = logging.getLogger(__name__)
-
-#: The longest the network thread sleeps in one poll when no manager asks for sooner.
-MAX_POLL_TIMEOUT_MS = 5000
-
-
-@dataclass(slots=True)
-class UnsentRequest:
-    """A request a manager wants sent. ``node_id=None`` means the least-loaded broker."""
-
-    request: RequestMessage
-    node_id: int | None
-    handler: Callable[[ClientResponse], None]
-    max_version: int | None = None
-    expect_response: bool = True
-    #: how long to wait for the response once sent (None: request.timeout.ms)
-    timeout_ms: int | None = None
-    #: the request fails if still unsent by then; the delegate sets now + request.timeout.ms
-    #: unless the manager set an earlier one
-    deadline_ms: int = -1
-
-
-@dataclass(slots=True)
-class PollResult:
-    """What a request manager's ``poll`` returns."""
-
-    time_until_next_poll_ms: int = MAX_POLL_TIMEOUT_MS
-    unsent: list[UnsentRequest] = field(default_factory=list)
 
 
 class NetworkClientDelegate:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kaflux.errors import KafkaConnectionError, KafkaError
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import MAX_POLL_TIMEOUT_MS, NetworkClientDelegate, PollResult
+from kaflux.network.network_client_delegate import NetworkClientDelegate
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, RequestManager
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +35,6 @@ log = logging.getLogger(__name__)
 def monotonic_ms() -> int:
     """The clock every kaflux timer uses: monotonic milliseconds."""
     return int(time.monotonic() * 1000)
-
-
-class RequestManager(Protocol):
-    """A source of requests. ``poll`` does no I/O and must not block."""
-
-    def poll(self, now_ms: int) -> PollResult: ...
 
 
 class EventProcessor(Protocol):
@@ -176,10 +170,7 @@ class NetworkThread(threading.Thread):
             return done
 
         for manager in self._managers:
-            poll_on_close = getattr(manager, "poll_on_close", None)
-            if poll_on_close is None:
-                continue
-            for unsent in poll_on_close(now).unsent:
+            for unsent in manager.poll_on_close(now).unsent:
                 if unsent.expect_response:
                     outstanding += 1
                     unsent.handler = track(unsent.handler)

@@ -1,1 +1,1 @@
-"""The producer: an application-side accumulator and a background sender."""
+"""The producer: an application-side accumulator and a background sender. [app]"""

@@ -16,8 +16,7 @@ from kaflux.errors import KafkaError, KafkaTimeoutError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.network_client import ClientResponse
-from kaflux.network.network_client_delegate import PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.producer.accumulator import ProducerBatch, RecordAccumulator
 from kaflux.protocol.messages.produce import (
     PartitionProduceData,

@@ -1,4 +1,4 @@
-"""Helpers for testing code that talks to Kafka: real brokers run as child processes.
+"""Helpers for testing code that talks to Kafka: real brokers run as child processes. [io]
 
 Not imported by ``kaflux`` itself. See :mod:`kaflux.testing.brokers`.
 """

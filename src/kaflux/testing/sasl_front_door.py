@@ -2,7 +2,7 @@
 connection side; any thread: the control API and the log]
 
 No broker here completes a SASL login (Tansu's SCRAM store is empty, noida-db takes any PLAIN password;
-see /work/shared/reference/brokers.md). :class:`SaslFrontDoor` listens on 127.0.0.1, authenticates each
+see docs/brokers.md). :class:`SaslFrontDoor` listens on 127.0.0.1, authenticates each
 client connection itself, the way a Kafka broker does, and then forwards every frame unchanged to one
 upstream broker (one upstream connection per client connection). The upstream broker must advertise the
 door's port (``TansuBroker(advertised_port=door.port)``), so that clients come back through it.

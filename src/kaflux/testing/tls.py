@@ -1,7 +1,7 @@
 """A TLS terminator in front of a broker: stunnel4 run as a child process, for tests. [io]
 
 No broker here serves TLS (Tansu 0.6.0's ``--cert``/``--key`` cannot be combined; noida-db has none;
-see /work/shared/reference/brokers.md). :class:`TlsTerminator` runs Debian's ``stunnel4`` with a
+see docs/brokers.md). :class:`TlsTerminator` runs Debian's ``stunnel4`` with a
 generated configuration: it accepts TLS on 127.0.0.1:``port`` with a server certificate and key, and
 forwards the plaintext to 127.0.0.1:``upstream_port``. With ``client_ca`` it asks for a client
 certificate, requires one and checks it against that CA (mutual TLS).
