@@ -107,3 +107,19 @@ def test_reset_forgets_in_flight_and_failures() -> None:
     state.on_send(100)
     state.reset()
     assert state.can_send(100)
+
+
+def test_the_jittered_backoff_is_drawn_once_at_the_failure() -> None:
+    state = RequestState(ExponentialBackoff(100, 1000, jitter=0.5))
+    state.on_failure(1_000)
+    first = state.remaining_backoff_ms(1_000)
+    assert all(state.remaining_backoff_ms(1_000) == first for _ in range(50))
+    assert not state.can_send(1_000 + first - 1)
+    assert state.can_send(1_000 + first)
+
+
+def test_postpone_waits_without_counting_a_failure() -> None:
+    state = RequestState(exact())
+    state.postpone(0, 50)
+    assert not state.can_send(49) and state.can_send(50)
+    assert state.attempts == 0

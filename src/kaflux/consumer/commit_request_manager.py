@@ -33,7 +33,7 @@ from kaflux.errors import (
     RetriableCommitFailedError,
     error_for_code,
 )
-from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -82,19 +82,15 @@ class _PendingCommit:
     retry: bool
     deadline_ms: int
     future: Future[dict[TopicPartition, OffsetAndMetadata]]
-    attempts: int = 0
-    retry_at_ms: int = 0
-    in_flight: bool = False
+    state: RequestState
 
 
 @dataclass(slots=True)
 class _PendingFetch:
     partitions: frozenset[TopicPartition]
     deadline_ms: int
+    state: RequestState
     futures: list[Future[dict[TopicPartition, OffsetAndMetadata | None]]] = field(default_factory=list)
-    attempts: int = 0
-    retry_at_ms: int = 0
-    in_flight: bool = False
 
 
 class CommitRequestManager:
@@ -143,7 +139,9 @@ class CommitRequestManager:
         if not offsets:
             complete(future, {})
             return
-        self._commits.append(_PendingCommit(dict(offsets), retry, deadline_ms, future))
+        self._commits.append(
+            _PendingCommit(dict(offsets), retry, deadline_ms, future, RequestState(self._backoff))
+        )
 
     def fetch_committed(
         self,
@@ -157,7 +155,7 @@ class CommitRequestManager:
                 pending.futures.append(future)
                 pending.deadline_ms = max(pending.deadline_ms, deadline_ms)
                 return
-        self._fetches.append(_PendingFetch(partitions, deadline_ms, [future]))
+        self._fetches.append(_PendingFetch(partitions, deadline_ms, RequestState(self._backoff), [future]))
 
     def maybe_auto_commit(self, now_ms: int) -> None:
         """Commit consumed positions if the auto-commit interval elapsed."""
@@ -214,7 +212,7 @@ class CommitRequestManager:
         unsent: list[UnsentRequest] = []
         member = self._member_info()
         for commit in list(self._commits):
-            if commit.in_flight or now_ms < commit.retry_at_ms:
+            if not commit.state.can_send(now_ms):
                 continue
             if member.excluded:
                 self._commits.remove(commit)
@@ -240,14 +238,14 @@ class CommitRequestManager:
                     ),
                 )
                 continue
-            commit.in_flight = True
+            commit.state.on_send(now_ms)
             unsent.append(self._commit_request(node, commit))
         for pending in self._fetches:
-            if not pending.in_flight and now_ms >= pending.retry_at_ms:
-                pending.in_flight = True
+            if pending.state.can_send(now_ms):
+                pending.state.on_send(now_ms)
                 unsent.append(self._fetch_request(node, pending))
-        wake_at = [c.retry_at_ms for c in self._commits if not c.in_flight]
-        wake_at += [f.retry_at_ms for f in self._fetches if not f.in_flight]
+        wake_at = [c.state.retry_at_ms for c in self._commits if not c.state.in_flight]
+        wake_at += [f.state.retry_at_ms for f in self._fetches if not f.state.in_flight]
         wake_at += [c.deadline_ms for c in self._commits] + [f.deadline_ms for f in self._fetches]
         if wake_at:
             wait = min(wait, max(0, min(wake_at) - now_ms))
@@ -320,7 +318,7 @@ class CommitRequestManager:
     def _on_commit_response(
         self, commit: _PendingCommit, sent_as: MemberInfo, response: ClientResponse
     ) -> None:
-        commit.in_flight = False
+        commit.state.in_flight = False
         if commit not in self._commits:
             return  # expired at its deadline while in flight
         now_ms = response.received_ms
@@ -384,8 +382,7 @@ class CommitRequestManager:
 
     def _retry_or_fail(self, commit: _PendingCommit, error: KafkaError, now_ms: int) -> None:
         if error.retriable and commit.retry and now_ms < commit.deadline_ms:
-            commit.retry_at_ms = now_ms + self._backoff.backoff_ms(commit.attempts)
-            commit.attempts += 1
+            commit.state.on_failure(now_ms)
             return
         self._commits.remove(commit)
         if error.retriable and not commit.retry:
@@ -415,7 +412,7 @@ class CommitRequestManager:
         )
 
     def _on_fetch_response(self, pending: _PendingFetch, response: ClientResponse) -> None:
-        pending.in_flight = False
+        pending.state.in_flight = False
         if pending not in self._fetches:
             return  # expired at its deadline while in flight
         now_ms = response.received_ms
@@ -447,8 +444,7 @@ class CommitRequestManager:
 
     def _retry_fetch_or_fail(self, pending: _PendingFetch, error: KafkaError, now_ms: int) -> None:
         if error.retriable and now_ms < pending.deadline_ms:
-            pending.retry_at_ms = now_ms + self._backoff.backoff_ms(pending.attempts)
-            pending.attempts += 1
+            pending.state.on_failure(now_ms)
             return
         self._fetches.remove(pending)
         for future in pending.futures:

@@ -22,7 +22,7 @@ from kaflux.consumer.completed_fetch import CompletedFetch
 from kaflux.consumer.fetch_session import FetchPlan, FetchSession, PartitionFetchData
 from kaflux.consumer.positions import ResetStrategy
 from kaflux.errors import KafkaError, OffsetOutOfRangeError, error_for_code
-from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
@@ -83,8 +83,8 @@ class FetchRequestManager:
         self._backoff = retry_backoff
         self._use_sessions = use_sessions
         self._sessions: dict[int, FetchSession] = {}
-        self._in_flight: set[int] = set()
-        self._node_retry_at: dict[int, tuple[int, int]] = {}  # node -> (retry at ms, failures)
+        #: one RequestState per broker: a fetch in flight, and the backoff after a failure
+        self._nodes: dict[int, RequestState] = {}
         self.fetches_sent = 0
 
     def poll(self, now_ms: int) -> PollResult:
@@ -99,11 +99,11 @@ class FetchRequestManager:
             if leader is None:
                 unknown_leader = True
                 continue
-            if leader in self._in_flight:
+            node = self._node(leader)
+            if node.in_flight:
                 continue
-            retry_at = self._node_retry_at.get(leader, (0, 0))[0]
-            if now_ms < retry_at:
-                wait = min(wait, retry_at - now_ms)  # come back when the backoff ends, not later
+            if not node.can_send(now_ms):
+                wait = min(wait, node.remaining_backoff_ms(now_ms))  # come back when it ends
                 continue
             epoch = self._cluster.leader_epoch(tp)  # the current leader's, not the one at seek time
             wanted[leader][tp] = PartitionFetchData(
@@ -111,10 +111,12 @@ class FetchRequestManager:
             )
         if unknown_leader:
             self._metadata.request_update()
-        unsent = [self._request(node, partitions) for node, partitions in wanted.items()]
+        unsent = [self._request(node, partitions, now_ms) for node, partitions in wanted.items()]
         return PollResult(min(wait, 100) if unknown_leader else wait, unsent)
 
-    def _request(self, node: int, partitions: dict[TopicPartition, PartitionFetchData]) -> UnsentRequest:
+    def _request(
+        self, node: int, partitions: dict[TopicPartition, PartitionFetchData], now_ms: int
+    ) -> UnsentRequest:
         session = self._sessions.setdefault(node, FetchSession(node, self._use_sessions))
         plan = session.plan(partitions)
         topics: dict[str, list[FetchPartition]] = {}
@@ -143,7 +145,7 @@ class FetchRequestManager:
             forgotten_topics_data=[ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()],
             rack_id=self._rack,
         )
-        self._in_flight.add(node)
+        self._node(node).on_send(now_ms)
         self.fetches_sent += 1
         return UnsentRequest(
             request, node, lambda r: self._on_response(node, session, plan, r), MAX_FETCH_VERSION
@@ -152,7 +154,8 @@ class FetchRequestManager:
     def _on_response(
         self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse
     ) -> None:
-        self._in_flight.discard(node)
+        state = self._node(node)
+        state.in_flight = False
         if response.error is not None:
             session.reset()
             self._node_failed(node, response.received_ms)
@@ -166,7 +169,7 @@ class FetchRequestManager:
                 self._node_failed(node, response.received_ms)
                 self._metadata.request_update()
             return
-        self._node_retry_at.pop(node, None)
+        state.on_success()
         completed: list[CompletedFetch] = []
         for topic in body.responses:
             for p in topic.partitions:
@@ -231,9 +234,14 @@ class FetchRequestManager:
             check_crcs=self._check_crcs,
         )
 
+    def _node(self, node: int) -> RequestState:
+        state = self._nodes.get(node)
+        if state is None:
+            state = self._nodes[node] = RequestState(self._backoff)
+        return state
+
     def _node_failed(self, node: int, now_ms: int) -> None:
-        failures = self._node_retry_at.get(node, (0, 0))[1]
-        self._node_retry_at[node] = (now_ms + self._backoff.backoff_ms(failures), failures + 1)
+        self._node(node).on_failure(now_ms)
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         """Fetch sessions are left to expire on the brokers; nothing to send."""

@@ -26,7 +26,7 @@ from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.events import complete, fail
 from kaflux.consumer.positions import FetchPosition, FetchState, ResetStrategy
 from kaflux.errors import KafkaError, KafkaTimeoutError, NoOffsetForPartitionError, error_for_code
-from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
@@ -50,10 +50,10 @@ class _Lookup:
     timestamps: dict[TopicPartition, int]
     deadline_ms: int
     future: Future[dict[TopicPartition, OffsetResult]]
+    retry: RequestState
     results: dict[TopicPartition, OffsetResult] = field(default_factory=dict)
+    #: requests in flight (one per partition leader)
     in_flight: int = 0
-    attempts: int = 0
-    retry_at_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -90,8 +90,7 @@ class OffsetsRequestManager:
         self._waiters: list[_PositionWaiter] = []
         self._resetting: dict[TopicPartition, int] = {}  # tp -> position version being reset
         self._committed_pending: set[TopicPartition] = set()
-        self._reset_retry_at_ms = 0
-        self._reset_attempts = 0
+        self._reset_retry = RequestState(retry_backoff)
         self._reported: set[tuple[TopicPartition, int]] = set()
         self._last_reset_error: KafkaError | None = None
 
@@ -108,7 +107,9 @@ class OffsetsRequestManager:
             complete(future, {})
             return
         self._metadata.add_topics({tp.topic for tp in timestamps})
-        self._lookups.append(_Lookup(dict(timestamps), deadline_ms, future))
+        self._lookups.append(
+            _Lookup(dict(timestamps), deadline_ms, future, retry=RequestState(self._backoff))
+        )
 
     def await_positions(
         self, partitions: list[TopicPartition] | None, deadline_ms: int, future: Future[bool]
@@ -127,7 +128,7 @@ class OffsetsRequestManager:
         self._initialize_positions(now_ms)
         unsent += self._reset_requests(now_ms)
         for lookup in list(self._lookups):
-            if lookup.in_flight == 0 and now_ms >= lookup.retry_at_ms:
+            if lookup.in_flight == 0 and lookup.retry.can_send(now_ms):
                 unsent += self._lookup_requests(lookup, now_ms)
         self._check_waiters(now_ms)
         wait = 5000
@@ -182,7 +183,7 @@ class OffsetsRequestManager:
         self._commits.fetch_committed(frozenset(versions), now_ms + self._api_timeout_ms, future)
 
     def _reset_requests(self, now_ms: int) -> list[UnsentRequest]:
-        if now_ms < self._reset_retry_at_ms:
+        if not self._reset_retry.can_send(now_ms):
             return []
         wanted: dict[TopicPartition, int] = {}
         versions: dict[TopicPartition, int] = {}
@@ -247,7 +248,7 @@ class OffsetsRequestManager:
                 self._last_reset_error = errors[0]
             self._reset_backoff(now_ms, None)
         else:
-            self._reset_attempts = 0
+            self._reset_retry.on_success()
             self._last_reset_error = None
 
     def _reset_backoff(self, now_ms: int, error: KafkaError | None) -> None:
@@ -255,8 +256,7 @@ class OffsetsRequestManager:
             self._last_reset_error = error
         if error is not None and not error.retriable:
             self._on_error(error)
-        self._reset_retry_at_ms = now_ms + self._backoff.backoff_ms(self._reset_attempts)
-        self._reset_attempts += 1
+        self._reset_retry.on_failure(now_ms)
         self._metadata.request_update()
 
     def _check_waiters(self, now_ms: int) -> None:
@@ -312,7 +312,7 @@ class OffsetsRequestManager:
         requests, _ = self._requests_by_leader(remaining, lambda r: self._on_lookup_response(lookup, r))
         lookup.in_flight = len(requests)
         if not requests:
-            lookup.retry_at_ms = now_ms + 50
+            lookup.retry.postpone(now_ms, 50)
         return requests
 
     def _on_lookup_response(self, lookup: _Lookup, response: ClientResponse) -> None:
@@ -340,8 +340,7 @@ class OffsetsRequestManager:
             complete(lookup.future, dict(lookup.results))
         elif retry and lookup.in_flight == 0:
             self._metadata.request_update()
-            lookup.retry_at_ms = now_ms + self._backoff.backoff_ms(lookup.attempts)
-            lookup.attempts += 1
+            lookup.retry.on_failure(now_ms)
 
     # -- shared -------------------------------------------------------------------------------------
 

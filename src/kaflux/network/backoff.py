@@ -33,11 +33,12 @@ class ExponentialBackoff:
 
 @dataclass(slots=True)
 class RequestState:
-    """Tracks one kind of request: whether it may be sent now, and its retry backoff.
+    """The retry bookkeeping of one request (or one kind of request): every request manager
+    uses it, so backoff works the same everywhere.
 
-    Mirrors Java's ``RequestState``: at most one request in flight; after a failure the next
-    attempt waits ``retry.backoff.ms * 2^n`` (capped, jittered) from the failure; a success
-    resets the backoff.
+    Mirrors Java's ``RequestState``: at most one in flight; after a failure the next attempt
+    waits ``retry.backoff.ms * 2^n`` (capped, jittered, drawn once at the failure) from the
+    failure; a success resets the backoff.
     """
 
     backoff: ExponentialBackoff
@@ -45,17 +46,16 @@ class RequestState:
     attempts: int = 0
     last_sent_ms: int = -1
     last_failed_ms: int = -1
+    #: when a retry is allowed (0: now)
+    retry_at_ms: int = 0
 
     def can_send(self, now_ms: int) -> bool:
         """Nothing in flight and the backoff since the last failure has elapsed."""
-        return not self.in_flight and self.remaining_backoff_ms(now_ms) == 0
+        return not self.in_flight and now_ms >= self.retry_at_ms
 
     def remaining_backoff_ms(self, now_ms: int) -> int:
         """Milliseconds until a retry is allowed (0 when allowed now)."""
-        if self.attempts == 0 or self.last_failed_ms < 0:
-            return 0
-        wait = self.backoff.backoff_ms(self.attempts - 1)
-        return max(0, self.last_failed_ms + wait - now_ms)
+        return max(0, self.retry_at_ms - now_ms)
 
     def on_send(self, now_ms: int) -> None:
         """A request of this kind was handed to the network."""
@@ -67,15 +67,24 @@ class RequestState:
         self.in_flight = False
         self.attempts = 0
         self.last_failed_ms = -1
+        self.retry_at_ms = 0
 
-    def on_failure(self, now_ms: int) -> None:
-        """The request failed: grow the backoff."""
+    def on_failure(self, now_ms: int, *, delay_ms: int | None = None) -> None:
+        """The request failed: retry after the grown backoff (or after ``delay_ms``)."""
         self.in_flight = False
+        wait = self.backoff.backoff_ms(self.attempts) if delay_ms is None else delay_ms
         self.attempts += 1
         self.last_failed_ms = now_ms
+        self.retry_at_ms = now_ms + wait
+
+    def postpone(self, now_ms: int, delay_ms: int) -> None:
+        """Wait ``delay_ms`` before the next attempt without counting a failure (e.g. no
+        broker to send to yet)."""
+        self.retry_at_ms = now_ms + delay_ms
 
     def reset(self) -> None:
         """Forget failures and in-flight state (e.g. after the target changed)."""
         self.in_flight = False
         self.attempts = 0
         self.last_failed_ms = -1
+        self.retry_at_ms = 0
