@@ -18,7 +18,6 @@ from kaflux.consumer.events import (
     ListOffsetsEvent,
     PollEvent,
     TopicMetadataEvent,
-    WakeNetworkEvent,
 )
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
@@ -211,14 +210,6 @@ def test_topic_metadata_for_all_topics(fake: FakeCluster) -> None:
     rig.processor.process(event, 0)
     rig.run(0)
     assert sorted(event.future.result(0).topics) == ["a", "b"]
-
-
-def test_wake_event_does_nothing(fake: FakeCluster) -> None:
-    rig = Rig(fake)
-    rig.processor.process(WakeNetworkEvent(), 0)
-    assert rig.commits is not None
-    assert not rig.commits.has_pending()
-    rig.processor.expire(FAR + 1)
 
 
 def test_expire_fails_only_overdue_events(fake: FakeCluster) -> None:

@@ -130,8 +130,3 @@ def test_every_partition_leads_a_sessionless_request_in_turn() -> None:
         firsts.add(plan.to_send[0])
         session.on_response(plan, 0, 0)
     assert firsts == {P0, P1, P2}
-
-
-def test_close_epoch_only_for_an_open_session() -> None:
-    assert FetchSession(1).close_request_epoch() is None
-    assert established().close_request_epoch() == -1

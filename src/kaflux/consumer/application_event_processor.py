@@ -26,7 +26,6 @@ from kaflux.consumer.events import (
     RebalanceCallbackCompletedEvent,
     SubscriptionChangeEvent,
     TopicMetadataEvent,
-    WakeNetworkEvent,
     complete,
     fail,
 )
@@ -103,8 +102,6 @@ class ApplicationEventProcessor:
                 self._offsets.list_offsets(event.timestamps, event.deadline_ms, event.future)
             case TopicMetadataEvent():
                 self._topic_metadata(event)
-            case WakeNetworkEvent():
-                pass
             case _:
                 assert_never(event)
 

@@ -27,10 +27,18 @@ from kaflux.consumer.events import complete, fail
 from kaflux.errors import (
     BrokerError,
     CommitFailedError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    IllegalGenerationError,
     KafkaError,
     KafkaTimeoutError,
+    NotCoordinatorError,
     RebalanceInProgressError,
     RetriableCommitFailedError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
@@ -58,9 +66,23 @@ MAX_OFFSET_COMMIT_VERSION = 8
 #: v8+ batches groups; v7 (one group, require_stable) is enough.
 MAX_OFFSET_FETCH_VERSION = 7
 
-_COORDINATOR_MOVED = {14: False, 15: True, 16: True}  # code -> whether the coordinator is gone
-_MEMBER_ERRORS = {22, 25, 82, 110, 113}  # illegal generation, unknown member, fenced...
-_REBALANCE_IN_PROGRESS = 27
+#: error code -> whether the coordinator is gone (else it is only loading)
+_COORDINATOR_MOVED = {
+    CoordinatorLoadInProgressError.code: False,
+    CoordinatorNotAvailableError.code: True,
+    NotCoordinatorError.code: True,
+}
+#: the member is not (or no longer) the one the group knows
+_MEMBER_ERRORS = frozenset(
+    e.code
+    for e in (
+        IllegalGenerationError,
+        UnknownMemberIdError,
+        FencedInstanceIdError,
+        FencedMemberEpochError,
+        StaleMemberEpochError,
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +363,7 @@ class CommitRequestManager:
             return
         if _COORDINATOR_MOVED.get(error.code):
             self._coordinator.mark_unknown(type(error).__name__)
-        if error.code == _REBALANCE_IN_PROGRESS:
+        if isinstance(error, RebalanceInProgressError):
             self._commits.remove(commit)
             fail(
                 commit.future,

@@ -96,11 +96,6 @@ class TopicMetadataEvent(CompletableEvent):
 
 
 @dataclass(slots=True)
-class WakeNetworkEvent:
-    """Nothing to do but run a loop pass now (after a seek, a pause...)."""
-
-
-@dataclass(slots=True)
 class SubscriptionChangeEvent:
     """``subscribe()``: the subscription changed; join (or rejoin) on the next poll."""
 
@@ -146,7 +141,6 @@ ApplicationEvent = (
     | FetchCommittedOffsetsEvent
     | ListOffsetsEvent
     | TopicMetadataEvent
-    | WakeNetworkEvent
 )
 
 

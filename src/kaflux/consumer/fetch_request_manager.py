@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 #: v13+ addresses topics by id; v12 (flexible, sessions, names) is what kaflux sends.
 MAX_FETCH_VERSION = 12
 
-_OFFSET_OUT_OF_RANGE = 1
+_OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.code
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 
 

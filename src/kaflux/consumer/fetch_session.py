@@ -95,7 +95,3 @@ class FetchSession:
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
         self._session_partitions = {}
-
-    def close_request_epoch(self) -> int | None:
-        """The epoch for a final request that closes the session, or None if there is none."""
-        return -1 if self.session_id else None

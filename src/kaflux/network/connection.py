@@ -29,6 +29,7 @@ from kaflux.errors import (
     KafkaError,
     ProtocolError,
     SslAuthenticationError,
+    UnsupportedVersionBrokerError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -44,7 +45,6 @@ from kaflux.protocol.framing import (
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kaflux.state_machine import StateMachine
 
-_UNSUPPORTED_VERSION = 35
 _CLIENT_SOFTWARE_NAME = "kaflux"
 _CLIENT_SOFTWARE_VERSION = "0.1.0"
 
@@ -400,7 +400,7 @@ class BrokerConnection:
 
     def _on_api_versions(self, response: ApiVersionsResponse, now_ms: int) -> None:
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        if response.error_code == _UNSUPPORTED_VERSION and self._api_versions_version > 0:
+        if response.error_code == UnsupportedVersionBrokerError.code and self._api_versions_version > 0:
             # The broker lists what it supports even in this error; retry at its highest.
             broker_max = versions.get(int(ApiKey.API_VERSIONS), (0, 0))[1]
             self._api_versions_version = min(broker_max, self._api_versions_version - 1)

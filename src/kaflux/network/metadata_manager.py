@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kaflux.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
+from kaflux.errors import KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, TopicInfo
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
@@ -24,7 +24,7 @@ from kaflux.structs import Node, PartitionInfo
 log = logging.getLogger(__name__)
 
 _UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
-_LEADER_NOT_AVAILABLE = 5
+_LEADER_NOT_AVAILABLE = LeaderNotAvailableError.code
 #: an unknown topic is logged at most once per this interval (per topic)
 UNKNOWN_TOPIC_LOG_INTERVAL_MS = 60_000
 

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from kaflux.errors import ProtocolError
+from kaflux.errors import ProtocolError, UnsupportedVersionBrokerError
 from kaflux.protocol.api import request_header_version, response_header_version
 from kaflux.protocol.messages.headers import RequestHeader, ResponseHeader
 from kaflux.protocol.primitives import Reader, Writer
@@ -38,7 +38,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 100_000_000
 INITIAL_BODY_BYTES = 8 * 1024 * 1024
 
 _API_VERSIONS_KEY = 18
-_UNSUPPORTED_VERSION = 35
 _ERROR_CODE = struct.Struct(">h")
 
 
@@ -220,7 +219,7 @@ class BrokerProtocol:
             # As Java: an ApiVersions version the broker does not know is answered with
             # UNSUPPORTED_VERSION in the requested layout by some brokers, in v0's by others.
             reader.pos = start
-            if _peek_error_code(reader) != _UNSUPPORTED_VERSION:
+            if _peek_error_code(reader) != UnsupportedVersionBrokerError.code:
                 raise
             return response_class.decode(reader, 0)
 
