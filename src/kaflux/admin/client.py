@@ -1,33 +1,31 @@
 """``kaflux.AdminClient``: create, delete and list topics. [app: public methods; the network
 thread owns all I/O]
 
-Each call becomes an :class:`AdminRequestEvent`; the network thread sends it to the
-controller (or any broker) and completes its future with the decoded response, which the
-application thread turns into results or errors.
+Each call becomes an :class:`~kaflux.admin.request_manager.AdminCall` event; on the network
+thread the :class:`~kaflux.admin.request_manager.AdminRequestManager` sends it to the
+controller (or any broker), retrying retriable failures until the call's deadline, and completes
+its future with the decoded response, which the application thread turns into results or errors.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from kaflux.admin.request_manager import AdminCall, AdminRequestManager
 from kaflux.closeable import Closeable
 from kaflux.config import AdminConfig
 from kaflux.errors import (
     IllegalStateError,
     KafkaError,
-    KafkaTimeoutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kaflux.network.factory import NetworkStack, build_network
+from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.network.requests import ClientResponse, UnsentRequest
 from kaflux.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -50,90 +48,23 @@ class NewTopic(NamedTuple):
     config: Mapping[str, str] = {}
 
 
-@dataclass(slots=True)
-class AdminRequestEvent:
-    """Application event: send ``request`` to the controller (or any broker)."""
-
-    request: Any
-    deadline_ms: int
-    to_controller: bool = True
-    future: Future[Any] = field(default_factory=Future)
-
-
-@dataclass(slots=True)
-class ListTopicsEvent:
-    """Application event: describe all topics."""
-
-    deadline_ms: int
-    future: Future[MetadataAnswer] = field(default_factory=Future)
-
-
 class _AdminEventProcessor:
-    """Turns admin events into requests. [bg]"""
+    """Hands admin calls to the request manager. [bg]"""
 
-    def __init__(self, network: NetworkStack) -> None:
-        self._network = network
-        self._waiting: list[AdminRequestEvent] = []
-        self._pending: list[Future[Any]] = []
+    def __init__(self, manager: AdminRequestManager) -> None:
+        self._manager = manager
 
-    def process(self, event: AdminRequestEvent | ListTopicsEvent, now_ms: int) -> None:
-        if isinstance(event, ListTopicsEvent):
-            future = event.future
-
-            def on_topics(answer: MetadataAnswer | None, error: KafkaError | None) -> None:
-                if answer is None:
-                    future.set_exception(error or KafkaError("no metadata"))
-                else:
-                    future.set_result(answer)
-
-            self._network.metadata.request_topics(None, on_topics)
-            self._track(future)
-            return
-        self._waiting.append(event)
-        self._track(event.future)
-        self._send_ready(now_ms)
-
-    def _track(self, future: Future[Any]) -> None:
-        self._pending = [f for f in self._pending if not f.done()]
-        self._pending.append(future)
-
-    def _send_ready(self, now_ms: int) -> None:
-        cluster = self._network.cluster
-        if cluster.last_refresh_ms < 0:
-            self._network.metadata.request_update()
-            return
-        for event in self._waiting:
-            node = cluster.controller_id if event.to_controller and cluster.controller_id >= 0 else None
-            self._network.delegate.add(
-                UnsentRequest(event.request, node, self._resolver(event.future)), now_ms
-            )
-        self._waiting = []
-
-    @staticmethod
-    def _resolver(future: Future[Any]) -> Callable[[ClientResponse], None]:
-        def resolve(response: ClientResponse) -> None:
-            if response.error is not None:
-                future.set_exception(response.error)
-            else:
-                future.set_result(response.body)
-
-        return resolve
+    def process(self, event: AdminCall, now_ms: int) -> None:
+        self._manager.submit(event)
 
     def expire(self, now_ms: int) -> None:
-        if self._waiting:
-            self._send_ready(now_ms)
-        for event in list(self._waiting):
-            if now_ms >= event.deadline_ms:
-                event.future.set_exception(KafkaTimeoutError("no broker answered metadata in time"))
-                self._waiting.remove(event)
+        self._manager.expire(now_ms)
 
     def next_deadline_ms(self) -> int | None:
-        return min((e.deadline_ms for e in self._waiting), default=None)
+        return self._manager.next_deadline_ms()
 
     def fail_all(self, error: Exception) -> None:
-        for future in self._pending:
-            if not future.done():
-                future.set_exception(error)
+        self._manager.fail_all(error)
 
 
 class AdminClient(Closeable):
@@ -144,20 +75,23 @@ class AdminClient(Closeable):
         self._config = AdminConfig.from_dict(config)
         client_id = self._config.client_id or f"admin-{next(_client_ids)}"
         network = build_network(self._config, client_id, allow_auto_create_topics=False)
+        manager = AdminRequestManager(network.cluster, network.metadata, network.retry_backoff)
         self._thread = NetworkThread(
             f"kaflux-admin-network-{client_id}",
             network.delegate,
-            [network.metadata],
-            _AdminEventProcessor(network),
+            [network.metadata, manager],
+            _AdminEventProcessor(manager),
         )
         self._closed = False
         self._thread.start()
 
-    def _call(self, event: AdminRequestEvent | ListTopicsEvent, timeout: float) -> Any:
+    def _call(self, what: str, request: Any, timeout: float) -> Any:
+        """Run one call on the network thread and wait for its answer (retried until then)."""
         if self._closed:
             raise IllegalStateError("the admin client is closed")
-        self._thread.submit(event)
-        return await_future(event.future, timeout, type(event).__name__)
+        call = AdminCall(what, monotonic_ms() + int(timeout * 1000), request)
+        self._thread.submit(call)
+        return await_future(call.future, timeout + 1.0, what)
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
@@ -186,9 +120,7 @@ class AdminClient(Closeable):
             ],
             timeout_ms=int(seconds * 1000),
         )
-        response: CreateTopicsResponse = self._call(
-            AdminRequestEvent(request, monotonic_ms() + int(seconds * 1000)), seconds
-        )
+        response: CreateTopicsResponse = self._call("create_topics()", request, seconds)
         for result in response.topics:
             if result.error_code == 0:
                 continue
@@ -216,9 +148,7 @@ class AdminClient(Closeable):
             topic_names=wanted,
             timeout_ms=int(seconds * 1000),
         )
-        response: DeleteTopicsResponse = self._call(
-            AdminRequestEvent(request, monotonic_ms() + int(seconds * 1000)), seconds
-        )
+        response: DeleteTopicsResponse = self._call("delete_topics()", request, seconds)
         unanswered = set(wanted) - {r.name for r in response.responses}
         if unanswered:
             raise KafkaError(
@@ -237,7 +167,7 @@ class AdminClient(Closeable):
     ) -> dict[str, list[PartitionInfo]]:
         """All topics with their partitions, sorted by partition."""
         seconds = self._timeout(timeout)
-        answer: MetadataAnswer = self._call(ListTopicsEvent(monotonic_ms() + int(seconds * 1000)), seconds)
+        answer: MetadataAnswer = self._call("list_topics()", None, seconds)
         return {
             name: [info.partitions[p] for p in sorted(info.partitions)]
             for name, info in sorted(answer.topics.items())
