@@ -1,7 +1,7 @@
 """Consume a 1M-record backlog with kaflux and report throughput and peak RSS.
 
 Shows that memory is bounded by ``fetch.buffer.max.bytes``: each setting runs in its own
-process, which reports its own peak RSS (``ru_maxrss``) next to the RSS it had before
+process, which reports its own peak RSS (sampled during consumption) next to the RSS it had before
 consuming.
 
     python bench/bench_consume.py                      # embedded Tansu, 1M records
@@ -9,7 +9,8 @@ consuming.
     python bench/bench_consume.py --bootstrap-servers host:9092 --topic existing-topic
 
 The backlog is produced with confluent-kafka (fast, and independent of kaflux): 8-byte keys,
-100-byte values from a pool of 4096 random hex strings, as in the broker baselines.
+100-byte values from a pool of 4096 random hex strings, as in the broker baselines. For
+kaflux against the other clients side by side, see ``bench_compare.py``.
 """
 
 from __future__ import annotations
@@ -17,46 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import subprocess
 import sys
 import time
 
-MiB = 1024 * 1024
-
-
-def current_rss_mib() -> float:
-    """Resident set size now (Linux ``/proc``), in MiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def produce(bootstrap: str, topic: str, records: int, partitions: int) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-    rng = random.Random(1)
-    pool = [rng.randbytes(50).hex().encode() for _ in range(4096)]
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
-    )
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, pool[i & 4095], b"%08d" % i)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    if producer.flush(120) != 0:
-        raise SystemExit("backlog not fully produced")
+from consume_clients import READERS, MiB, current_rss_mib, produce
 
 
 def consume(
@@ -113,78 +80,21 @@ def consume(
     }
 
 
-def consume_peer(client: str, bootstrap: str, topic: str, records: int, partitions: int) -> dict[str, float]:
-    """The same backlog read by a peer client (assign all partitions, from the beginning)."""
-    rss_before = current_rss_mib()
-    peak_rss = rss_before
-    seen = value_bytes = 0
-    start = time.perf_counter()
-    deadline = time.monotonic() + 300
-    if client == "confluent-kafka":
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        while seen < records and time.monotonic() < deadline:
-            for m in c.consume(num_messages=500, timeout=1.0):
-                if m.error() is None:
-                    value_bytes += len(m.value())
-                    seen += 1
-            peak_rss = max(peak_rss, current_rss_mib())
-        end = time.perf_counter()
-        c.close()
-    elif client == "kafka-python":
-        from kafka import KafkaConsumer
-        from kafka import TopicPartition as KTP
-
-        k = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        k.assign([KTP(topic, p) for p in range(partitions)])
-        k.seek_to_beginning()
-        while seen < records and time.monotonic() < deadline:
-            for batch in k.poll(timeout_ms=1000, max_records=500).values():
-                for m in batch:
-                    value_bytes += len(m.value)
-                    seen += 1
-            peak_rss = max(peak_rss, current_rss_mib())
-        end = time.perf_counter()
-        k.close()
-    elif client == "aiokafka":
-        import asyncio
-
-        from aiokafka import AIOKafkaConsumer
-        from aiokafka import TopicPartition as ATP
-
-        async def run() -> tuple[int, int, float, float]:
-            a = AIOKafkaConsumer(
-                bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
-            )
-            await a.start()
-            a.assign([ATP(topic, p) for p in range(partitions)])
-            n = nbytes = 0
-            peak = peak_rss
-            while n < records and time.monotonic() < deadline:
-                for batch in (await a.getmany(timeout_ms=1000, max_records=500)).values():
-                    for m in batch:
-                        nbytes += len(m.value)
-                        n += 1
-                peak = max(peak, current_rss_mib())
-            finished = time.perf_counter()
-            await a.stop()
-            return n, nbytes, peak, finished
-
-        seen, value_bytes, peak_rss, end = asyncio.run(run())
-    else:
+def consume_peer(client: str, bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """The same backlog read by a peer client (assign all partitions, from the beginning;
+    see ``consume_clients``)."""
+    if client not in ("confluent-kafka", "aiokafka", "kafka-python"):
         raise SystemExit(f"unknown client {client!r}")
-    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    m = READERS[client](bootstrap, topic, records, {})
     return {
-        "records": seen,
-        "seconds": end - start,
-        "records_per_s": seen / (end - start),
-        "records_per_s_from_first": seen / (end - start),
-        "mb_per_s": value_bytes / 1e6 / (end - start),
-        "cpu_s": cpu.ru_utime + cpu.ru_stime,
-        "rss_before_mib": rss_before,
-        "peak_rss_mib": peak_rss,
+        "records": m.records,
+        "seconds": m.seconds,
+        "records_per_s": m.records_per_s,
+        "records_per_s_from_first": m.records_per_s,
+        "mb_per_s": m.value_bytes / 1e6 / m.seconds,
+        "cpu_s": m.cpu_s,
+        "rss_before_mib": m.rss_before_mib,
+        "peak_rss_mib": m.peak_rss_mib,
         "max_buffered_mib": float("nan"),
     }
 
@@ -208,13 +118,7 @@ def main() -> None:
     parser.add_argument("--peer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer_child:
-        print(
-            json.dumps(
-                consume_peer(
-                    args.peer_child, args.bootstrap_servers, args.topic, args.records, args.partitions
-                )
-            )
-        )
+        print(json.dumps(consume_peer(args.peer_child, args.bootstrap_servers, args.topic, args.records)))
         return
     if args.child:
         result = consume(

@@ -5,8 +5,12 @@ header; default 2000 x 100 = 200k records), uncompressed and lz4-compressed, as 
 response ``records`` field, and times with CRC checks on:
 
 * ``records``: ``iter_batches`` + ``RecordBatch.records()`` (one ``Record`` per record),
+* ``consumer``: ``iter_batches`` + ``RecordBatch.consumer_records()`` (one ``ConsumerRecord``
+  per record: what ``poll()`` decodes),
 * ``columns``: ``iter_batches`` + ``ColumnBuilder.append_batch``, ``finish()`` every ~1000
   records (Arrow-layout buffers, no object per record),
+* ``cursor``: ``iter_batches`` + ``BatchCursor`` + ``ColumnBuilder.append_cursor``, 1000
+  records per ``finish()`` (what ``poll_arrow()`` decodes),
 * ``crc``: ``iter_batches`` alone (walking and CRC-32C).
 
 Timing is process CPU time, best of ``--repeat`` runs, configurations interleaved.
@@ -61,6 +65,27 @@ def run_columns(kernel: ModuleType, view: memoryview) -> int:
     return count + int(builder.finish().num_rows)
 
 
+def run_consumer_records(kernel: ModuleType, view: memoryview) -> int:
+    """What poll() decodes: one ConsumerRecord per record, straight from the batch bytes."""
+    count = 0
+    for batch in kernel.iter_batches(view, check_crcs=True, topic="bench", partition=0):
+        count += len(batch.consumer_records("bench", 0, None))
+    return count
+
+
+def run_cursor(kernel: ModuleType, view: memoryview) -> int:
+    """What poll_arrow() decodes: columns through a BatchCursor, POLL_RECORDS at a time."""
+    builder = kernel.ColumnBuilder()
+    count = 0
+    for batch in kernel.iter_batches(view, check_crcs=True, topic="bench", partition=0):
+        cursor = kernel.BatchCursor(batch)
+        while cursor.remaining:
+            builder.append_cursor(cursor, "bench", 0, 0, POLL_RECORDS - len(builder))
+            if len(builder) >= POLL_RECORDS:
+                count += builder.finish().num_rows
+    return count + int(builder.finish().num_rows)
+
+
 def run_walk(kernel: ModuleType, view: memoryview) -> int:
     return sum(batch.record_count for batch in kernel.iter_batches(view, check_crcs=True))
 
@@ -80,7 +105,9 @@ def main() -> None:
     kernels: dict[str, ModuleType] = {"pure": _pure, "compiled": _kernel}
     modes: dict[str, Callable[[ModuleType, memoryview], int]] = {
         "records": run_records,
+        "consumer": run_consumer_records,
         "columns": run_columns,
+        "cursor": run_cursor,
         "crc": run_walk,
     }
     total = args.batches * args.records

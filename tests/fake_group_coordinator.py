@@ -17,9 +17,11 @@ the Python path through ``pythonpath = ["tests"]`` in the pytest config).
   assignment without a rebalance); OffsetCommit validated as Kafka's ``validateOffsetCommit``
   does. Faults: error codes per request kind (:meth:`FakeGroupCoordinator.inject`), a forced
   protocol choice, removal of a member (:meth:`FakeGroupCoordinator.remove_member`).
-* :class:`GroupDriver` owns several :class:`Member` objects, each a ``MembershipManager`` wired
-  exactly as ``kaflux.Consumer.__init__`` wires it (its own SubscriptionState, ClusterMetadata,
-  MetadataManager, CoordinatorRequestManager and CommitRequestManager). Each :meth:`GroupDriver.step`
+* :class:`GroupDriver` owns several :class:`Member` objects, each a ``MembershipManager`` with its
+  own SubscriptionState, ClusterMetadata and MetadataManager, and the coordinator and commit
+  managers built with it by ``kaflux.consumer.components.build_consumer_components``, the builder
+  ``kaflux.Consumer`` uses (the offsets and fetch managers it also builds are not driven: the
+  driver resolves positions itself). Each :meth:`GroupDriver.step`
   plays the application thread (PollEvent, running requested rebalance callbacks and acknowledging
   them), polls every request manager, encodes each request at the negotiated version, decodes it
   for the coordinator, encodes and decodes the response, delivers it, and advances the clock.
@@ -41,21 +43,20 @@ from typing import Any
 
 from fakes import BrokerDownError, FakeCluster, exact_backoff, roundtrip
 
+from kaflux.config import ConsumerConfig
 from kaflux.consumer.assignors import (
     Assignment,
     Subscription,
-    assignor_for_name,
     decode_assignment,
     decode_subscription,
 )
-from kaflux.consumer.commit_request_manager import CommitRequestManager
-from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
-from kaflux.consumer.events import BackgroundEvent, ErrorEvent, RebalanceCallbackNeededEvent
+from kaflux.consumer.components import build_consumer_components
+from kaflux.consumer.events import BackgroundEvent, RebalanceCallbackNeededEvent
+from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.member_state import MEMBER_TRANSITIONS, MemberState
-from kaflux.consumer.membership_manager import MembershipManager
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kaflux.network.backoff import RequestState
+from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata, is_coordinator_node_id
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
@@ -830,12 +831,21 @@ class TracingStateMachine(StateMachine[MemberState]):
         self._on_transition(source, target)
 
 
+@dataclass(frozen=True, slots=True)
+class _MemberNetwork:
+    """The parts of a network stack the components builder uses (no client: the driver sends)."""
+
+    cluster: ClusterMetadata
+    metadata: MetadataManager
+    retry_backoff: ExponentialBackoff
+
+
 #: what the driver logs: (time, member name, kind, detail)
 LogEntry = tuple[int, str, str, Any]
 
 
 class Member:
-    """One consumer's group machinery, wired as ``kaflux.Consumer.__init__`` wires it."""
+    """One consumer's group machinery, built as ``kaflux.Consumer`` builds it."""
 
     def __init__(
         self,
@@ -859,46 +869,44 @@ class Member:
         self.group_id = group_id
         self.request_timeout_ms = request_timeout_ms
         fake = driver.coordinator.cluster
-        self.cluster = ClusterMetadata([(b.host, b.port) for _, b in sorted(fake.brokers.items())])
+        brokers = [(b.host, b.port) for _, b in sorted(fake.brokers.items())]
+        config = ConsumerConfig.from_dict(
+            {
+                "bootstrap.servers": [f"{host}:{port}" for host, port in brokers],
+                "group.id": group_id,
+                "group.instance.id": instance_id,
+                "partition.assignment.strategy": list(assignors),
+                "enable.auto.commit": auto_commit,
+                "auto.commit.interval.ms": auto_commit_interval_ms,
+                "session.timeout.ms": session_timeout_ms,
+                "heartbeat.interval.ms": heartbeat_interval_ms,
+                "max.poll.interval.ms": max_poll_interval_ms,
+                "request.timeout.ms": request_timeout_ms,
+                "metadata.max.age.ms": metadata_max_age_ms,
+            }
+        )
         backoff = exact_backoff()
+        self.cluster = ClusterMetadata(brokers)
         self.subscription = SubscriptionState(ResetStrategy.EARLIEST)
-        self.metadata = MetadataManager(self.cluster, RequestState(backoff), max_age_ms=metadata_max_age_ms)
+        self.metadata = MetadataManager(
+            self.cluster, RequestState(backoff), max_age_ms=config.metadata_max_age_ms
+        )
         #: ErrorEvents the application thread would raise from poll()
         self.errors: list[BaseException] = []
-        #: errors passed to the membership's on_fatal
-        self.fatal: list[KafkaError] = []
-        self.coordinator = CoordinatorRequestManager(
-            group_id, RequestState(backoff), self.cluster, self._post_error
-        )
-        self.commits = CommitRequestManager(
-            group_id,
-            self.coordinator,
+        #: the membership's fatal errors (the ErrorEvents it posted)
+        self.fatal: list[BaseException] = []
+        parts = build_consumer_components(
+            config,
+            _MemberNetwork(self.cluster, self.metadata, backoff),
             self.subscription,
-            retry_backoff=backoff,
-            auto_commit_interval_ms=auto_commit_interval_ms if auto_commit else None,
-            require_stable=False,
-            member_info=self._member_info,
-        )
-        self.manager = MembershipManager(
-            group_id,
-            group_instance_id=instance_id,
-            coordinator=self.coordinator,
-            subscription=self.subscription,
-            cluster=self.cluster,
-            metadata=self.metadata,
-            commits=self.commits,
-            assignors=[assignor_for_name(a) for a in assignors],
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=max_poll_interval_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff=backoff,
-            client_rack="",
-            auto_commit=auto_commit,
-            exclude_internal_topics=True,
+            FetchBuffer(),
             post_event=self._post_event,
-            on_fatal=self._on_fatal,
+            on_error=self._on_error,
         )
+        assert parts.coordinator is not None and parts.commits is not None and parts.membership is not None
+        self.coordinator = parts.coordinator
+        self.commits = parts.commits
+        self.manager = parts.membership
         # Observe every transition of the real table (the manager's own machine is replaced by
         # an identical one that also records).
         self.manager._machine = TracingStateMachine(f"member {name}", self._on_transition)
@@ -923,15 +931,10 @@ class Member:
 
     # -- wiring callbacks ----------------------------------------------------------------------------
 
-    def _member_info(self) -> Any:
-        return self.manager.member_info()
-
-    def _post_error(self, error: KafkaError) -> None:
-        self._post_event(ErrorEvent(error))
-
-    def _on_fatal(self, error: KafkaError) -> None:
-        self.fatal.append(error)
-        self._post_error(error)
+    def _on_error(self, error: BaseException) -> None:
+        """An error for the application (an ErrorEvent), from any manager."""
+        self.errors.append(error)
+        self.driver.record(self, "error", error)
 
     def _post_event(self, event: BackgroundEvent) -> None:
         now = self.driver.now_ms
@@ -940,9 +943,9 @@ class Member:
             self.pending_callbacks.append(event)
             self._requested_at[event.callback_id] = now
             self.driver.record(self, "callback", (event.method, event.partitions))
-        else:
-            self.errors.append(event.error)
-            self.driver.record(self, "error", event.error)
+        else:  # only the membership posts events: an ErrorEvent is its fatal error
+            self.fatal.append(event.error)
+            self._on_error(event.error)
 
     def _on_transition(self, source: MemberState, target: MemberState) -> None:
         self.transitions.append((self.driver.now_ms, source, target))
@@ -1205,7 +1208,7 @@ class GroupDriver:
             group.state is GroupState.STABLE
             and all(m.state is MemberState.STABLE and not m.pending_callbacks for m in chosen)
             and all(m.member_id in group.members and m.manager.generation == group.generation for m in chosen)
-            and not any(m.manager._join_requested for m in chosen)
+            and not any(m.manager.join_requested for m in chosen)
         )
 
     def settle(self, *members: Member, timeout_ms: int = 60_000) -> int:

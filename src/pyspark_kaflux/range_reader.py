@@ -7,6 +7,11 @@ consumer's position reaches the range's end. Records at or after the end are dro
 range never yields more than it covers; gaps (compaction, transaction markers) are skipped by
 the position, not counted.
 
+Records never become Python objects here: the consumer's ``poll_arrow()`` decodes them
+straight into Arrow buffers, and :func:`to_source_schema` turns those into the source's
+schema with Arrow compute (timestamps to microseconds, empty header lists to nulls as
+Spark's Kafka source has them).
+
 Data loss is noticed here too: a start before the log's first offset (records removed), a
 partition that disappeared, or a log that now ends before the range does. With
 ``failOnDataLoss`` these raise :class:`~pyspark_kaflux.offsets.DataLossError`; otherwise the
@@ -20,9 +25,10 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from kaflux import Consumer, ConsumerRecord, TopicPartition
+from kaflux import Consumer, TopicPartition
 from kaflux.errors import KafkaError, OffsetOutOfRangeError
 from pyspark_kaflux.client_cache import borrowed_consumer
 from pyspark_kaflux.offsets import (
@@ -34,11 +40,11 @@ from pyspark_kaflux.offsets import (
 from pyspark_kaflux.options import SourceOptions, executor_consumer_config
 from pyspark_kaflux.schema import HEADERS_ARROW_TYPE, arrow_schema
 
-__all__ = ["KafkaInputPartition", "RecordBatchBuilder", "read_partition", "read_range"]
+__all__ = ["KafkaInputPartition", "read_partition", "read_range", "to_source_schema"]
 
 log = logging.getLogger("pyspark_kaflux")
 
-#: Rows per yielded RecordBatch.
+#: Rows per yielded RecordBatch (at least; one poll's rows are never split).
 BATCH_ROWS = 10_000
 #: Longest single poll; between polls the loop checks for a stall.
 POLL_SLICE_S = 0.5
@@ -46,7 +52,7 @@ POLL_SLICE_S = 0.5
 #: range's end) before the missing offsets count as lost; also how often metadata is checked.
 STALL_CHECK_S = 3.0
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
-_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+_HEADER_STRUCT_FIELDS = list(HEADERS_ARROW_TYPE.value_type)
 
 
 class KafkaInputPartition(InputPartition):
@@ -61,55 +67,51 @@ class KafkaInputPartition(InputPartition):
         return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
 
 
-class RecordBatchBuilder:
-    """Collects records of one partition, column by column, into a RecordBatch of the source schema."""
+def _spark_headers(headers: pa.ListArray) -> pa.ListArray:
+    """poll_arrow()'s headers (an empty list for none) as the source's: null for none, and
+    the element and field names Spark's Arrow conversion expects. No data is copied."""
+    offsets = headers.offsets
+    entries = headers.values  # the entries of the unsliced array: the offsets index into them
+    if headers.offset:  # a slice: rebase the offsets on its first entry (Arrow wants that with nulls)
+        first = offsets[0]
+        entries = entries.slice(first.as_py())
+        offsets = pc.subtract(offsets, first)
+    struct = pa.StructArray.from_arrays(entries.flatten(), fields=_HEADER_STRUCT_FIELDS)
+    none = pc.equal(pc.list_value_length(headers), 0)
+    return pa.ListArray.from_arrays(offsets, struct, type=HEADERS_ARROW_TYPE, mask=none)
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = topic
-        self._partition = partition
-        self._include_headers = include_headers
-        self._schema = arrow_schema(include_headers)
-        self._reset()
 
-    def _reset(self) -> None:
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._offsets: list[int] = []
-        self._timestamps: list[int] = []
-        self._timestamp_types: list[int] = []
-        self._headers: list[list[tuple[str, bytes | None]] | None] = []
+def to_source_schema(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:
+    """A ``Consumer.poll_arrow()`` batch in the source's schema (:func:`arrow_schema`):
+    ``timestamp`` in microseconds, ``timestampType``, and ``headers`` (null for a record
+    without headers) or no headers column. Column operations only, no per-record work."""
+    columns = [
+        batch.column(0),  # key
+        batch.column(1),  # value
+        batch.column(2),  # topic
+        batch.column(3),  # partition
+        batch.column(4),  # offset
+        batch.column(5).cast(_TIMESTAMP_US),
+        batch.column(6),  # timestamp_type
+    ]
+    if include_headers:
+        columns.append(_spark_headers(batch.column(7)))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
 
-    @property
-    def rows(self) -> int:
-        return len(self._offsets)
 
-    def extend(self, records: list[ConsumerRecord]) -> None:
-        """Add records (column by column: cheaper than one call per record)."""
-        self._keys += [r.key for r in records]
-        self._values += [r.value for r in records]
-        self._offsets += [r.offset for r in records]
-        self._timestamps += [r.timestamp for r in records]
-        self._timestamp_types += [r.timestamp_type for r in records]
-        if self._include_headers:
-            self._headers += [list(r.headers) if r.headers else None for r in records]
+def _count_below(offsets: pa.Array, bound: int) -> int:
+    """How many of ``offsets`` (ascending) are below ``bound``: the index of the first at or
+    above it."""
+    n = len(offsets)
+    if n == 0 or offsets[0].as_py() >= bound:
+        return 0
+    if offsets[n - 1].as_py() < bound:
+        return n
+    return int(pc.sum(pc.less(offsets, bound)).as_py())
 
-    def build(self) -> pa.RecordBatch:
-        """The collected rows as a RecordBatch; the builder starts empty again."""
-        n = len(self._offsets)
-        columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
-            pa.array([self._topic] * n, pa.string()),
-            pa.array([self._partition] * n, pa.int32()),
-            pa.array(self._offsets, pa.int64()),
-            pa.array(self._timestamps, _TIMESTAMP_MS).cast(_TIMESTAMP_US),
-            pa.array(self._timestamp_types, pa.int32()),
-        ]
-        if self._include_headers:
-            columns.append(pa.array(self._headers, HEADERS_ARROW_TYPE))
-        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
-        self._reset()
-        return batch
+
+def _concat(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 def _position_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
@@ -163,22 +165,21 @@ def read_range(
     if position >= end:
         return
     _position_at(consumer, tp, position)
-    builder = RecordBatchBuilder(tp.topic, tp.partition, include_headers)
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
     last_progress = time.monotonic()
     next_check = last_progress + stall_check_s
     at_end_checks = 0  # consecutive stall checks that found the partition ending before `end`
     while position < end:
         before = position
         try:
-            records = consumer.poll(POLL_SLICE_S).records(tp)
-            low, high = 0, len(records)
-            while low < high and records[low].offset < position:
-                low += 1
-            while high > low and records[high - 1].offset >= end:
-                high -= 1
+            polled = consumer.poll_arrow(POLL_SLICE_S)  # only tp is assigned
+            offsets = polled.column(4)
+            low, high = _count_below(offsets, position), _count_below(offsets, end)
             if high > low:
-                builder.extend(records[low:high])
-                position = records[high - 1].offset + 1
+                pending.append(to_source_schema(polled.slice(low, high - low), include_headers))
+                pending_rows += high - low
+                position = offsets[high - 1].as_py() + 1
             # The consumer's position also moves past gaps (transaction markers, aborted or
             # compacted records), so it decides when the range is done.
             position = max(position, consumer.position(tp, timeout=10.0))
@@ -191,8 +192,9 @@ def read_range(
         now = time.monotonic()
         if position > before:
             last_progress, next_check, at_end_checks = now, now + stall_check_s, 0
-        if builder.rows >= batch_rows:
-            yield builder.build()
+        if pending_rows >= batch_rows:
+            yield _concat(pending)
+            pending, pending_rows = [], 0
         if position >= end or now < next_check:
             continue
         # The position has not moved for stall_check_s: find out why.
@@ -219,8 +221,8 @@ def read_range(
                 f"Failed to get records for {tp} at offset {position} (reading up to {end}) after polling "
                 f"for {poll_timeout_ms} ms (option kafkaConsumer.pollTimeoutMs)"
             )
-    if builder.rows:
-        yield builder.build()
+    if pending:
+        yield _concat(pending)
     consumer.pause([tp])
 
 

@@ -11,6 +11,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -18,11 +19,12 @@ import pytest
 from spark_helpers import WAIT_S, create_topic, produce
 
 from kaflux import Consumer
+from kaflux.records import BatchBuilder, ColumnBuilder, iter_batches, to_arrow
 from kaflux.testing.brokers import Broker
 from pyspark_kaflux import client_cache
 from pyspark_kaflux.offsets import DataLossError, OffsetRange
 from pyspark_kaflux.options import executor_consumer_config, parse_source_options
-from pyspark_kaflux.range_reader import read_partition, read_range
+from pyspark_kaflux.range_reader import read_partition, read_range, to_source_schema
 from pyspark_kaflux.schema import arrow_schema
 
 pytestmark = pytest.mark.integration
@@ -139,3 +141,40 @@ def test_a_range_past_the_end_of_the_log_is_data_loss(
             offsets_of(batches)
     else:
         assert offsets_of(batches) == [2, 3, 4]
+
+
+def test_poll_arrow_batches_become_the_source_schema_column_by_column() -> None:
+    """Headers become null for records without any (as in Spark's Kafka source), timestamps
+    microseconds; slices (the range trimming) convert like the whole batch."""
+    builder = BatchBuilder(base_offset=100)
+    for i in range(7):
+        headers = [(f"h{i}", b"x"), ("n", None)] if i % 3 == 1 else []
+        builder.append(1_700_000_000_000 + i, None if i % 2 else b"k%d" % i, b"v%d" % i, headers)
+    columns = ColumnBuilder()
+    (batch,) = iter_batches(memoryview(builder.build()))
+    columns.append_batch(batch, "t", 4)
+    polled = to_arrow(columns.finish())
+    expected = [
+        {
+            "key": None if i % 2 else b"k%d" % i,
+            "value": b"v%d" % i,
+            "topic": "t",
+            "partition": 4,
+            "offset": 100 + i,
+            "timestamp": datetime.fromtimestamp(1_700_000_000 + i / 1000, tz=UTC),
+            "timestampType": 0,
+            "headers": [{"key": f"h{i}", "value": b"x"}, {"key": "n", "value": None}] if i % 3 == 1 else None,
+        }
+        for i in range(7)
+    ]
+    for start in range(7):
+        for length in range(7 - start):
+            converted = to_source_schema(polled.slice(start, length), include_headers=True)
+            converted.validate(full=True)
+            assert converted.schema.equals(arrow_schema(True))
+            rows = converted.to_pylist()
+            assert [{**r, "timestamp": r["timestamp"].astimezone(UTC)} for r in rows] == expected[
+                start : start + length
+            ]
+    without = to_source_schema(polled, include_headers=False)
+    assert without.schema.equals(arrow_schema(False))

@@ -1,14 +1,23 @@
-"""FetchBuffer + FetchCollector: max.poll.records, pause, staleness, transactions, bad data."""
+"""FetchBuffer + FetchCollector: max.poll.records, pause, staleness, transactions, bad data.
+
+Every test using :class:`Rig` runs four times: on both record kernels, and through both
+sinks of the collector -- ``collect()`` (ConsumerRecord objects, what ``poll()`` returns)
+and ``collect_columns()`` (Arrow columns, what ``poll_arrow()`` returns) -- with the same
+expectations, so the two sinks are held to the same positions, limits and errors.
+"""
 
 from __future__ import annotations
 
 import random
 import struct
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from fakes import FakeCluster, connect, exact_backoff
+from record_kernels import KERNELS, kernel_named
 
 from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
 from kaflux.consumer.fetch_buffer import FetchBuffer
@@ -16,10 +25,36 @@ from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.fetch_request_manager import FetchRequestManager
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import CorruptRecordError, OffsetOutOfRangeError, RecordDeserializationError
-from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch
+from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch, to_arrow
+from kaflux.records._protocols import RecordDecoder
 from kaflux.structs import TopicPartition
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+SINKS = ["records", "columns"]
+
+
+@pytest.fixture(autouse=True, params=[(k, s) for k in KERNELS for s in SINKS], ids=lambda p: "-".join(p))
+def mode(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """Which kernel and which sink the Rig of this test run uses."""
+    kernel_name, sink = request.param
+    if sink == "columns":
+        pytest.importorskip("pyarrow")
+    Rig.kernel = kernel_named(kernel_name)
+    Rig.sink = sink
+    yield request.param
+    del Rig.kernel, Rig.sink
+
+
+def rows_by_partition(arrow_batch: Any) -> dict[TopicPartition, list[SimpleNamespace]]:
+    """The rows of a poll_arrow()-style batch as objects with ConsumerRecord's attribute names,
+    grouped by partition in row order."""
+    out: dict[TopicPartition, list[SimpleNamespace]] = {}
+    for row in arrow_batch.to_pylist():
+        timestamp = row["timestamp"]
+        row["timestamp"] = round(timestamp.timestamp() * 1000)
+        row["headers"] = [(h["key"], h["value"]) for h in row["headers"]]
+        out.setdefault(TopicPartition(row["topic"], row["partition"]), []).append(SimpleNamespace(**row))
+    return out
 
 
 def batch(base: int, values: Sequence[bytes], *, producer_id: int = -1, transactional: bool = False) -> bytes:
@@ -47,6 +82,9 @@ def corrupt(base: int, values: Sequence[bytes]) -> bytes:
 
 
 class Rig:
+    kernel: RecordDecoder
+    sink: str
+
     def __init__(
         self,
         *partitions: TopicPartition,
@@ -63,6 +101,7 @@ class Rig:
             self.buffer,
             max_poll_records=max_poll_records,
             value_deserializer=value_deserializer,
+            kernel=self.kernel,
         )
 
     def fetched(
@@ -91,11 +130,17 @@ class Rig:
         self.buffer.add([fetch])
         return fetch
 
+    def collect_records(self) -> dict[TopicPartition, list[Any]]:
+        """One collect through this run's sink: ConsumerRecords, or rows with their attributes."""
+        if self.sink == "records":
+            return dict(self.collector.collect())
+        return rows_by_partition(to_arrow(self.collector.collect_columns()))
+
     def collect(self) -> dict[TopicPartition, list[bytes | None]]:
-        return {tp: [r.value for r in records] for tp, records in self.collector.collect().items()}
+        return {tp: [r.value for r in records] for tp, records in self.collect_records().items()}
 
     def offsets(self) -> dict[TopicPartition, list[int]]:
-        return {tp: [r.offset for r in records] for tp, records in self.collector.collect().items()}
+        return {tp: [r.offset for r in records] for tp, records in self.collect_records().items()}
 
     def position(self, tp: TopicPartition) -> int | None:
         position = self.subscription.position(tp)
@@ -125,7 +170,7 @@ def test_max_poll_records_spans_partitions_in_arrival_order() -> None:
 def test_records_carry_their_coordinates() -> None:
     rig = Rig(P0)
     rig.fetched(P0, batch(0, [b"x"]))
-    (record,) = rig.collector.collect()[P0]
+    (record,) = rig.collect_records()[P0]
     assert (record.topic, record.partition, record.offset, record.timestamp, record.value) == (
         "t",
         0,
@@ -277,6 +322,8 @@ def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
             raise ValueError("not utf-8 enough")
         return (data or b"").decode()
 
+    if Rig.sink == "columns":
+        pytest.skip("deserializers apply to poll() only")
     rig = Rig(P0, value_deserializer=strict)
     rig.fetched(P0, batch(0, [b"ok", b"bad", b"later"]))
     assert rig.collect() == {P0: ["ok"]}
@@ -285,6 +332,26 @@ def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
             rig.collect()
         assert (info.value.topic_partition, info.value.offset, info.value.origin) == (P0, 1, "value")
         assert rig.position(P0) == 1
+
+
+def test_columns_after_a_deserializer_failure_start_at_the_failing_record() -> None:
+    """poll() failed on a record; poll_arrow() (no deserializers) returns it and goes on."""
+    if Rig.sink == "columns":
+        pytest.skip("mixes both sinks itself")
+
+    def strict(data: bytes | None) -> bytes:
+        if data == b"bad":
+            raise ValueError("no")
+        return data or b""
+
+    rig = Rig(P0, value_deserializer=strict, max_poll_records=2)
+    rig.fetched(P0, batch(0, [b"a", b"bad", b"c", b"d"]), batch(4, [b"e"]))
+    assert rig.collect() == {P0: [b"a"]}
+    assert rig.position(P0) == 1
+    rows = rows_by_partition(to_arrow(rig.collector.collect_columns()))
+    assert [(r.offset, r.value) for r in rows[P0]] == [(1, b"bad"), (2, b"c")]
+    assert rig.collect() == {P0: [b"d", b"e"]}
+    assert rig.position(P0) == 5
 
 
 def test_failed_fetch_raises_its_error() -> None:

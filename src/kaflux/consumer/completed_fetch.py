@@ -2,9 +2,19 @@
 
 The network thread builds a :class:`CompletedFetch` from a Fetch response without touching the
 record bytes (``records`` is a zero-copy view of the receive buffer). The application thread's
-collector then calls :meth:`CompletedFetch.fetch_records` to decode batches lazily — CRC check,
-decompression, control and aborted-transaction filtering — and build :class:`ConsumerRecord`
-objects, at most ``max_records`` per call.
+collector then reads it through one of two sinks, with the same walk over its batches -- CRC
+check, decompression, control and aborted-transaction filtering, position tracking:
+
+* :meth:`CompletedFetch.fetch_records` (``poll()``): :class:`ConsumerRecord` objects, built by
+  the record kernel straight from the batch bytes, at most ``max_records`` per call.
+* :meth:`CompletedFetch.fetch_columns` (``poll_arrow()``): rows appended to a record kernel
+  ``ColumnBuilder``, no Python object per record.
+
+Both take the records of the current batch through one record kernel ``BatchCursor``: it
+checks the whole batch (a batch is found corrupt whole, before any of its records is handed
+out), then each call builds only the records it takes, so calls may alternate between the
+sinks. (Building ConsumerRecords a call's worth at a time also keeps the garbage collector
+quiet: a burst of a whole batch's objects would trigger a collection.)
 """
 
 from __future__ import annotations
@@ -13,9 +23,9 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kaflux.consumer.consumer_record import ConsumerRecord
 from kaflux.errors import CorruptRecordError, KafkaError, RecordDeserializationError
-from kaflux.records import CONTROL_ABORT, Record, RecordBatch, iter_batches
+from kaflux.records import CONTROL_ABORT, ConsumerRecord, active_kernel
+from kaflux.records._protocols import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
 from kaflux.structs import TopicPartition
 
 Deserializer = Callable[[bytes | None], Any]
@@ -31,6 +41,7 @@ class CompletedFetch:
         "_batches",
         "_check_crcs",
         "_corruption",
+        "_cursor",
         "_index",
         "_read_committed",
         "_records",
@@ -39,6 +50,7 @@ class CompletedFetch:
         "fetch_offset",
         "high_watermark",
         "initialized",
+        "kernel",
         "last_epoch",
         "last_stable_offset",
         "log_start_offset",
@@ -63,6 +75,7 @@ class CompletedFetch:
         error: KafkaError | None = None,
         read_committed: bool = False,
         check_crcs: bool = True,
+        kernel: RecordDecoder | None = None,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
@@ -83,23 +96,28 @@ class CompletedFetch:
         self._aborted: list[tuple[int, int]] = [(first, pid) for pid, first in (aborted_transactions or [])]
         heapq.heapify(self._aborted)
         self._aborted_pids: set[int] = set()
-        self._batches: Iterator[RecordBatch] | None = None
-        self._batch: RecordBatch | None = None
-        self._records: list[Record] = []
+        #: the record kernel that decodes it (the collector may set it before the first read)
+        self.kernel: RecordDecoder = kernel if kernel is not None else active_kernel()
+        self._batches: Iterator[RecordBatchView] | None = None
+        # The batch being read and its cursor; ConsumerRecords taken from the cursor but not
+        # returned yet (a deserializer failed on _records[_index]).
+        self._batch: RecordBatchView | None = None
+        self._cursor: BatchCursorView | None = None
+        self._records: list[ConsumerRecord] | None = None
         self._index = 0
         # (reason, position) of corrupt data met; it is raised on every later call
         self._corruption: tuple[str, int] | None = None
 
-    def _next_batch(self) -> RecordBatch | None:
+    def _next_batch(self) -> RecordBatchView | None:
         if self._batches is None:
             if self.records is None:
                 return None
-            self._batches = iter_batches(
+            self._batches = self.kernel.iter_batches(
                 self.records, check_crcs=self._check_crcs, topic=self.tp.topic, partition=self.tp.partition
             )
         return next(self._batches, None)
 
-    def _skip_batch(self, batch: RecordBatch) -> bool:
+    def _skip_batch(self, batch: RecordBatchView) -> bool:
         """Whether to skip ``batch`` entirely (already consumed, control, or aborted)."""
         if batch.next_offset <= self.next_fetch_offset:
             return True
@@ -124,11 +142,74 @@ class CompletedFetch:
                 self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
                 continue
             self._batch = batch
-            self._records = batch.records()
-            self._index = 0
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else self.last_epoch
             return True
+
+    def _batch_used_up(self) -> bool:
+        """Whether all of the current batch was taken."""
+        if self._records is not None and self._index < len(self._records):
+            return False
+        return self._cursor is not None and self._cursor.remaining == 0
+
+    def _cursor_of(self, batch: RecordBatchView) -> BatchCursorView:
+        """The current batch's cursor (made, and the batch checked, on first use)."""
+        if self._cursor is None:
+            self._cursor = self.kernel.BatchCursor(batch)
+        return self._cursor
+
+    def _read(
+        self,
+        max_records: int,
+        take: Callable[[RecordBatchView, int], int],
+        taken_before_error: Callable[[], int] | None = None,
+    ) -> int:
+        """The walk both sinks share: ``take(batch, limit)`` takes up to ``limit`` records of
+        the current batch from the position on (moving ``next_fetch_offset``) and returns how
+        many it took; this moves from batch to batch and handles errors. Returns the number
+        of records taken. A ``take`` that can fail after taking some records (deserializers)
+        passes ``taken_before_error``, the number taken in this call so far.
+
+        Errors (corrupt data, a failing deserializer) are raised only when no record was
+        taken in this call; otherwise the records come first and the error on the next
+        call. The position does not move past a record that failed, so the error repeats
+        until the application seeks past it. Corrupt data is reported at the position (the
+        offset after the last good record), never at an offset read from the bad bytes.
+        """
+        if self._corruption is not None:
+            raise self._corrupt_error()
+        taken = 0
+        try:
+            while taken < max_records:
+                batch = self._batch
+                if batch is None or self._batch_used_up():
+                    if batch is not None:
+                        self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
+                        self._drop_batch()
+                    if not self._load_next_batch():
+                        self.consumed = True
+                        break
+                    continue
+                taken += take(batch, max_records - taken)
+        except CorruptRecordError as exc:
+            # The batch iterator cannot resume after corrupt data: remember it. The decoder's
+            # error names the offset in the batch header, which may be garbage like the rest.
+            self._corruption = (exc.reason, self.next_fetch_offset)
+        except (RecordDeserializationError, OverflowError):
+            # A deserializer failed (the position stays at that record, so the next call
+            # fails on it again), or the columns are full (the caller has records).
+            if taken_before_error is not None:
+                taken = taken_before_error()
+            if not taken:
+                raise
+        if self._corruption is not None and not taken:
+            raise self._corrupt_error()
+        return taken
+
+    def _drop_batch(self) -> None:
+        self._batch = None
+        self._records = None
+        self._cursor = None
 
     def fetch_records(
         self,
@@ -136,40 +217,73 @@ class CompletedFetch:
         key_deserializer: Deserializer | None,
         value_deserializer: Deserializer | None,
     ) -> list[ConsumerRecord]:
-        """Decode and return up to ``max_records`` records from the current position.
-
-        Errors (corrupt data, a failing deserializer) are raised only when no record was
-        collected in this call; otherwise the records come first and the error on the next
-        call. The position does not move past a record that failed, so the error repeats
-        until the application seeks past it. Corrupt data is reported at the position (the
-        offset after the last good record), never at an offset read from the bad bytes.
-        """
-        if self._corruption is not None:
-            raise self._corrupt_error()
+        """Decode and return up to ``max_records`` records from the current position (see
+        :meth:`_read` for errors)."""
         out: list[ConsumerRecord] = []
-        try:
-            while len(out) < max_records:
-                if self._index >= len(self._records):
-                    if self._batch is not None:
-                        self.next_fetch_offset = max(self.next_fetch_offset, self._batch.next_offset)
-                        self._batch = None
-                        self._records = []
-                    if not self._load_next_batch():
-                        self.consumed = True
-                        break
-                    continue
-                self._take(out, max_records - len(out), key_deserializer, value_deserializer)
-        except CorruptRecordError as exc:
-            # The batch iterator cannot resume after corrupt data: remember it. The decoder's
-            # error names the offset in the batch header, which may be garbage like the rest.
-            self._corruption = (exc.reason, self.next_fetch_offset)
-        except RecordDeserializationError:
-            # The position stays at the failing record, so the next call fails on it again.
-            if not out:
-                raise
-        if self._corruption is not None and not out:
-            raise self._corrupt_error()
+        tp = self.tp
+
+        def take(batch: RecordBatchView, limit: int) -> int:
+            records = self._records
+            if records is None or self._index >= len(records):
+                records = self._records = self._cursor_of(batch).consumer_records(
+                    tp.topic, tp.partition, self.last_epoch, self.next_fetch_offset, limit
+                )
+                self._index = 0
+            i = self._index
+            end = min(len(records), i + limit)
+            if i >= end:
+                return 0
+            if key_deserializer is None and value_deserializer is None:
+                out.extend(records if i == 0 and end == len(records) else records[i:end])
+                self._index = end
+                self.next_fetch_offset = records[end - 1].offset + 1
+                return end - i
+            for j in range(i, end):
+                record = records[j]
+                # both first, so a failure leaves the record as it was for the next call
+                key = (
+                    record.key
+                    if key_deserializer is None
+                    else self._deserialize(key_deserializer, record, True)
+                )
+                value = (
+                    record.value
+                    if value_deserializer is None
+                    else self._deserialize(value_deserializer, record, False)
+                )
+                record.key = key
+                record.value = value
+                out.append(record)
+                self._index = j + 1
+                self.next_fetch_offset = record.offset + 1
+            return end - i
+
+        self._read(max_records, take, out.__len__)
         return out
+
+    def fetch_columns(self, builder: ColumnBuilderView, max_records: int) -> int:
+        """Append up to ``max_records`` records from the current position to ``builder`` (a
+        ColumnBuilder of this fetch's kernel); returns how many (see :meth:`_read` for
+        errors). Raises OverflowError, having appended nothing, when the builder's columns
+        are full."""
+        tp = self.tp
+        kernel = self.kernel
+
+        def take(batch: RecordBatchView, limit: int) -> int:
+            if self._records is not None:
+                if self._index < len(self._records):
+                    # records poll() took from the cursor and could not return (a deserializer
+                    # failed): start the batch again, min_offset skips what was returned
+                    self._cursor = kernel.BatchCursor(batch)
+                self._records = None
+            appended, last_offset = builder.append_cursor(
+                self._cursor_of(batch), tp.topic, tp.partition, self.next_fetch_offset, limit
+            )
+            if last_offset is not None:
+                self.next_fetch_offset = last_offset + 1
+            return appended
+
+        return self._read(max_records, take)
 
     def _corrupt_error(self) -> CorruptRecordError:
         """A new error for the corrupt data met: raising one stored instance again and again
@@ -178,63 +292,7 @@ class CompletedFetch:
         reason, position = self._corruption
         return CorruptRecordError(reason, topic=self.tp.topic, partition=self.tp.partition, offset=position)
 
-    def _take(
-        self,
-        out: list[ConsumerRecord],
-        limit: int,
-        key_deserializer: Deserializer | None,
-        value_deserializer: Deserializer | None,
-    ) -> None:
-        """Append up to ``limit`` records of the current batch to ``out`` (the hot path)."""
-        records = self._records
-        i = self._index
-        count = len(records)
-        next_offset = self.next_fetch_offset
-        while i < count and records[i][0] < next_offset:  # skip what was consumed before a seek
-            i += 1
-        end = min(count, i + limit)
-        self._index = i
-        if i >= end:
-            return
-        assert self._batch is not None
-        topic, partition = self.tp
-        ttype = self._batch.timestamp_type
-        epoch = self.last_epoch
-        if key_deserializer is None and value_deserializer is None:
-            make = ConsumerRecord
-            out.extend(
-                [make(topic, partition, r[0], r[1], ttype, r[2], r[3], r[4], epoch) for r in records[i:end]]
-            )
-            self._index = end
-            self.next_fetch_offset = records[end - 1][0] + 1
-            return
-        for j in range(i, end):
-            record = records[j]
-            key = (
-                record.key if key_deserializer is None else self._deserialize(key_deserializer, record, True)
-            )
-            value = (
-                record.value
-                if value_deserializer is None
-                else self._deserialize(value_deserializer, record, False)
-            )
-            out.append(
-                ConsumerRecord(
-                    topic,
-                    partition,
-                    record.offset,
-                    record.timestamp,
-                    ttype,
-                    key,
-                    value,
-                    record.headers,
-                    epoch,
-                )
-            )
-            self._index = j + 1
-            self.next_fetch_offset = record.offset + 1
-
-    def _deserialize(self, deserializer: Deserializer, record: Record, is_key: bool) -> Any:
+    def _deserialize(self, deserializer: Deserializer, record: ConsumerRecord, is_key: bool) -> Any:
         data = record.key if is_key else record.value
         try:
             return deserializer(data)
@@ -250,5 +308,5 @@ class CompletedFetch:
     def drain(self) -> None:
         """Mark as fully consumed (its partition was unassigned or reset)."""
         self.consumed = True
-        self._records = []
+        self._drop_batch()
         self._batches = None

@@ -19,16 +19,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
-from kaflux.consumer.application_event_processor import ApplicationEventProcessor
 from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
-from kaflux.consumer.commit_request_manager import CommitRequestManager, MemberInfo
 from kaflux.consumer.completed_fetch import Deserializer
+from kaflux.consumer.components import build_consumer_components
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
-from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
     BackgroundEvent,
@@ -49,9 +47,8 @@ from kaflux.consumer.events import (
 )
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.fetch_request_manager import FetchRequestManager
-from kaflux.consumer.membership_manager import GroupMetadata, MembershipManager
-from kaflux.consumer.offsets_request_manager import OffsetResult, OffsetsRequestManager
+from kaflux.consumer.membership_manager import GroupMetadata
+from kaflux.consumer.offsets_request_manager import OffsetResult
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.consumer.subscription_state import (
     FetchPosition,
@@ -69,19 +66,25 @@ from kaflux.errors import (
     NoOffsetForPartitionError,
     WakeupError,
 )
-from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.network.requests import RequestManager
+from kaflux.records import RecordColumns, to_arrow
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 _client_ids = itertools.count(1)
 _NO_THREAD = -1
+
+
+def _num_rows(columns: RecordColumns) -> int:
+    return columns.num_rows
 
 
 class Consumer(Closeable):
@@ -123,79 +126,17 @@ class Consumer(Closeable):
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
-        managers: list[RequestManager] = [network.metadata]
-        commits: CommitRequestManager | None = None
-        self._membership: MembershipManager | None = None
-        if group is not None:
-            coordinator = CoordinatorRequestManager(
-                group, RequestState(network.retry_backoff), network.cluster, self._post_error
-            )
-            commits = CommitRequestManager(
-                group,
-                coordinator,
-                self._subscription,
-                retry_backoff=network.retry_backoff,
-                auto_commit_interval_ms=config_.auto_commit_interval_ms if config_.auto_commit else None,
-                require_stable=self._read_committed,
-                member_info=self._member_info,
-            )
-            self._membership = MembershipManager(
-                group,
-                group_instance_id=config_.group_instance_id,
-                coordinator=coordinator,
-                subscription=self._subscription,
-                cluster=network.cluster,
-                metadata=network.metadata,
-                commits=commits,
-                assignors=assignors,
-                session_timeout_ms=config_.session_timeout_ms,
-                rebalance_timeout_ms=config_.max_poll_interval_ms,
-                heartbeat_interval_ms=config_.heartbeat_interval_ms,
-                request_timeout_ms=config_.request_timeout_ms,
-                retry_backoff=network.retry_backoff,
-                client_rack=config_.client_rack,
-                auto_commit=config_.auto_commit,
-                exclude_internal_topics=config_.exclude_internal_topics,
-                post_event=self._post_background_event,
-                on_fatal=self._post_error,
-            )
-            managers += [coordinator, commits, self._membership]
-        offsets = OffsetsRequestManager(
+        parts = build_consumer_components(
+            config_,
+            network,
             self._subscription,
-            network.cluster,
-            network.metadata,
-            commits,
-            read_committed=self._read_committed,
-            retry_backoff=network.retry_backoff,
-            default_api_timeout_ms=config_.default_api_timeout_ms,
+            self._fetch_buffer,
+            post_event=self._post_background_event,
             on_error=self._post_error,
         )
+        self._membership = parts.membership
         network.metadata.add_error_listener(self._on_topic_error)
-        self._fetcher = FetchRequestManager(
-            self._subscription,
-            network.cluster,
-            network.metadata,
-            self._fetch_buffer,
-            fetch_min_bytes=config_.fetch_min_bytes,
-            fetch_max_bytes=config_.fetch_max_bytes,
-            fetch_max_wait_ms=config_.fetch_max_wait_ms,
-            max_partition_fetch_bytes=config_.max_partition_fetch_bytes,
-            buffer_max_bytes=config_.fetch_buffer_max_bytes,
-            read_committed=self._read_committed,
-            check_crcs=config_.check_crcs,
-            client_rack=config_.client_rack,
-            retry_backoff=network.retry_backoff,
-            use_sessions=config_.enable_fetch_sessions,
-        )
-        managers += [offsets, self._fetcher]
-        processor = ApplicationEventProcessor(
-            self._subscription,
-            network.metadata,
-            commits,
-            offsets,
-            self._membership,
-            allow_auto_create_topics=config_.allow_auto_create_topics,
-        )
+        self._fetcher = parts.fetcher
         self._collector = FetchCollector(
             self._subscription,
             self._fetch_buffer,
@@ -204,7 +145,7 @@ class Consumer(Closeable):
             value_deserializer=value_deserializer,
         )
         self._thread = NetworkThread(
-            f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, processor
+            f"kaflux-consumer-network-{self.client_id}", network.delegate, parts.managers, parts.processor
         )
         self._listener: ConsumerRebalanceListener | None = None
         self._async_commits: list[tuple[Future[Any], CommitCallback | None]] = []
@@ -281,10 +222,6 @@ class Consumer(Closeable):
 
     def _deadline_ms(self, timeout_s: float) -> int:
         return monotonic_ms() + int(timeout_s * 1000)
-
-    def _member_info(self) -> MemberInfo:
-        """[bg] The membership's view of who commits (no membership: no generation)."""
-        return self._membership.member_info() if self._membership is not None else MemberInfo()
 
     def _post_error(self, error: KafkaError) -> None:
         """[bg] Hand an error to the application thread; raised by the next poll()."""
@@ -508,13 +445,46 @@ class Consumer(Closeable):
             CorruptRecordError, RecordDeserializationError: a bad record (seek past it).
             KafkaError: any other error found by the network thread.
         """
+        records = self._poll_with(timeout, self._collector.collect, len, "poll()")
+        return ConsumerRecords(records)
+
+    def poll_arrow(self, timeout: float = 0.0) -> pa.RecordBatch:
+        """:meth:`poll` as one ``pyarrow.RecordBatch``: the same records (same positions,
+        ``max.poll.records``, ``read_committed`` and control-record handling, same errors),
+        decoded by the record kernel straight from the fetched bytes into Arrow buffers, with
+        no Python object per record. Deserializers do not apply: keys and values are bytes.
+
+        Columns, in this order: ``key`` binary, ``value`` binary (both nullable), ``topic``
+        string, ``partition`` int32, ``offset`` int64, ``timestamp`` timestamp[ms, tz=UTC],
+        ``timestamp_type`` int32 (0 create time, 1 log-append time), ``headers``
+        list<struct<key: string, value: binary>> (an empty list for a record without
+        headers). Rows of one partition are in offset order. When nothing arrives in time,
+        an empty batch with that schema.
+
+        Raises:
+            ImportError: pyarrow is not installed (``pip install 'kaflux[arrow]'``).
+            IllegalStateError, WakeupError, KafkaError...: as :meth:`poll`.
+        """
+        try:
+            import pyarrow  # noqa: F401  # checked first: no record is taken without it
+        except ImportError as exc:
+            raise ImportError(
+                "Consumer.poll_arrow() needs pyarrow, which is not installed: "
+                "install kaflux with the arrow extra (pip install 'kaflux[arrow]')"
+            ) from exc
+        columns = self._poll_with(timeout, self._collector.collect_columns, _num_rows, "poll_arrow()")
+        return to_arrow(columns)
+
+    def _poll_with(self, timeout: float, collect: Callable[[], T], count: Callable[[T], int], what: str) -> T:
+        """The loop of :meth:`poll` and :meth:`poll_arrow`: ``collect()`` until it returns
+        something (``count`` > 0) or ``timeout`` passes; then its last (empty) result."""
         self._acquire()
         try:
             self._ensure_open()
             timeout_s = self._timeout_s(timeout)
             if self._subscription.subscription_type() is SubscriptionType.NONE:
                 raise IllegalStateError(
-                    "poll() needs a subscription or an assignment: call subscribe() or assign()"
+                    f"{what} needs a subscription or an assignment: call subscribe() or assign()"
                 )
             deadline = time.monotonic() + timeout_s
             while True:
@@ -530,16 +500,16 @@ class Consumer(Closeable):
                 self._check_wakeup()
                 self._run_commit_callbacks()
                 self._process_background_events()
-                records = self._collector.collect()
+                records = collect()
                 if self._collector.released_fetches:
                     self._thread.wakeup()  # partitions became fetchable again: prefetch now
-                if records:
-                    result = ConsumerRecords(records)
-                    self._records_returned += len(result)
-                    return result
+                returned = count(records)
+                if returned:
+                    self._records_returned += returned
+                    return records
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return ConsumerRecords()
+                    return records
                 self._fetch_buffer.await_not_empty(min(remaining, self._thread.max_time_to_wait_ms / 1000))
         finally:
             self._release()

@@ -1,19 +1,79 @@
-"""Turns buffered fetches into the records ``poll()`` returns. [app]
+"""Turns buffered fetches into the records ``poll()`` and ``poll_arrow()`` return. [app]
 
 Takes completed fetches from the fetch buffer in arrival order, drops stale ones (the
 partition was unassigned or its position moved since the fetch was sent), decodes up to
 ``max.poll.records`` records and advances each partition's position past what it returns.
 Data of paused partitions stays buffered untouched.
+
+One walk, two sinks: :meth:`FetchCollector.collect` gathers ``ConsumerRecord`` objects per
+partition, :meth:`FetchCollector.collect_columns` appends the same records to one record
+kernel ``ColumnBuilder`` (Arrow layout, no object per record). Positions, staleness,
+pausing, ``max.poll.records``, transactions and errors are handled once, for both.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.subscription_state import FetchPosition, SubscriptionState
 from kaflux.errors import KafkaError
+from kaflux.records import RecordColumns, active_kernel
+from kaflux.records._protocols import ColumnBuilderView, RecordDecoder
 from kaflux.structs import TopicPartition
+
+
+class _Sink(Protocol):
+    """Where one collect() puts the records it takes."""
+
+    #: records taken so far
+    count: int
+
+    def take(self, fetch: CompletedFetch, max_records: int) -> int:
+        """Take up to ``max_records`` records from ``fetch``; returns how many."""
+        ...
+
+
+class _RecordSink:
+    """``ConsumerRecord`` objects, grouped by partition in the order taken."""
+
+    __slots__ = ("count", "key_deserializer", "out", "value_deserializer")
+
+    def __init__(
+        self, key_deserializer: Deserializer | None, value_deserializer: Deserializer | None
+    ) -> None:
+        self.count = 0
+        self.out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+
+    def take(self, fetch: CompletedFetch, max_records: int) -> int:
+        records = fetch.fetch_records(max_records, self.key_deserializer, self.value_deserializer)
+        if records:
+            existing = self.out.get(fetch.tp)
+            if existing is None:
+                self.out[fetch.tp] = records
+            else:
+                existing.extend(records)
+            self.count += len(records)
+        return len(records)
+
+
+class _ColumnSink:
+    """Rows of one ``ColumnBuilder``."""
+
+    __slots__ = ("builder", "count")
+
+    def __init__(self, builder: ColumnBuilderView) -> None:
+        self.count = 0
+        self.builder = builder
+
+    def take(self, fetch: CompletedFetch, max_records: int) -> int:
+        taken = fetch.fetch_columns(self.builder, max_records)
+        self.count += taken
+        return taken
 
 
 class FetchCollector:
@@ -27,7 +87,11 @@ class FetchCollector:
         max_poll_records: int,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        kernel: RecordDecoder | None = None,
     ) -> None:
+        """``kernel``: the record kernel to decode with (default: the active one)."""
+        self._kernel = kernel
+        self._column_builder: ColumnBuilderView | None = None
         self._subscription = subscription
         self._buffer = buffer
         self._max_poll_records = max_poll_records
@@ -42,7 +106,25 @@ class FetchCollector:
         Raises the error of a failed fetch or a bad record, but only when no record was
         collected first (then it is raised on the next call).
         """
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        sink = _RecordSink(self._key_deserializer, self._value_deserializer)
+        self._collect(sink)
+        return sink.out
+
+    def collect_columns(self) -> RecordColumns:
+        """:meth:`collect` as Arrow-layout columns (``kaflux.records.to_arrow`` makes them a
+        ``pyarrow.RecordBatch``): the same records, positions and errors. The deserializers
+        do not apply (the columns hold the bytes)."""
+        if self._column_builder is None:  # kept: it sizes its next columns like the last ones
+            self._column_builder = (self._kernel or active_kernel()).ColumnBuilder()
+        sink = _ColumnSink(self._column_builder)
+        try:
+            self._collect(sink)
+        except BaseException:
+            sink.builder.finish()  # let go of the buffers at once
+            raise
+        return sink.builder.finish()
+
+    def _collect(self, sink: _Sink) -> None:
         remaining = self._max_poll_records
         self.released_fetches = 0
         parked = self._buffer.parked_partitions()
@@ -61,7 +143,7 @@ class FetchCollector:
                     if not self._error_still_relevant(fetch):
                         self._buffer.release(fetch)  # the position moved on: a stale error
                         continue
-                    if out:
+                    if sink.count:
                         self._buffer.requeue_front(fetch)
                         break
                     self._buffer.release(fetch)
@@ -84,20 +166,19 @@ class FetchCollector:
                 self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
                 self.released_fetches += 1
                 continue
-            records = self._drain(current, remaining, bool(out))
-            if records is None:
+            taken = self._drain(current, remaining, sink)
+            if taken is None:
                 break
-            if records:
-                out.setdefault(current.tp, []).extend(records)
-                remaining -= len(records)
+            remaining -= taken
             if current.consumed:
                 self._buffer.set_next_in_line(None)  # release its bytes now
                 self.released_fetches += 1
-        return out
 
     def _initialize(self, fetch: CompletedFetch) -> bool:
         """Check the fetch still matches the partition's position; record its offsets."""
         tp = fetch.tp
+        if self._kernel is not None:
+            fetch.kernel = self._kernel
         if not self._subscription.is_readable(tp):
             return False
         position = self._subscription.position(tp)
@@ -126,16 +207,20 @@ class FetchCollector:
         position = self._subscription.position(fetch.tp)
         return position is not None and position.offset == fetch.next_fetch_offset
 
-    def _drain(
-        self, fetch: CompletedFetch, max_records: int, have_records: bool
-    ) -> list[ConsumerRecord] | None:
-        """Records from ``fetch``; None when it failed after other records were collected
-        (the error is raised again on the next call)."""
+    def _drain(self, fetch: CompletedFetch, max_records: int, sink: _Sink) -> int | None:
+        """Records from ``fetch`` into ``sink``; how many, or None when it failed after
+        other records were collected (the error is raised again on the next call) or the
+        sink's columns are full."""
         before = fetch.next_fetch_offset
         try:
-            records = fetch.fetch_records(max_records, self._key_deserializer, self._value_deserializer)
+            return sink.take(fetch, max_records)
         except KafkaError:
-            if have_records:
+            if sink.count:
+                return None
+            raise
+        except OverflowError:
+            # Columns past Arrow's 2 GiB: what was collected goes out, the rest next time.
+            if sink.count:
                 return None
             raise
         finally:
@@ -143,4 +228,3 @@ class FetchCollector:
                 self._subscription.advance(
                     fetch.tp, FetchPosition(fetch.next_fetch_offset, fetch.last_epoch), expected_offset=before
                 )
-        return records

@@ -9,8 +9,11 @@ Decoding (consumer hot path)::
         for record in batch.records():       # Record(offset, timestamp, key, value, headers)
             ...
 
-Columnar decoding (Arrow layout, no object per record): :class:`ColumnBuilder`, see
-:mod:`kaflux.records.columns`. Encoding: :class:`BatchBuilder`; codecs:
+Consumer records (one small object per record, built straight from the batch bytes):
+``batch.consumer_records(topic, partition, leader_epoch, min_offset)``, see
+:mod:`kaflux.records.consumer_record`. Columnar decoding (Arrow layout, no object per
+record): :class:`ColumnBuilder`, also a few records at a time through a
+:class:`BatchCursor`, see :mod:`kaflux.records.columns`. Encoding: :class:`BatchBuilder`; codecs:
 :mod:`kaflux.records.compression`.
 
 Two kernels implement decoding with identical behaviour: the compiled one
@@ -38,7 +41,7 @@ from kaflux.records.batch_builder import (
     build_control_batch,
     estimate_record_size,
 )
-from kaflux.records.columns import RecordColumns, to_arrow
+from kaflux.records.columns import RecordColumns, arrow_schema
 from kaflux.records.compression import (
     CODEC_IDS,
     CODEC_NAMES,
@@ -116,6 +119,12 @@ _impl, _kernel_name = _select_kernel()
 #: ``"compiled"`` or ``"pure"``: which record kernel this process uses.
 KERNEL: Final[str] = _kernel_name
 
+
+def active_kernel() -> RecordDecoder:
+    """The record kernel this process uses (the module :data:`KERNEL` names)."""
+    return _impl
+
+
 if TYPE_CHECKING:
     from kaflux.records import _kernel
     from kaflux.records._protocols import RecordDecoder
@@ -126,18 +135,22 @@ if TYPE_CHECKING:
         first_batch_size,
         iter_batches,
     )
-    from kaflux.records.columns import ColumnBuilder
+    from kaflux.records.columns import BatchCursor, ColumnBuilder, to_arrow
+    from kaflux.records.consumer_record import ConsumerRecord
 
     # mypy checks that both kernels satisfy the interface.
     _pure_conforms: RecordDecoder = _pure
     _compiled_conforms: RecordDecoder = _kernel
 else:
     RecordBatch = _impl.RecordBatch
+    BatchCursor = _impl.BatchCursor
     ColumnBuilder = _impl.ColumnBuilder
+    ConsumerRecord = _impl.ConsumerRecord
     control_type = _impl.control_type
     decode_records = _impl.decode_records
     first_batch_size = _impl.first_batch_size
     iter_batches = _impl.iter_batches
+    to_arrow = _impl.to_arrow
 
 __all__ = [
     "CODEC_IDS",
@@ -153,11 +166,15 @@ __all__ = [
     "SNAPPY",
     "ZSTD",
     "BatchBuilder",
+    "BatchCursor",
     "ColumnBuilder",
+    "ConsumerRecord",
     "Record",
     "RecordBatch",
     "RecordColumns",
     "RecordFormatError",
+    "active_kernel",
+    "arrow_schema",
     "assemble_batch",
     "build_control_batch",
     "codec_id",

@@ -1,11 +1,13 @@
-"""Type stub of the compiled record kernel (``_kernel.pyx``); see ``batch_decoder`` and
-``columns`` for the semantics, which are the same."""
+"""Type stub of the compiled record kernel (``_kernel.pyx``); see ``batch_decoder``,
+``columns`` and ``consumer_record`` for the semantics, which are the same. (Its own
+``ConsumerRecord`` type is typed as the pure class, whose interface it has.)"""
 
 from collections.abc import Iterator
 from typing import Any, Final
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records.columns import RecordColumns
+from kaflux.records.consumer_record import ConsumerRecord as ConsumerRecord
 from kaflux.records.types import BytesLike, Record
 
 SOURCE_SHA256: Final[str]
@@ -24,6 +26,7 @@ def decode_records(
     log_append_time: int | None,
 ) -> list[Record]: ...
 def control_type(record: Record) -> int: ...
+def to_arrow(columns: RecordColumns, /) -> Any: ...
 def first_batch_size(buf: memoryview) -> int | None: ...
 def iter_batches(
     buf: memoryview,
@@ -70,7 +73,25 @@ class RecordBatch:
     def raw(self) -> memoryview: ...
     def corrupt(self, message: str) -> CorruptRecordError: ...
     def records(self) -> list[Record]: ...
+    def consumer_records(
+        self, topic: str, partition: int, leader_epoch: int | None, min_offset: int = ...
+    ) -> list[ConsumerRecord]: ...
     def control_type(self) -> int: ...
+
+class BatchCursor:
+    @property
+    def batch(self) -> RecordBatch: ...
+    def __init__(self, batch: Any) -> None: ...
+    @property
+    def remaining(self) -> int: ...
+    def consumer_records(
+        self,
+        topic: str,
+        partition: int,
+        leader_epoch: int | None,
+        min_offset: int = ...,
+        max_records: int = ...,
+    ) -> list[ConsumerRecord]: ...
 
 class ColumnBuilder:
     def __len__(self) -> int: ...
@@ -84,4 +105,12 @@ class ColumnBuilder:
         min_offset: int = ...,
         max_records: int = ...,
     ) -> tuple[int, int, int | None]: ...
+    def append_cursor(
+        self,
+        cursor: Any,
+        topic: str,
+        partition: int,
+        min_offset: int = ...,
+        max_records: int = ...,
+    ) -> tuple[int, int | None]: ...
     def finish(self) -> RecordColumns: ...

@@ -9,6 +9,8 @@
  *   "utf-8" decoder accepts (no overlongs, no surrogates, nothing above U+10FFFF).
  * - kx_make_record: builds an instance of a tuple subclass (kaflux.records.Record) of
  *   five items without going through tuple.__new__.
+ * - kx_export_*: record columns as Arrow C data interface arrays, for pyarrow to import
+ *   without copying.
  */
 #ifndef KAFLUX_KERNEL_IMPL_H
 #define KAFLUX_KERNEL_IMPL_H
@@ -302,6 +304,108 @@ static inline PyObject *kx_pair(PyObject *a, PyObject *b) {
     PyTuple_SET_ITEM(r, 1, b);
     if (PyUnicode_CheckExact(a) && (b == Py_None || PyBytes_CheckExact(b))) PyObject_GC_UnTrack(r);
     return r;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Arrow C data interface export                                                          */
+/*                                                                                        */
+/* The structs are the ABI of https://arrow.apache.org/docs/format/CDataInterface.html.  */
+/* kx_export_* hand the column buffers of a RecordColumns to pyarrow without copying:   */
+/* one allocation holds the 12 ArrowArray structs of a record batch (8 columns, the      */
+/* header list's struct and its 2 fields) and a buffer view of every bytearray, which    */
+/* keeps it alive and unresizable until the last array is released.                     */
+
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+
+#define ARROW_FLAG_DICTIONARY_ORDERED 1
+#define ARROW_FLAG_NULLABLE 2
+#define ARROW_FLAG_MAP_KEYS_SORTED 4
+
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#endif /* ARROW_C_DATA_INTERFACE */
+
+#define KX_EXPORT_ARRAYS 12
+#define KX_EXPORT_VIEWS 18
+
+typedef struct {
+    Py_ssize_t live; /* arrays not released yet; the last release frees everything */
+    int n_views;
+    Py_buffer views[KX_EXPORT_VIEWS];
+    struct ArrowArray arrays[KX_EXPORT_ARRAYS];
+    struct ArrowArray *children[KX_EXPORT_ARRAYS];
+    const void *buffers[KX_EXPORT_ARRAYS][3];
+} kx_export;
+
+/* A zeroed export, or NULL (out of memory). */
+static inline kx_export *kx_export_new(void) { return (kx_export *)PyMem_RawCalloc(1, sizeof(kx_export)); }
+
+/* Frees an export whose arrays were never handed out (GIL held). */
+static void kx_export_discard(kx_export *e) {
+    for (int i = 0; i < e->n_views; i++) PyBuffer_Release(&e->views[i]);
+    PyMem_RawFree(e);
+}
+
+/* The release callback of every exported array; callable from any thread. Releases the
+ * array's children that were not moved out, then the array itself. */
+static void kx_export_release(struct ArrowArray *a) {
+    if (a->release == NULL) return;
+    kx_export *e = (kx_export *)a->private_data;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (int64_t i = 0; i < a->n_children; i++) {
+        struct ArrowArray *child = a->children[i];
+        if (child->release != NULL) child->release(child);
+    }
+    a->release = NULL;
+    if (--e->live == 0) kx_export_discard(e);
+    PyGILState_Release(gil);
+}
+
+/* Sets up arrays[index] with up to three buffers (NULL for absent validity bitmaps) and the
+ * arrays[first_child .. first_child + n_children) as its children. */
+static void kx_export_array(kx_export *e, int index, int64_t length, int64_t null_count, int n_buffers,
+                            const void *b0, const void *b1, const void *b2, int first_child,
+                            int n_children) {
+    struct ArrowArray *a = &e->arrays[index];
+    e->buffers[index][0] = b0;
+    e->buffers[index][1] = b1;
+    e->buffers[index][2] = b2;
+    for (int i = 0; i < n_children; i++) e->children[first_child + i] = &e->arrays[first_child + i];
+    a->length = length;
+    a->null_count = null_count;
+    a->offset = 0;
+    a->n_buffers = n_buffers;
+    a->n_children = n_children;
+    a->buffers = e->buffers[index];
+    a->children = n_children ? &e->children[first_child] : NULL;
+    a->dictionary = NULL;
+    a->release = kx_export_release;
+    a->private_data = e;
+    e->live++;
 }
 
 #endif /* KAFLUX_KERNEL_IMPL_H */

@@ -40,6 +40,19 @@ Columnar decoding contract (``ColumnBuilder``), for building ``pyarrow`` record 
   for LOG_APPEND_TIME batches.
 * ``len(builder)`` is the number of rows so far; ``builder.nbytes`` the bytes of
   variable-size data (to decide when to ``finish()``).
+* ``BatchCursor(batch)`` decodes and checks a whole batch at once (raising what
+  ``append_batch`` would), then ``builder.append_cursor(cursor, topic, partition,
+  min_offset, max_records) -> (appended, last_offset)`` appends its next records, skipping
+  the leading ones below ``min_offset``, resuming where the previous call stopped: a
+  consumer takes a batch ``max.poll.records`` at a time without decoding it again.
+  ``cursor.consumer_records(topic, partition, leader_epoch, min_offset, max_records)``
+  takes the next records the same way as ConsumerRecords; the two may alternate.
+
+Object decoding for the consumer: ``batch.consumer_records(topic, partition,
+leader_epoch, min_offset)`` decodes all records like ``records()`` (raising the same
+errors, plus the int64 range error of ``append_batch``) and returns a ``ConsumerRecord``
+(the kernel's own type, see :mod:`kaflux.records.consumer_record`) for each record from the
+first whose offset is at least ``min_offset`` on.
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from typing import Any, Protocol
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records.columns import RecordColumns
+from kaflux.records.consumer_record import ConsumerRecord
 from kaflux.records.types import Record
 
 
@@ -91,7 +105,32 @@ class RecordBatchView(Protocol):
 
     def records(self) -> list[Record]: ...
 
+    def consumer_records(
+        self, topic: str, partition: int, leader_epoch: int | None, min_offset: int = ...
+    ) -> list[ConsumerRecord]: ...
+
     def control_type(self) -> int: ...
+
+
+class BatchCursorView(Protocol):
+    """A batch being appended to columns a few records at a time (see ``columns.BatchCursor``)."""
+
+    def __init__(self, batch: Any) -> None: ...
+
+    @property
+    def batch(self) -> Any: ...
+
+    @property
+    def remaining(self) -> int: ...
+
+    def consumer_records(
+        self,
+        topic: str,
+        partition: int,
+        leader_epoch: int | None,
+        min_offset: int = ...,
+        max_records: int = ...,
+    ) -> list[ConsumerRecord]: ...
 
 
 class ColumnBuilderView(Protocol):
@@ -111,6 +150,15 @@ class ColumnBuilderView(Protocol):
         max_records: int = ...,
     ) -> tuple[int, int, int | None]: ...
 
+    def append_cursor(
+        self,
+        cursor: Any,
+        topic: str,
+        partition: int,
+        min_offset: int = ...,
+        max_records: int = ...,
+    ) -> tuple[int, int | None]: ...
+
     def finish(self) -> RecordColumns: ...
 
 
@@ -122,6 +170,12 @@ class RecordDecoder(Protocol):
 
     @property
     def ColumnBuilder(self) -> type[ColumnBuilderView]: ...
+
+    @property
+    def BatchCursor(self) -> type[BatchCursorView]: ...
+
+    @property
+    def ConsumerRecord(self) -> type[ConsumerRecord]: ...
 
     def decode_records(
         self,
@@ -155,4 +209,9 @@ class RecordDecoder(Protocol):
 
     def control_type(self, record: Record, /) -> int:
         """Control record type (0 ABORT, 1 COMMIT) from a control record's key."""
+        ...
+
+    def to_arrow(self, columns: RecordColumns, /) -> Any:
+        """A ``pyarrow.RecordBatch`` over the buffers of ``columns`` (no copy), with the
+        schema ``columns.arrow_schema()``."""
         ...

@@ -31,7 +31,9 @@ from typing import Final
 from crc32c import crc32c
 
 from kaflux.errors import CorruptRecordError, IllegalStateError
+from kaflux.records.columns import check_append_arguments
 from kaflux.records.compression import codec_name, decompress
+from kaflux.records.consumer_record import ConsumerRecord, check_record_context, consumer_records_from
 from kaflux.records.types import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -58,6 +60,7 @@ _MIN_RECORD_SIZE: Final = 7
 _MIN_RECORD_BODY: Final = 6
 _MAX_CODEC: Final = 4
 
+_INT64_MIN: Final = -(2**63)
 _new_tuple = tuple.__new__
 #: Zig-zag decoding of the one-byte varints 0..127.
 _ZIGZAG: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
@@ -386,6 +389,25 @@ class RecordBatch:
         except RecordFormatError as exc:
             where = f" ({codec_name(codec)}-compressed batch)" if codec else ""
             raise self.corrupt(f"{exc}{where}") from exc
+
+    def consumer_records(
+        self, topic: str, partition: int, leader_epoch: int | None, min_offset: int = _INT64_MIN
+    ) -> list[ConsumerRecord]:
+        """Decompress (once per call) and decode all records of the batch, and return the
+        :class:`ConsumerRecord` of each from the first whose offset is ``min_offset`` or more
+        on (the leading ones before a consumer's position are left out), tagged with
+        ``topic``, ``partition``, the batch's timestamp type and ``leader_epoch``.
+
+        Raises what :meth:`records` raises, and CorruptRecordError when an offset or
+        timestamp does not fit int64 (as ``ColumnBuilder.append_batch`` does); ValueError
+        when ``partition`` does not fit int32 or ``min_offset`` int64, TypeError when
+        ``topic`` is not a str or ``leader_epoch`` neither an int nor None.
+        """
+        check_append_arguments(partition, min_offset, 0)
+        check_record_context(topic, leader_epoch)
+        return consumer_records_from(
+            self, self.records(), topic, partition, leader_epoch, min_offset, ConsumerRecord
+        )
 
     def control_type(self) -> int:
         """For a control batch, the type of its control record: 0 = ABORT, 1 = COMMIT."""

@@ -22,16 +22,26 @@ active one. The contract (see also :class:`kaflux.records._protocols.ColumnBuild
   data) raises ``CorruptRecordError``; data columns are limited to ``2**31 - 1`` bytes
   (Arrow ``binary``/``string`` use int32 offsets): an append that would exceed that raises
   ``OverflowError`` and changes nothing -- call :meth:`finish` and append the batch again.
+* ``append_cursor(cursor, topic, partition, min_offset, max_records)`` does the same for
+  the next records of a :class:`BatchCursor` (a batch checked whole once, then taken a few
+  records at a time, as a consumer takes it under ``max.poll.records``) and returns
+  ``(appended, last_offset)``.
 * ``finish()`` returns the columns and resets the builder.
+
+:func:`to_arrow` (this kernel's; the compiled kernel has its own, through the Arrow C data
+interface) makes a ``pyarrow.RecordBatch`` of the columns without copying them.
 """
 
 from __future__ import annotations
 
 import sys
 from array import array
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from kaflux.records.types import Record
+
+if TYPE_CHECKING:
+    from kaflux.records.consumer_record import ConsumerRecord
 
 _INT32_MAX: Final = 2**31 - 1
 _INT64_MIN: Final = -(2**63)
@@ -121,6 +131,71 @@ class _Binary:
         return bits
 
 
+def check_record_range(batch: Any, records: list[Record]) -> None:
+    """CorruptRecordError (``batch.corrupt``) for the first record whose offset or timestamp
+    does not fit int64."""
+    for record in records:
+        offset, timestamp = record[0], record[1]
+        if not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= timestamp <= _INT64_MAX):
+            raise batch.corrupt(out_of_range_message(offset, timestamp))
+
+
+class BatchCursor:
+    """A batch whose records a consumer takes a few at a time, as columns
+    (:meth:`ColumnBuilder.append_cursor`) or as ConsumerRecords (:meth:`consumer_records`),
+    under ``max.poll.records``; both kinds of take may alternate.
+
+    Made once per batch: it decodes (and decompresses) the whole batch at once, raising
+    exactly what ``append_batch`` would (the batch's CorruptRecordError, or the int64 range
+    error), so that a batch is found bad before any of its records is handed out; later
+    takes resume where the last one stopped instead of decoding the batch again. (The
+    compiled twin checks the batch up front and then builds only what each take takes.)
+    """
+
+    __slots__ = ("_index", "_records", "batch")
+
+    def __init__(self, batch: Any) -> None:
+        records: list[Record] = batch.records()
+        check_record_range(batch, records)
+        self.batch = batch
+        self._records = records
+        self._index = 0
+
+    @property
+    def remaining(self) -> int:
+        """Records of the batch not yet taken or skipped."""
+        return len(self._records) - self._index
+
+    def consumer_records(
+        self,
+        topic: str,
+        partition: int,
+        leader_epoch: int | None,
+        min_offset: int = _INT64_MIN,
+        max_records: int = sys.maxsize,
+    ) -> list[ConsumerRecord]:
+        """The ConsumerRecords of the next records: skip the leading ones whose offset is
+        below ``min_offset``, then take up to ``max_records`` (tagged as
+        ``RecordBatch.consumer_records`` tags them). The cursor moves past what was skipped
+        and taken. Argument errors as ``consumer_records``."""
+        from kaflux.records.consumer_record import ConsumerRecord, check_record_context  # (a cycle)
+
+        check_append_arguments(partition, min_offset, max_records)
+        check_record_context(topic, leader_epoch)
+        records = self._records
+        count = len(records)
+        i = self._index
+        while i < count and records[i][0] < min_offset:
+            i += 1
+        end = min(count, i + max_records)
+        self._index = end
+        ttype = self.batch.timestamp_type
+        make = ConsumerRecord
+        return [
+            make(topic, partition, r[0], r[1], ttype, r[2], r[3], r[4], leader_epoch) for r in records[i:end]
+        ]
+
+
 class ColumnBuilder:
     """Accumulates records of many batches as Arrow-layout columns (see the module docstring)."""
 
@@ -163,18 +238,47 @@ class ColumnBuilder:
         check_append_arguments(partition, min_offset, max_records)
         topic_utf8 = topic.encode()
         records: list[Record] = batch.records()
-        for record in records:
-            offset, timestamp = record[0], record[1]
-            if not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= timestamp <= _INT64_MAX):
-                raise batch.corrupt(out_of_range_message(offset, timestamp))
+        check_record_range(batch, records)
         count = len(records)
         i = 0
         while i < count and records[i][0] < min_offset:
             i += 1
         end = min(count, i + max_records)
+        self._append(records, i, end, topic_utf8, partition, int(batch.timestamp_type))
+        return end - i, count - end, records[end - 1][0] if end > i else None
+
+    def append_cursor(
+        self,
+        cursor: BatchCursor,
+        topic: str,
+        partition: int,
+        min_offset: int = _INT64_MIN,
+        max_records: int = sys.maxsize,
+    ) -> tuple[int, int | None]:
+        """Append the next records of ``cursor``: skip the leading ones whose offset is below
+        ``min_offset``, then take up to ``max_records``; returns ``(appended, last_offset)``
+        (``last_offset`` None when none was appended). The cursor moves past what was
+        skipped and appended. Atomic like :meth:`append_batch` (the same OverflowError)."""
+        check_append_arguments(partition, min_offset, max_records)
+        if not isinstance(cursor, BatchCursor):
+            raise TypeError(f"expected a pure-kernel BatchCursor, got {type(cursor).__name__}")
+        topic_utf8 = topic.encode()
+        records = cursor._records
+        count = len(records)
+        i = cursor._index
+        while i < count and records[i][0] < min_offset:
+            i += 1
+        end = min(count, i + max_records)
+        self._append(records, i, end, topic_utf8, partition, int(cursor.batch.timestamp_type))
+        cursor._index = end
+        return end - i, records[end - 1][0] if end > i else None
+
+    def _append(
+        self, records: list[Record], i: int, end: int, topic_utf8: bytes, partition: int, timestamp_type: int
+    ) -> None:
+        """Append ``records[i:end]``, all or none."""
         state = self._state()
         try:
-            timestamp_type = int(batch.timestamp_type)
             for record in records[i:end]:
                 self._offset.append(record[0])
                 self._timestamp.append(record[1])
@@ -192,7 +296,6 @@ class ColumnBuilder:
         except BaseException:
             self._restore(state)
             raise
-        return end - i, count - end, records[end - 1][0] if end > i else None
 
     def _column_sizes(self) -> list[int]:
         """Sizes that must fit Arrow's int32 offsets: data bytes per column, header entries."""
@@ -262,12 +365,41 @@ def check_append_arguments(partition: int, min_offset: int, max_records: int) ->
         raise ValueError(f"max_records must not be negative, got {max_records}")
 
 
-def to_arrow(columns: RecordColumns) -> Any:
-    """A ``pyarrow.RecordBatch`` over the buffers of ``columns``, without copying them.
+_ARROW_SCHEMA: list[Any] = []
 
-    Schema: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int32,
-    ``offset`` int64, ``timestamp`` timestamp[ms, UTC], ``timestamp_type`` int32,
-    ``headers`` list<struct<key string, value binary>>. Needs pyarrow (the ``spark`` extra).
+
+def arrow_schema() -> Any:
+    """The ``pyarrow.Schema`` of :func:`to_arrow`'s batches (made once): ``key`` binary,
+    ``value`` binary, ``topic`` string, ``partition`` int32, ``offset`` int64, ``timestamp``
+    timestamp[ms, tz=UTC], ``timestamp_type`` int32, ``headers`` list<struct<key: string not
+    null, value: binary>>. Needs pyarrow."""
+    if not _ARROW_SCHEMA:
+        import pyarrow as pa
+
+        header = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+        _ARROW_SCHEMA.append(
+            pa.schema(
+                [
+                    pa.field("key", pa.binary()),
+                    pa.field("value", pa.binary()),
+                    pa.field("topic", pa.string()),
+                    pa.field("partition", pa.int32()),
+                    pa.field("offset", pa.int64()),
+                    pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+                    pa.field("timestamp_type", pa.int32()),
+                    pa.field("headers", pa.list_(header)),
+                ]
+            )
+        )
+    return _ARROW_SCHEMA[0]
+
+
+def to_arrow(columns: RecordColumns) -> Any:
+    """A ``pyarrow.RecordBatch`` over the buffers of ``columns``, without copying them, with
+    the schema :func:`arrow_schema`. Needs pyarrow (the ``arrow`` extra).
+
+    This is the pure kernel's; the compiled kernel's (``kaflux.records.to_arrow`` is the
+    active one) hands the buffers over in one step through the Arrow C data interface.
     """
     import pyarrow as pa
 
@@ -323,5 +455,4 @@ def to_arrow(columns: RecordColumns) -> Any:
         pa.Array.from_buffers(pa.int32(), n, [None, buf(columns.timestamp_type)], 0),
         headers,
     ]
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type", "headers"]
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())

@@ -3,6 +3,7 @@ for both kernels; the compiled builder's buffers byte-for-byte against the pure 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 import struct
@@ -23,7 +24,6 @@ from kaflux.records import (
     _pure,
     assemble_batch,
     build_control_batch,
-    to_arrow,
 )
 from kaflux.records._protocols import RecordBatchView, RecordDecoder
 
@@ -295,7 +295,7 @@ def test_to_arrow_wraps_the_buffers(kernel: RecordDecoder) -> None:
     builder = kernel.ColumnBuilder()
     builder.append_batch(batch, "orders", 4)
     columns = builder.finish()
-    table = to_arrow(columns)
+    table = kernel.to_arrow(columns)
     assert table.schema == pa.schema(
         [
             ("key", pa.binary()),
@@ -323,3 +323,52 @@ def test_to_arrow_wraps_the_buffers(kernel: RecordDecoder) -> None:
     # zero-copy: the Arrow value buffer is the builder's bytearray
     value_data = table.column("value").buffers()[2]
     assert value_data.address == pa.py_buffer(columns.value_data).address
+    assert table.equals(_pure.to_arrow(columns)) and table.schema == _pure.to_arrow(columns).schema
+
+
+def test_to_arrow_keeps_the_buffers_alive_and_fixed_in_size(kernel: RecordDecoder) -> None:
+    pytest.importorskip("pyarrow")
+    (batch,) = kernel.iter_batches(memoryview(build(0, 0, 0, [(1, b"k", b"v", [("h", b"x")])] * 5)))
+    builder = kernel.ColumnBuilder()
+    builder.append_batch(batch, "t", 0)
+    columns = builder.finish()
+    table = kernel.to_arrow(columns)
+    key_data = columns.key_data
+    del columns, builder
+    gc.collect()
+    assert table.column("key").to_pylist() == [b"k"] * 5  # still there
+    with pytest.raises(BufferError):
+        key_data.extend(b"more")  # pyarrow still reads it
+    del table
+    gc.collect()
+    key_data.extend(b"more")
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 9, 64])
+def test_compiled_to_arrow_equals_pure_to_arrow(compiled: ModuleType, rows: int) -> None:
+    pytest.importorskip("pyarrow")
+    records = [
+        (i, None if i % 3 == 0 else b"k%d" % i, None if i % 4 == 1 else b"v" * i, [("h", None)] * (i % 3))
+        for i in range(rows)
+    ]
+    (batch,) = compiled.iter_batches(memoryview(build(0, 0, 0, records)))
+    builder = compiled.ColumnBuilder()
+    builder.append_batch(batch, "t", 0)
+    columns = builder.finish()
+    got, want = compiled.to_arrow(columns), _pure.to_arrow(columns)
+    got.validate(full=True)
+    assert got.equals(want) and got.schema == want.schema
+    assert got.column("key").null_count == want.column("key").null_count
+
+
+def test_compiled_to_arrow_refuses_columns_shorter_than_their_rows(compiled: ModuleType) -> None:
+    pytest.importorskip("pyarrow")
+    (batch,) = compiled.iter_batches(memoryview(build(0, 0, 0, [(1, b"k", b"v", [])] * 3)))
+    builder = compiled.ColumnBuilder()
+    builder.append_batch(batch, "t", 0)
+    columns = builder.finish()
+    with pytest.raises(ValueError, match=r"RecordColumns\.offset holds 24 bytes, fewer than the 32"):
+        compiled.to_arrow(columns._replace(num_rows=4))
+    with pytest.raises(ValueError, match=r"RecordColumns\.value_offsets ends at 3, outside its 2 bytes"):
+        compiled.to_arrow(columns._replace(value_data=bytearray(b"vv")))
+    assert compiled.to_arrow(columns).num_rows == 3  # nothing stayed locked

@@ -5,7 +5,8 @@ inserted and deleted bytes, record sections mutated *under* a valid CRC and re-c
 header fields pushed to the int64 edges, long and overflowing varints, random bytes) built
 from valid batches of every codec -- with headers, null keys and values, control and
 transactional batches, log-append-time batches -- go through both kernels: batch walking,
-``records()``, ``control_type()`` and ``ColumnBuilder.append_batch``. For every input both
+``records()``, ``control_type()``, ``consumer_records()``, ``ColumnBuilder.append_batch`` and
+``BatchCursor`` with ``ColumnBuilder.append_cursor``. For every input both
 must behave the same (equal batches, records and columns, or the same exception type and
 message) and raise nothing but :class:`kaflux.errors.KafkaError` subclasses.
 
@@ -156,10 +157,84 @@ def outcome(kernel: RecordDecoder, view: memoryview, check_crcs: bool, select: t
                     assert "outside the int64 range" in columns[1], columns
                 else:
                     assert columns == records, "columns and records fail differently"
-            batches.append((fields, records, control, columns))
+            consumer = consumer_outcome(kernel, batch, select, records)
+            cursor = cursor_outcome(kernel, batch, select, records, columns)
+            batches.append((fields, records, control, columns, consumer, cursor))
     except Exception as exc:
         return batches, error(exc)
     return batches, None
+
+
+def consumer_outcome(kernel: RecordDecoder, batch: Any, select: tuple[int, int], records: Any) -> Any:
+    """``consumer_records()`` as plain tuples, or its error (which must be the one of
+    ``records()``, or the int64 range error when those decode)."""
+    try:
+        return [
+            (
+                r.topic,
+                r.partition,
+                r.offset,
+                r.timestamp,
+                r.timestamp_type,
+                r.key,
+                r.value,
+                r.headers,
+                r.leader_epoch,
+            )
+            for r in batch.consumer_records(TOPIC, PARTITION, 7, select[0])
+        ]
+    except Exception as exc:
+        failure = error(exc)
+        if isinstance(records, list):
+            assert "outside the int64 range" in failure[1], failure
+        else:
+            assert failure == records, "consumer records and records fail differently"
+        return failure
+
+
+def cursor_outcome(
+    kernel: RecordDecoder, batch: Any, select: tuple[int, int], records: Any, columns: Any
+) -> Any:
+    """The batch appended through a BatchCursor in steps of ``select[1]`` records (at least
+    one): each step's result and the columns, or the error (the one ``append_batch`` raised)."""
+    builder = kernel.ColumnBuilder()
+    try:
+        cursor = kernel.BatchCursor(batch)
+    except Exception as exc:
+        failure = error(exc)
+        if not isinstance(columns, tuple) or len(columns) != 2 or isinstance(columns[0], str):
+            assert failure == columns, "the cursor and append_batch fail differently"
+        else:
+            assert "outside the int64 range" in failure[1], failure
+        return failure
+    step = min(max(select[1], 1), 3)
+    steps: list[Any] = []
+    min_offset = select[0]  # the first step skips the leading records below it, as append_batch does
+    while cursor.remaining:
+        before = cursor.remaining
+        steps.append(builder.append_cursor(cursor, TOPIC, PARTITION, min_offset, step))
+        min_offset = -(2**63)
+        assert cursor.remaining < before
+    result = builder.finish()
+    everything = select[1] == sys.maxsize
+    if everything and isinstance(columns, tuple) and len(columns) == 2 and not isinstance(columns[0], str):
+        assert result == columns[1], "the cursor's columns differ from append_batch's"
+    # again, alternating columns and ConsumerRecords
+    cursor = kernel.BatchCursor(batch)
+    mixed: list[Any] = []
+    min_offset = select[0]
+    while cursor.remaining:
+        if len(mixed) % 2:
+            mixed.append(builder.append_cursor(cursor, TOPIC, PARTITION, min_offset, step))
+        else:
+            mixed.append(
+                [
+                    (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+                    for r in cursor.consumer_records(TOPIC, PARTITION, None, min_offset, step)
+                ]
+            )
+        min_offset = -(2**63)
+    return steps, result, mixed, builder.finish()
 
 
 # --- inputs --------------------------------------------------------------------------------------

@@ -1,0 +1,174 @@
+"""Builds a consumer's background components from its config. [app: at construction]
+
+:func:`build_consumer_components` is the one place that wires the request managers the
+consumer's network thread runs (Java's ``RequestManagers``) and the event processor that feeds
+them: the coordinator, commit and membership managers (with a ``group.id`` only), the offsets
+and fetch managers, and the metadata manager of the network stack, in the order the network
+thread polls them. ``kaflux.Consumer`` calls it, and so do the test fakes that drive real
+managers without a network thread (``tests/fake_group_coordinator.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kaflux.config import ConsumerConfig
+from kaflux.consumer.application_event_processor import ApplicationEventProcessor
+from kaflux.consumer.assignors import assignor_for_name
+from kaflux.consumer.commit_request_manager import CommitRequestManager, MemberInfo
+from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+from kaflux.consumer.events import BackgroundEvent
+from kaflux.consumer.fetch_buffer import FetchBuffer
+from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.membership.group import GroupSettings
+from kaflux.consumer.membership_manager import MembershipManager
+from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
+from kaflux.consumer.subscription_state import SubscriptionState
+from kaflux.errors import KafkaError
+from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.metadata_manager import MetadataManager
+from kaflux.network.requests import RequestManager
+
+
+class NetworkParts(Protocol):
+    """What the components need of a network stack (``kaflux.network.factory.NetworkStack``)."""
+
+    @property
+    def cluster(self) -> ClusterMetadata: ...
+
+    @property
+    def metadata(self) -> MetadataManager: ...
+
+    @property
+    def retry_backoff(self) -> ExponentialBackoff: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerComponents:
+    """A consumer's request managers and event processor, ready for its network thread."""
+
+    metadata: MetadataManager
+    #: the group's managers, None without a group.id
+    coordinator: CoordinatorRequestManager | None
+    commits: CommitRequestManager | None
+    membership: MembershipManager | None
+    offsets: OffsetsRequestManager
+    fetcher: FetchRequestManager
+    processor: ApplicationEventProcessor
+
+    @property
+    def managers(self) -> list[RequestManager]:
+        """Every request manager, in the order the network thread polls them."""
+        group: list[RequestManager] = [
+            m for m in (self.coordinator, self.commits, self.membership) if m is not None
+        ]
+        return [self.metadata, *group, self.offsets, self.fetcher]
+
+
+def group_settings(config: ConsumerConfig) -> GroupSettings | None:
+    """The settings of the consumer's group membership; None without a group.id."""
+    if config.group_id is None:
+        return None
+    return GroupSettings(
+        group_id=config.group_id,
+        group_instance_id=config.group_instance_id,
+        auto_commit=config.auto_commit,
+        exclude_internal_topics=config.exclude_internal_topics,
+        rebalance_timeout_ms=config.max_poll_interval_ms,
+        session_timeout_ms=config.session_timeout_ms,
+        heartbeat_interval_ms=config.heartbeat_interval_ms,
+        request_timeout_ms=config.request_timeout_ms,
+        client_rack=config.client_rack,
+    )
+
+
+def build_consumer_components(
+    config: ConsumerConfig,
+    network: NetworkParts,
+    subscription: SubscriptionState,
+    fetch_buffer: FetchBuffer,
+    *,
+    post_event: Callable[[BackgroundEvent], None],
+    on_error: Callable[[KafkaError], None],
+) -> ConsumerComponents:
+    """Wire the background components of a consumer configured by ``config``.
+
+    ``subscription`` and ``fetch_buffer`` are the objects shared with the application thread.
+    The membership talks to the application through ``post_event`` (rebalance callbacks to run,
+    its fatal errors); the other managers report errors the application must see to
+    ``on_error`` (the consumer turns them into ErrorEvents).
+    """
+    read_committed = config.isolation_level == "read_committed"
+    backoff = network.retry_backoff
+    settings = group_settings(config)
+    coordinator: CoordinatorRequestManager | None = None
+    commits: CommitRequestManager | None = None
+    membership: MembershipManager | None = None
+
+    def member_info() -> MemberInfo:
+        """Who commits: the membership's view (no membership: no generation)."""
+        return membership.member_info() if membership is not None else MemberInfo()
+
+    if settings is not None:
+        coordinator = CoordinatorRequestManager(
+            settings.group_id, RequestState(backoff), network.cluster, on_error
+        )
+        commits = CommitRequestManager(
+            settings.group_id,
+            coordinator,
+            subscription,
+            retry_backoff=backoff,
+            auto_commit_interval_ms=config.auto_commit_interval_ms if config.auto_commit else None,
+            require_stable=read_committed,
+            member_info=member_info,
+        )
+        assignors = [assignor_for_name(name) for name in config.partition_assignment_strategy]
+        membership = MembershipManager(
+            settings,
+            coordinator=coordinator,
+            subscription=subscription,
+            cluster=network.cluster,
+            metadata=network.metadata,
+            commits=commits,
+            assignors=assignors,
+            retry_backoff=backoff,
+            post_event=post_event,
+        )
+    offsets = OffsetsRequestManager(
+        subscription,
+        network.cluster,
+        network.metadata,
+        commits,
+        read_committed=read_committed,
+        retry_backoff=backoff,
+        default_api_timeout_ms=config.default_api_timeout_ms,
+        on_error=on_error,
+    )
+    fetcher = FetchRequestManager(
+        subscription,
+        network.cluster,
+        network.metadata,
+        fetch_buffer,
+        fetch_min_bytes=config.fetch_min_bytes,
+        fetch_max_bytes=config.fetch_max_bytes,
+        fetch_max_wait_ms=config.fetch_max_wait_ms,
+        max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+        buffer_max_bytes=config.fetch_buffer_max_bytes,
+        read_committed=read_committed,
+        check_crcs=config.check_crcs,
+        client_rack=config.client_rack,
+        retry_backoff=backoff,
+        use_sessions=config.enable_fetch_sessions,
+    )
+    processor = ApplicationEventProcessor(
+        subscription,
+        network.metadata,
+        commits,
+        offsets,
+        membership,
+        allow_auto_create_topics=config.allow_auto_create_topics,
+    )
+    return ConsumerComponents(network.metadata, coordinator, commits, membership, offsets, fetcher, processor)

@@ -1,0 +1,410 @@
+"""The protocol-neutral part of a consumer's group membership. [bg, pure: takes now_ms]
+
+Java's ``AbstractMembershipManager``: what the classic and the KIP-848 protocols share, the
+member's identity (member id, generation), its :class:`MemberState` machine and assignment
+bookkeeping. It builds no request: the protocol's heartbeat request manager does, and reports
+outcomes through the methods here. :meth:`~MembershipCore._reconcile` revokes what leaves the
+assignment (fetching stops at once, auto-commit commits it, ``on_partitions_revoked`` runs),
+then adds what is new (not fetchable until ``on_partitions_assigned`` was acknowledged); the
+member waits for each acknowledgement (:mod:`.callbacks`). :meth:`~MembershipCore.fence` loses
+the partitions and rejoins; :meth:`~MembershipCore.fail` moves to FATAL and tells the
+application; :meth:`~MembershipCore.leave` revokes everything, then waits in LEAVING until the
+protocol told the coordinator; the poll timer's leave ends STALE and rejoins at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kaflux.consumer.commit_request_manager import MemberInfo
+from kaflux.consumer.events import BackgroundEvent, ErrorEvent, complete
+from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState, new_member_state_machine
+from kaflux.consumer.membership.callbacks import (
+    ON_PARTITIONS_ASSIGNED,
+    ON_PARTITIONS_LOST,
+    ON_PARTITIONS_REVOKED,
+    RebalanceCallbacks,
+)
+from kaflux.consumer.membership.group import GroupMetadata, GroupSettings
+from kaflux.consumer.positions import SubscriptionType
+from kaflux.errors import BrokerError, KafkaError
+from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.commit_request_manager import CommitRequestManager
+    from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+    from kaflux.consumer.subscription_state import SubscriptionState
+    from kaflux.network.cluster import ClusterMetadata
+    from kaflux.network.metadata_manager import MetadataManager
+
+log = logging.getLogger(__name__)
+
+_M = MemberState
+#: states in which a fencing error changes nothing: the partitions are being given up already
+_GIVING_UP = frozenset({_M.LOSING_PARTITIONS, _M.PREPARE_LEAVING, _M.LEAVING, _M.STALE, _M.UNJOINED})
+#: subscriptions that make the consumer a group member (not a manual assignment)
+_GROUP_SUBSCRIPTIONS = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN})
+
+
+@dataclass(slots=True)
+class _Leave:
+    """A leave under way."""
+
+    #: completed once the member left; None for the poll timer's leave (nobody waits for it)
+    future: Future[None] | None
+    #: close(): a static member keeps its place in the group
+    on_close: bool = False
+    #: the member held a valid generation when it started leaving (its commits still count)
+    with_generation: bool = False
+    #: the poll timer's leave: end STALE (and rejoin on the next poll), not UNJOINED
+    stale: bool = False
+
+
+class MembershipCore:
+    """One consumer's membership in one group, whatever the protocol."""
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        *,
+        coordinator: CoordinatorRequestManager,
+        subscription: SubscriptionState,
+        metadata: MetadataManager,
+        commits: CommitRequestManager,
+        post_event: Callable[[BackgroundEvent], None],
+    ) -> None:
+        self.group_id = settings.group_id
+        self._instance_id = settings.group_instance_id
+        self._auto_commit = settings.auto_commit
+        self._exclude_internal = settings.exclude_internal_topics
+        self._coordinator = coordinator
+        self._subscription = subscription
+        self._metadata = metadata
+        self._commits = commits
+        self._post_event = post_event
+        self._machine = new_member_state_machine(self.group_id)
+        self.member_id = ""
+        self.generation = -1
+        self.group_metadata = GroupMetadata(self.group_id, group_instance_id=self._instance_id)
+        self.callbacks = RebalanceCallbacks(self.group_id, post_event)
+        self._join_requested = False
+        self._rejoin_reason = ""
+        self._revoking: set[TopicPartition] = set()
+        self._after_revocation: Callable[[], None] | None = None
+        self._commit_future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None
+        self._leave: _Leave | None = None
+        metadata.add_listener(self._on_metadata)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        """The member's current state."""
+        return self._machine.state
+
+    @property
+    def instance_id(self) -> str | None:
+        """``group.instance.id``: a static member's id (None for a dynamic member)."""
+        return self._instance_id
+
+    @property
+    def join_requested(self) -> bool:
+        """A (re)join waits for its turn (the next poll, or the end of the current rebalance)."""
+        return self._join_requested
+
+    def _to(self, target: MemberState) -> None:
+        log.debug("group %s member %s: %s -> %s", self.group_id, self.member_id, self.state.name, target.name)
+        self._machine.transition_to(target)
+
+    def member_info(self) -> MemberInfo:
+        """Who commits: the generation while it is valid (see CommitRequestManager)."""
+        leave = self._leave
+        if self.state in HEARTBEAT_STATES or (
+            self.state is _M.PREPARE_LEAVING and leave is not None and leave.with_generation
+        ):
+            return MemberInfo(self.generation, self.member_id, self._instance_id)
+        rebalancing = self.state in (_M.JOINING, _M.AWAITING_SYNC)
+        # A subscribed member outside a generation (stale, fenced, leaving) must not commit as
+        # "no member": like Java, such a commit fails on the client.
+        excluded = not rebalancing and self.state is not _M.UNJOINED and self._is_group_subscription()
+        return MemberInfo(-1, "", self._instance_id, rebalancing=rebalancing, excluded=excluded)
+
+    def _publish_metadata(self) -> None:
+        self.group_metadata = GroupMetadata(self.group_id, self.generation, self.member_id, self._instance_id)
+
+    # -- joining ----------------------------------------------------------------------------------
+
+    def on_subscription_change(self, has_listener: bool) -> None:
+        """subscribe(): (re)join on the next poll with the new topics."""
+        self.callbacks.has_listener = has_listener
+        self._update_metadata_topics()
+        self.request_rejoin("the subscription changed")
+
+    def on_poll(self, now_ms: int) -> None:
+        """The application polled: a stale member rejoins, a requested first join starts."""
+        if self.state is _M.STALE:
+            self._lose_partitions()
+        elif self.state is _M.UNJOINED and self._join_requested and self._is_group_subscription():
+            self._start_join(now_ms)
+
+    def request_rejoin(self, reason: str) -> None:
+        """Rejoin at the next opportunity (enforce_rebalance, subscription or metadata change)."""
+        self._join_requested = True
+        self._rejoin_reason = reason
+
+    def take_rejoin_reason(self) -> str:
+        """A join is being sent: the request is served; the reason of the last one."""
+        self._join_requested = False
+        return self._rejoin_reason
+
+    def maybe_rejoin(self, now_ms: int) -> None:
+        """Start a rejoin requested while the member was stable."""
+        if self.state is _M.STABLE and self._join_requested:
+            self._start_join(now_ms)
+
+    def _start_join(self, now_ms: int) -> None:
+        """Join; a protocol that revokes before joining overrides this."""
+        self._join_requested = False
+        self._to(_M.JOINING)
+
+    # -- reconciling --------------------------------------------------------------------------------
+
+    def on_callback_completed(self, callback_id: int, method: str, error: BaseException | None) -> None:
+        """The application ran a listener method; continue the rebalance."""
+        self.callbacks.acknowledge(callback_id, method, error)
+
+    def _reconcile(self, target: Iterable[TopicPartition], now_ms: int) -> None:
+        """Move the assignment to ``target``: revoke what goes, then assign what is new."""
+        new = list(dict.fromkeys(target))
+        owned = set(self._subscription.assigned_partitions())
+        revoked = owned - set(new)
+        added = set(new) - owned
+        if revoked:
+            self._begin_revocation(revoked, now_ms, then=lambda: self._begin_assignment(new, added))
+        else:
+            self._begin_assignment(new, added)
+
+    def _begin_revocation(
+        self, partitions: set[TopicPartition], now_ms: int, then: Callable[[], None]
+    ) -> None:
+        if self.state is not _M.PREPARE_REVOCATION:
+            self._to(_M.PREPARE_REVOCATION)
+        self._revoking = set(partitions)
+        self._after_revocation = then
+        self._subscription.mark_pending_revocation(partitions)
+        if self._auto_commit:
+            self._commit_then(now_ms, self._revoke_callback)
+        else:
+            self._revoke_callback()
+
+    def _commit_then(self, now_ms: int, then: Callable[[], None]) -> None:
+        """Commit consumed positions (auto-commit), then continue, whatever the outcome."""
+        future: Future[dict[TopicPartition, OffsetAndMetadata]] = Future()
+        self._commit_future = future
+        state = self.state
+
+        def done(_: Future[dict[TopicPartition, OffsetAndMetadata]]) -> None:
+            if self._commit_future is future and self.state is state:
+                self._commit_future = None
+                then()
+
+        future.add_done_callback(done)
+        self._commits.auto_commit_now(now_ms, future)
+
+    def _revoke_callback(self) -> None:
+        if self._revoking:
+            self._to(_M.REVOKING_PARTITIONS)
+        self.callbacks.request(ON_PARTITIONS_REVOKED, self._revoking, self._finish_revocation)
+
+    def _finish_revocation(self) -> None:
+        remaining = [tp for tp in self._subscription.assigned_partitions() if tp not in self._revoking]
+        self._subscription.assign_from_subscription(remaining)
+        self._revoking = set()
+        self._to(_M.PARTITIONS_REVOKED)
+        then, self._after_revocation = self._after_revocation, None
+        if then is not None:
+            then()
+
+    def _begin_assignment(self, partitions: list[TopicPartition], added: set[TopicPartition]) -> None:
+        self._to(_M.ASSIGNING_PARTITIONS)
+        self._subscription.assign_from_subscription(partitions)
+        self._subscription.set_awaiting_callback(added, True)
+        self._update_metadata_topics()
+        self._on_assignment_applied()
+
+        def finish() -> None:
+            self._subscription.set_awaiting_callback(added, False)
+            self._to(_M.STABLE)
+
+        self.callbacks.request(ON_PARTITIONS_ASSIGNED, added, finish, even_if_empty=True)
+
+    def _on_assignment_applied(self) -> None:
+        """The new assignment is in place (its callback not yet acknowledged); a hook."""
+
+    # -- fenced, fatal ------------------------------------------------------------------------------
+
+    def fence(self, error: type[BrokerError], *, forget_member_id: bool) -> None:
+        """The coordinator no longer knows this member or generation: the partitions are lost
+        (``on_partitions_lost``), then the member joins again (without its id if told to)."""
+        if self.state in _GIVING_UP:
+            self.generation = -1  # already giving the partitions up
+            return
+        log.warning(
+            "group %s: member %s was fenced (%s); its partitions are lost",
+            self.group_id,
+            self.member_id,
+            error.__name__,
+        )
+        if forget_member_id:
+            self.member_id = ""
+        self._lose_partitions()
+
+    def _lose_partitions(self) -> None:
+        self.generation = -1
+        self._publish_metadata()
+        self.callbacks.cancel()
+        self._after_revocation = None
+        self._commit_future = None
+        owned = set(self._subscription.assigned_partitions())
+        self._subscription.mark_pending_revocation(owned)
+        self._to(_M.LOSING_PARTITIONS)
+
+        def finish() -> None:
+            self._subscription.assign_from_subscription([])
+            self._to(_M.JOINING)
+
+        self.callbacks.request(ON_PARTITIONS_LOST, owned, finish)
+
+    def fail(self, error: KafkaError) -> None:
+        """A non-recoverable group error: FATAL, the error goes to the application (raised by
+        ``poll()``) and the partitions are lost."""
+        log.error("group %s: %s", self.group_id, error)
+        self.callbacks.cancel()
+        owned = set(self._subscription.assigned_partitions()) if self._is_group_subscription() else set()
+        self._subscription.mark_pending_revocation(owned)
+        self._to(_M.FATAL)
+        self._post_event(ErrorEvent(error))
+        leave, self._leave = self._leave, None
+        if leave is not None and leave.future is not None:
+            complete(leave.future, None)
+        self.callbacks.request(ON_PARTITIONS_LOST, owned, self._subscription_cleared)
+
+    # -- leaving ------------------------------------------------------------------------------------
+
+    def leave(self, future: Future[None], *, on_close: bool, now_ms: int) -> None:
+        """unsubscribe()/close(): revoke everything (with callbacks) and leave the group."""
+        if self.state in (_M.UNJOINED, _M.FATAL):
+            self._subscription_cleared()
+            complete(future, None)
+            return
+        if self.state in (_M.PREPARE_LEAVING, _M.LEAVING):
+            leaving = self._leave = self._leave or _Leave(None)
+            previous = leaving.future
+            if previous is not None:
+                previous.add_done_callback(lambda _: complete(future, None))
+            else:  # the poll timer is leaving: finish as this leave instead of going STALE
+                leaving.future = future
+                leaving.on_close = on_close
+                leaving.stale = False
+            return
+        self._join_requested = False
+        owned = set(self._subscription.assigned_partitions())
+        valid = self.state in HEARTBEAT_STATES
+        # Partitions already handed to the application in a revoked/lost callback are not
+        # handed over again: the leave waits for that callback's acknowledgement instead.
+        released = set(self.callbacks.released)
+        self._leave = _Leave(future, on_close=on_close, with_generation=valid)
+        self._to(_M.PREPARE_LEAVING)
+        self._subscription.mark_pending_revocation(owned)
+        remaining = owned - released
+
+        def proceed() -> None:
+            if remaining and self._auto_commit and valid:
+                self._commit_then(now_ms, lambda: self._leave_callbacks(remaining, valid))
+            else:
+                self._leave_callbacks(remaining, valid)
+
+        if released:  # a revoked/lost callback is pending: the leave goes on from its end
+            self.callbacks.replace_continuation(proceed)
+        else:
+            self.callbacks.cancel()
+            proceed()
+
+    def _leave_callbacks(self, owned: set[TopicPartition], valid: bool) -> None:
+        method = ON_PARTITIONS_REVOKED if valid else ON_PARTITIONS_LOST
+        self.callbacks.request(method, owned, self._finish_leave_prepare)
+
+    def _finish_leave_prepare(self) -> None:
+        self._subscription_cleared()
+        self._to(_M.LEAVING)
+        if self._leave is not None and self._leave.on_close and self._instance_id is not None:
+            # A static member keeps its place (and partitions) until its session times out.
+            self.finish_leave()
+        elif not self.member_id or self._coordinator.coordinator_id is None:
+            # Never joined, or no coordinator to tell (as Java, the leave request is skipped and
+            # the broker expires the member after its session): nothing to wait for.
+            if self.member_id:
+                log.info("group %s: coordinator unknown; leaving without a LeaveGroup request", self.group_id)
+            self.finish_leave()
+
+    def leave_on_poll_timeout(self) -> None:
+        """The poll timer expired: stop fetching and leave at once (no callbacks, no commit);
+        the member ends STALE and loses its partitions at the next poll."""
+        self.callbacks.cancel()
+        self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())
+        self._leave = _Leave(None, stale=True)
+        self._to(_M.PREPARE_LEAVING)
+        self._to(_M.LEAVING)
+
+    def finish_leave(self) -> None:
+        """The coordinator was told (or need not be): the member is out of the group."""
+        leave, self._leave = self._leave, None
+        if leave is not None and leave.stale:
+            if self._instance_id is None:
+                self.member_id = ""  # it left: rejoin as a new member (as Java resets it)
+            self.generation = -1
+            self._publish_metadata()  # outside a generation: poll() wakes us for the rejoin
+            self._to(_M.STALE)
+            return
+        on_close = leave is not None and leave.on_close
+        self.member_id = "" if self._instance_id is None or not on_close else self.member_id
+        self.generation = -1
+        self._publish_metadata()
+        self._to(_M.UNJOINED)
+        if leave is not None and leave.future is not None:
+            complete(leave.future, None)
+
+    def _subscription_cleared(self) -> None:
+        if self._is_group_subscription():
+            self._subscription.assign_from_subscription([])
+
+    # -- subscription and metadata --------------------------------------------------------------------
+
+    def _is_group_subscription(self) -> bool:
+        return self._subscription.subscription_type() in _GROUP_SUBSCRIPTIONS
+
+    def _update_metadata_topics(self) -> None:
+        if self._subscription.subscription_type() is SubscriptionType.AUTO_PATTERN:
+            self._metadata.set_topics(None)
+        else:
+            self._metadata.set_topics(set(self._subscription.subscription()))
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        pattern = self._subscription.pattern()
+        if pattern is not None and self._subscription.subscription_type() is SubscriptionType.AUTO_PATTERN:
+            matches = self.matching_topics(pattern, cluster)
+            if self._subscription.set_pattern_matches(matches) and self.state is not _M.UNJOINED:
+                self.request_rejoin("topics matching the subscribed pattern changed")
+
+    def matching_topics(self, pattern: re.Pattern[str], cluster: ClusterMetadata) -> set[str]:
+        """Topics in ``cluster`` whose whole name matches ``pattern``."""
+        return {
+            name
+            for name, info in cluster.topics.items()
+            if pattern.fullmatch(name) and not (info.is_internal and self._exclude_internal)
+        }
