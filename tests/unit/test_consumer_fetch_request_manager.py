@@ -20,7 +20,7 @@ from fakes import (
 
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.fetch_request_manager import MAX_FETCH_VERSION, FetchRequestManager
+from kaflux.consumer.fetch_request_manager import MAX_FETCH_VERSION, SHORT_WAIT_MS, FetchRequestManager
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError
@@ -141,6 +141,23 @@ def test_partitions_with_buffered_data_are_not_fetched(fake: FakeCluster) -> Non
     assert rig.buffer.buffered_partitions() == {T0}
     (second,) = rig.fetches(rig.run(1))
     assert fetch_partitions(second.request) == [T1]
+
+
+def test_a_fetch_of_caught_up_partitions_waits_briefly_while_a_backlog_is_buffered(fake: FakeCluster) -> None:
+    """The broker would hold a Fetch of caught-up partitions for fetch.max.wait.ms, and the
+    lagging partition's next fetch with it (one fetch per broker): ask for a short wait."""
+    rig = Fetching(fake, [T0, T1], sessions=False)
+    rig.seek(0, T0)
+    rig.seek(2, T1)  # at the end: caught up
+    (first,) = rig.fetches(rig.run(0))
+    assert first.request.max_wait_ms == rig.fetcher._max_wait_ms
+    assert rig.buffer.buffered_partitions() == {T0}  # T0's backlog waits, not yet consumed
+    (second,) = rig.fetches(rig.run(1))
+    assert fetch_partitions(second.request) == [T1]
+    assert second.request.max_wait_ms == SHORT_WAIT_MS
+    rig.consume()
+    (third,) = rig.fetches(rig.run(2))
+    assert third.request.max_wait_ms == rig.fetcher._max_wait_ms, "nothing is behind now"
 
 
 def test_partitions_are_fetched_again_once_their_data_was_consumed(fake: FakeCluster) -> None:
