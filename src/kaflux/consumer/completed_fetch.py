@@ -1,4 +1,4 @@
-"""One partition's data from one Fetch response. [created on bg; read on app]
+"""One partition's data from one Fetch response. [app: read by the collector; built on bg]
 
 The network thread builds a :class:`CompletedFetch` from a Fetch response without touching the
 record bytes (``records`` is a zero-copy view of the receive buffer). The application thread's
