@@ -99,8 +99,16 @@ def extensions() -> list[Extension]:
         define_macros=[("KAFLUX_KERNEL_SOURCE_SHA256", f'"{sha}"')],
         optional=True,
     )
+    # The producer's record encoder (kaflux.records.encode has its pure-Python twin).
+    encode_sha = hashlib.sha256(b"_encode.pyx\0" + (HERE / KERNEL_DIR / "_encode.pyx").read_bytes() + b"\0")
+    encoder = Extension(
+        "kaflux.records._encode",
+        sources=[str(KERNEL_DIR / "_encode.pyx")],
+        define_macros=[("KAFLUX_ENCODE_SOURCE_SHA256", f'"{encode_sha.hexdigest()}"')],
+        optional=True,
+    )
     try:
-        return list(cythonize([extension], build_dir="build/cython", quiet=True))
+        return list(cythonize([extension, encoder], build_dir="build/cython", quiet=True))
     except Exception as exc:
         warn(f"Cython failed: {exc}")
         return []

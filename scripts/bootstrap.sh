@@ -8,7 +8,7 @@ VENV=.venv
 STAMP=$VENV/.kaflux-installed
 # Reinstall when the packaging or the compiled kernel's sources change.
 want=$(cat pyproject.toml setup.py src/kaflux/records/_kernel.pyx src/kaflux/records/_kernel_impl.h \
-  | sha256sum | cut -d' ' -f1)
+  src/kaflux/records/_encode.pyx | sha256sum | cut -d' ' -f1)
 
 if ! command -v java >/dev/null 2>&1; then
   echo "bootstrap: installing Java 17 for PySpark" >&2

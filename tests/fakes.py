@@ -58,6 +58,7 @@ from kaflux.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kaflux.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -441,6 +442,7 @@ class FakeCluster:
             ProduceRequest: self._produce,
             CreateTopicsRequest: self._create_topics,
             DeleteTopicsRequest: self._delete_topics,
+            InitProducerIdRequest: self._init_producer_id,
         }
         handler = handlers.get(type(request))
         if handler is None:
@@ -835,6 +837,18 @@ class FakeCluster:
         if request.acks == 0:
             return None
         return ProduceResponse(responses=responses)
+
+    def _init_producer_id(
+        self, node: int, request: InitProducerIdRequest, version: int
+    ) -> InitProducerIdResponse:
+        """A new producer id for an idempotent producer (the producer is enabled by default). The
+        plain fake keeps no producer state: Produce ignores producer ids and sequences (see
+        ``fake_transactions.TxnFakeCluster`` for a broker that checks them)."""
+        error = self._fault(InitProducerIdRequest, None, node)
+        if error:
+            return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+        self._last_producer_id = getattr(self, "_last_producer_id", 999) + 1
+        return InitProducerIdResponse(producer_id=self._last_producer_id, producer_epoch=0)
 
     def _create_topics(self, node: int, request: CreateTopicsRequest, version: int) -> CreateTopicsResponse:
         results = []

@@ -74,6 +74,10 @@ APIS: Final[tuple[str, ...]] = (
     "DescribeGroups",
     "ListGroups",
     "InitProducerId",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "TxnOffsetCommit",
 )
 
 # Modules that are not request/response pairs: module name -> spec names.

@@ -476,13 +476,72 @@ class ProducerConfig(CommonConfig):
     delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
     partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
     enable_idempotence: bool = _setting(
-        "enable.idempotence", False, kind="bool", doc="kaflux: idempotence is not implemented yet"
+        "enable.idempotence",
+        True,
+        kind="bool",
+        doc="exactly one copy of each record per partition, in order, despite retries (producer id and "
+        "sequence numbers); needs acks=all, retries > 0 and max.in.flight.requests.per.connection <= 5. "
+        "Left at its default, it is turned off (as in Java) when those settings conflict with it",
     )
+    transactional_id: str | None = _setting(
+        "transactional.id",
+        None,
+        kind="optional_str",
+        doc="enables transactions (init_transactions(), begin_transaction(), ...); needs idempotence",
+    )
+    transaction_timeout_ms: int = _setting(
+        "transaction.timeout.ms",
+        60000,
+        low=1,
+        high=_INT_MAX,
+        doc="the longest a transaction may stay open before the coordinator aborts it (the broker caps "
+        "it at its transaction.max.timeout.ms)",
+    )
+
+    #: The most in-flight requests per connection idempotence can keep in order (the broker
+    #: remembers the last five batches of each producer per partition).
+    MAX_IDEMPOTENT_IN_FLIGHT: ClassVar[int] = 5
 
     def validate(self) -> None:
         CommonConfig.validate(self)
-        if self.enable_idempotence:
-            raise ConfigError("enable.idempotence", "idempotent production is not supported yet; set false")
+        if self.transactional_id is not None and not self.transactional_id.strip():
+            raise ConfigError(
+                "transactional.id", "must not be empty or blank; leave it unset for no transactions"
+            )
+
+    def _idempotence_conflicts(self) -> list[tuple[str, str]]:
+        """The settings that rule idempotence out: (key, why)."""
+        conflicts: list[tuple[str, str]] = []
+        if self.acks not in ("all", "-1"):
+            conflicts.append(("acks", f"must be all (or -1) with idempotence, got {self.acks!r}"))
+        if self.max_in_flight_requests_per_connection > self.MAX_IDEMPOTENT_IN_FLIGHT:
+            conflicts.append(
+                (
+                    "max.in.flight.requests.per.connection",
+                    f"must be at most {self.MAX_IDEMPOTENT_IN_FLIGHT} with idempotence, got "
+                    f"{self.max_in_flight_requests_per_connection}",
+                )
+            )
+        if self.retries == 0:
+            conflicts.append(("retries", "must be greater than 0 with idempotence"))
+        return conflicts
+
+    def validate_explicit(self, given: frozenset[str]) -> None:
+        # Java's rules (ProducerConfig, Kafka 3.2+): idempotence set explicitly must not meet a
+        # conflicting setting; left at its default it quietly gives way to one. Transactions
+        # always need it.
+        conflicts = self._idempotence_conflicts() if self.enable_idempotence else []
+        transactional = self.transactional_id is not None
+        if conflicts and ("enable.idempotence" in given or transactional):
+            key, why = conflicts[0]
+            reason = "transactional.id is set" if transactional else "enable.idempotence=true"
+            raise ConfigError(key, f"{why}: it conflicts with idempotence ({reason})")
+        if conflicts:
+            object.__setattr__(self, "enable_idempotence", False)
+        if transactional and not self.enable_idempotence:
+            raise ConfigError(
+                "enable.idempotence", "cannot be false with a transactional.id: transactions need idempotence"
+            )
 
     @property
     def acks_value(self) -> int:

@@ -4,6 +4,13 @@
 ``--bootstrap-servers`` names a cluster, creates a topic, produces JSON page-view events
 with :class:`kaflux.Producer`, reads them back with :class:`kaflux.Consumer` (manual
 assignment, commits in a consumer group) and prints a summary.
+
+``python -m kaflux.demo --exactly-once`` (embedded noida-db, which implements transactions)
+then runs an exactly-once consume-transform-produce loop over those events: a consumer group
+member reads them, a transactional producer writes one enriched event per input and commits the
+consumed offsets in the same transaction (``send_offsets_to_transaction``); one transaction is
+deliberately aborted on the way. A ``read_committed`` consumer downstream then finds exactly one
+output per input, none from the aborted transaction.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
-from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from kaflux.errors import KafkaTimeoutError, TransactionAbortableError
 from kaflux.testing.brokers import start_broker
 
 PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]
@@ -41,13 +49,13 @@ def page_views(count: int, seed: int = 7) -> Iterator[tuple[bytes, bytes]]:
 
 
 @contextlib.contextmanager
-def cluster(bootstrap: str | None) -> Iterator[str]:
+def cluster(bootstrap: str | None, kind: str = "tansu") -> Iterator[str]:
     """Yield bootstrap servers: the given cluster, or an embedded broker for the duration."""
     if bootstrap:
         yield bootstrap
         return
-    print("starting an embedded Tansu broker on 127.0.0.1 ...", flush=True)
-    with start_broker("tansu") as broker:
+    print(f"starting an embedded {kind} broker on 127.0.0.1 ...", flush=True)
+    with start_broker(kind) as broker:
         print(f"broker up at {broker.bootstrap_servers} (pid {broker.pid})", flush=True)
         yield broker.bootstrap_servers
 
@@ -105,6 +113,93 @@ def run(bootstrap: str, topic: str, records: int, partitions: int, compression: 
     return 0 if ok else 1
 
 
+def _rewind(consumer: Consumer) -> None:
+    """Go back to the group's committed offsets (the input of an aborted transaction is read
+    again)."""
+    for tp, committed in consumer.committed(consumer.assignment(), timeout=30).items():
+        if committed is None:
+            consumer.seek_to_beginning([tp])
+        else:
+            consumer.seek(tp, committed)
+
+
+def exactly_once(bootstrap: str, source: str, records: int, partitions: int) -> int:
+    """Consume ``source``, write one enriched event per input to ``<source>-enriched``, commit
+    outputs and consumed offsets in one transaction per poll; abort one on purpose."""
+    sink = f"{source}-enriched"
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(sink, partitions)], exist_ok=True, timeout=30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kaflux-demo-enricher",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "max.poll.records": 2000,
+        }
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kaflux-demo-enricher-1"})
+    committed = aborted = transactions = 0
+    t0 = time.monotonic()
+    try:
+        producer.init_transactions(30)
+        consumer.subscribe([source])
+        deadline = time.monotonic() + 120
+        while committed < records and time.monotonic() < deadline:
+            batch = consumer.poll(1.0)
+            if not batch:
+                continue
+            producer.begin_transaction()
+            try:
+                for record in batch:
+                    event = json.loads(record.value)
+                    event["slow"] = event["duration_ms"] > 10_000
+                    producer.send(sink, json.dumps(event, separators=(",", ":")).encode(), key=record.key)
+                if aborted == 0 and transactions == 1:
+                    # As if the process had failed here: none of this transaction is visible.
+                    raise TransactionAbortableError("the demo aborts its second transaction on purpose")
+                positions = {tp: OffsetAndMetadata(consumer.position(tp)) for tp in consumer.assignment()}
+                producer.send_offsets_to_transaction(positions, consumer.group_metadata(), 30)
+                producer.commit_transaction(30)
+                committed += len(batch)
+                transactions += 1
+            except (TransactionAbortableError, KafkaTimeoutError) as error:
+                producer.abort_transaction(30)
+                aborted += len(batch)
+                print(f"aborted a transaction of {len(batch):,} events ({error})")
+                _rewind(consumer)
+    finally:
+        producer.close(30)
+        consumer.close(10)
+    eos_s = time.monotonic() - t0
+    print(
+        f"exactly once: {committed:,} events enriched in {transactions} transactions in {eos_s:.2f} s "
+        f"({aborted:,} events of an aborted transaction read again)"
+    )
+
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
+    )
+    outputs: Counter[bytes | None] = Counter()
+    try:
+        tps = [TopicPartition(sink, p) for p in range(partitions)]
+        reader.assign(tps)
+        ends = reader.end_offsets(tps, timeout=30)
+        deadline = time.monotonic() + 60
+        while any(reader.position(tp, timeout=30) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+            for record in reader.poll(1.0):
+                outputs[record.value] += 1
+    finally:
+        reader.close(10)
+    seen = sum(outputs.values())
+    duplicates = sum(n - 1 for n in outputs.values() if n > 1)
+    ok = seen == records and duplicates == 0
+    print(f"read_committed downstream: {seen:,} enriched events, {duplicates} duplicates")
+    print("\nresult: " + ("OK, exactly one output per input" if ok else "MISMATCH"))
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kaflux.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster to use instead of the embedded broker")
@@ -112,9 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--compression", default="lz4", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="then run an exactly-once consume-transform-produce loop (embedded broker: noida-db)",
+    )
     args = parser.parse_args(argv)
-    with cluster(args.bootstrap_servers) as bootstrap:
-        return run(bootstrap, args.topic, args.records, args.partitions, args.compression)
+    kind = "noida" if args.exactly_once else "tansu"
+    with cluster(args.bootstrap_servers, kind) as bootstrap:
+        status = run(bootstrap, args.topic, args.records, args.partitions, args.compression)
+        if args.exactly_once and status == 0:
+            print()
+            status = exactly_once(bootstrap, args.topic, args.records, args.partitions)
+        return status
 
 
 if __name__ == "__main__":

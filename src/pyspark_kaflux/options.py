@@ -195,6 +195,9 @@ class SinkOptions:
     kafka_config: dict[str, str]
     #: The ``topic`` option: when set it wins over a ``topic`` column.
     topic: str | None = None
+    #: Whether the producer is idempotent (``kafka.enable.idempotence``, on by default as in
+    #: Java; Java's rules turn a default-on idempotence off for a conflicting ``kafka.acks``...).
+    idempotent: bool = True
 
 
 # -- small parsers -------------------------------------------------------------------------------------
@@ -622,7 +625,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate the sink options: ``kafka.bootstrap.servers`` (required), ``kafka.*`` for the
-    kaflux producer, and ``topic`` (which wins over a ``topic`` column).
+    kaflux producer (``kafka.enable.idempotence``: on by default, so a task attempt writes no
+    duplicates), and ``topic`` (which wins over a ``topic`` column).
 
     Raises:
         KafluxOptionError: naming the option at fault.
@@ -637,7 +641,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer"
         )
     try:
-        ProducerConfig.from_dict(kafka)
+        producer_config = ProducerConfig.from_dict(kafka)
     except ConfigError as e:
         raise _config_error(e) from None
     topic = opts.get("topic")
@@ -645,4 +649,4 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic = topic.strip()
         if not topic:
             raise KafluxOptionError("Option 'topic' must not be empty")
-    return SinkOptions(kafka_config=kafka, topic=topic)
+    return SinkOptions(kafka_config=kafka, topic=topic, idempotent=producer_config.enable_idempotence)

@@ -1,8 +1,15 @@
 """The sink: ``df.write.format("kaflux")`` and ``df.writeStream.format("kaflux")``. [io; executors]
 
-Each task sends its rows with the process's shared kaflux producer and flushes before it
-reports success, so a committed batch or micro-batch is in Kafka: delivery is at-least-once
-(a retried task or a replayed micro-batch sends its rows again), as with Spark's Kafka sink.
+Each task hands its Arrow batches to the process's shared kaflux producer with
+``Producer.send_arrow`` (no Python object per row) and flushes before it reports success, so a
+committed batch or micro-batch is in Kafka.
+
+What the sink guarantees on task retry: **at-least-once across task retries**, like Spark's own
+Kafka sink: a retried task, or a replayed micro-batch, sends its rows again. Within one task
+attempt there are **no duplicates**: the producer is idempotent (``kafka.enable.idempotence``,
+on by default as in Java's client), so a request it retries after a lost connection or a
+timeout is written once, in order. ``kafka.enable.idempotence=false`` turns that off (then a
+retried request may be written twice, as with ``acks=1`` producers).
 
 Columns: ``value`` (string or binary, required), ``key`` (string or binary), ``topic``
 (string; the ``topic`` option wins over it), ``partition`` (int; the producer's partitioner
@@ -16,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -24,7 +32,6 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from kaflux import RecordMetadata
 from pyspark_kaflux.client_cache import shared_producer
 from pyspark_kaflux.options import SinkOptions
 
@@ -54,17 +61,17 @@ class KafluxCommitMessage(WriterCommitMessage):
 
 
 class _Deliveries:
-    """Counts acknowledged records and keeps the first failure (callbacks run on the producer's thread)."""
+    """Keeps the first failure of the sent batches (callbacks run on the producer's thread)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.failed = 0
         self.first_error: BaseException | None = None
 
-    def track(self, future: Future[RecordMetadata]) -> None:
+    def track(self, future: Future[Any]) -> None:
         future.add_done_callback(self._done)
 
-    def _done(self, future: Future[RecordMetadata]) -> None:
+    def _done(self, future: Future[Any]) -> None:
         error = future.exception()
         if error is not None:
             with self._lock:
@@ -76,15 +83,30 @@ class _Deliveries:
         with self._lock:
             error, failed = self.first_error, self.failed
         if error is not None:
-            raise KafluxSinkError(f"{failed} record(s) could not be written to Kafka: {error}") from error
+            raise KafluxSinkError(
+                f"{failed} batch(es) of records could not be written to Kafka: {error}"
+            ) from error
 
 
-def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
-    column = batch.column(name)
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = column.cast(pa.binary())
-    values: list[bytes | None] = column.to_pylist()
-    return values
+def _sendable(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The columns the producer sends (the topic column is not one of them)."""
+    names = [n for n in ("key", "value", "partition", "headers") if n in batch.schema.names]
+    return pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
+
+
+def _by_topic(options: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
+    """The batch's rows grouped by destination topic (one group when the option names it)."""
+    if options.topic is not None:
+        return [(options.topic, _sendable(batch))]
+    import pyarrow.compute as pc
+
+    topics = batch.column("topic")
+    if topics.null_count:
+        raise KafluxSinkError("Null topic present in the data. Use the topic option for setting a topic.")
+    names = topics.unique().to_pylist()
+    if len(names) == 1:
+        return [(names[0], _sendable(batch))]
+    return [(name, _sendable(batch.filter(pc.equal(topics, name)))) for name in names]
 
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
@@ -98,29 +120,10 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> in
     deliveries = _Deliveries()
     sent = 0
     for batch in batches:
-        names = set(batch.schema.names)
-        rows = batch.num_rows
-        values = _bytes_column(batch, "value")
-        keys = _bytes_column(batch, "key") if "key" in names else [None] * rows
-        topics: list[str | None] = (
-            [options.topic] * rows if options.topic is not None else batch.column("topic").to_pylist()
-        )
-        partitions: list[int | None] = (
-            batch.column("partition").to_pylist() if "partition" in names else [None] * rows
-        )
-        headers = batch.column("headers").to_pylist() if "headers" in names else [None] * rows
-        for i in range(rows):
-            topic = topics[i]
-            if topic is None:
-                raise KafluxSinkError(
-                    "Null topic present in the data. Use the topic option for setting a topic."
-                )
-            header_row = headers[i]
-            row_headers = [(h["key"], h["value"]) for h in header_row] if header_row else None
-            deliveries.track(
-                producer.send(topic, values[i], key=keys[i], headers=row_headers, partition=partitions[i])
-            )
-        sent += rows
+        for topic, rows in _by_topic(options, batch):
+            for future in producer.send_arrow(topic, rows):
+                deliveries.track(future)
+        sent += batch.num_rows
         deliveries.raise_if_failed()
     delivery_timeout_s = int(config.get("delivery.timeout.ms", "120000")) / 1000
     producer.flush(delivery_timeout_s + _FLUSH_GRACE_S)

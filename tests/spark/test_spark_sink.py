@@ -108,3 +108,30 @@ def test_stream_sink_copies_a_topic(
     assert sorted(((r.partition, r.key, r.value, list(r.headers)) for r in got), key=repr) == sorted(
         ((p.partition, p.key, p.value, list(p.headers)) for p in produced), key=repr
     )
+
+
+def test_the_sink_producer_is_idempotent_unless_the_option_turns_it_off() -> None:
+    from pyspark_kaflux.options import parse_sink_options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"}
+    assert parse_sink_options(base).idempotent is True
+    assert parse_sink_options({**base, "kafka.enable.idempotence": "false"}).idempotent is False
+    # Java's rule: left at its default, idempotence gives way to a conflicting setting
+    assert parse_sink_options({**base, "kafka.acks": "1"}).idempotent is False
+    with pytest.raises(Exception, match="idempotence"):
+        parse_sink_options({**base, "kafka.acks": "1", "kafka.enable.idempotence": "true"})
+
+
+@pytest.mark.parametrize("idempotence", ["true", "false"])
+def test_rows_for_several_topics_go_to_each_topic(
+    spark_session: Any, noida: Broker, topic_name: str, idempotence: str
+) -> None:
+    topics = [f"{topic_name}-a", f"{topic_name}-b"]
+    for topic in topics:
+        create_topic(noida.bootstrap_servers, topic, 2)
+    rows = [(f"k{i}", b"v%d" % i, topics[i % 2]) for i in range(200)]
+    df = spark_session.createDataFrame(rows, "key string, value binary, topic string").repartition(3)
+    write(df, noida, **{"kafka.enable.idempotence": idempotence})
+    for index, topic in enumerate(topics):
+        got = consume_all(noida.bootstrap_servers, topic, 100, 2)
+        assert sorted(r.value for r in got) == sorted(v for _, v, t in rows if t == topics[index])

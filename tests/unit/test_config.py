@@ -230,12 +230,6 @@ def test_producer_acks_wire_value(acks: str, wire: int) -> None:
     assert ProducerConfig.from_dict({**BOOT, "acks": acks}).acks_value == wire
 
 
-def test_producer_refuses_idempotence_as_not_supported() -> None:
-    with pytest.raises(ConfigError, match="not supported") as info:
-        ProducerConfig.from_dict({**BOOT, "enable.idempotence": "true"})
-    assert info.value.key == "enable.idempotence"
-
-
 def test_list_default_is_not_shared_between_instances() -> None:
     first = ConsumerConfig.from_dict(BOOT)
     first.partition_assignment_strategy.append("mutated")

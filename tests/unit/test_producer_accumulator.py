@@ -83,7 +83,7 @@ def test_records_of_one_partition_share_a_batch() -> None:
         assert append(acc, value=value) is False
     ready, _, _ = acc.drain_ready(10, leader_0)
     (batch,) = ready[0]
-    assert values_of(batch.builder.build()) == [b"a", b"b", b"c"]
+    assert values_of(batch.build(0)) == [b"a", b"b", b"c"]
 
 
 def test_a_record_that_overflows_batch_size_starts_a_new_batch_and_the_full_one_is_ready() -> None:
@@ -94,14 +94,14 @@ def test_a_record_that_overflows_batch_size_starts_a_new_batch_and_the_full_one_
     assert append(acc, value=value) is True
     ready, _, _ = acc.drain_ready(0, leader_0)
     (batch,) = ready[0]
-    assert len(batch.futures) == 2
+    assert batch.count == 2
 
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
     acc = accumulator(batch_size=10, linger_ms=1_000)
     append(acc, value=b"y" * 500)
     ready, _, _ = acc.drain_ready(0, leader_0)
-    assert len(ready[0][0].futures) == 1
+    assert ready[0][0].count == 1
 
 
 def test_flush_makes_lingering_batches_ready() -> None:
@@ -159,28 +159,30 @@ def test_reenqueued_batch_goes_first_and_waits_for_its_retry_time() -> None:
     (again,) = acc.drain_ready(300, leader_0)[0][0]
     assert again is first
     assert again.attempts == 1
-    assert values_of(again.builder.build()) == [b"first"]
+    assert values_of(again.build(0)) == [b"first"]
 
 
-def test_full_buffer_with_a_passed_deadline_raises_kafka_timeout_error() -> None:
-    acc = accumulator(buffer_memory=200, linger_ms=1_000)
-    append(acc, value=b"z" * 150)
-    with pytest.raises(KafkaTimeoutError, match=r"buffer\.memory=200"):
-        acc.append(TP, 0, None, b"more", [], 0, deadline_s=5.0, clock_s=clock(5.0))
+def test_a_new_batch_takes_batch_size_bytes_of_buffer_memory_and_appends_take_none() -> None:
+    acc = accumulator(buffer_memory=1_000, batch_size=600, linger_ms=1_000)
+    append(acc, TP, value=b"a")
+    for _ in range(20):
+        append(acc, TP, value=b"b")  # joins the open batch: no new allocation, no wait
+    with pytest.raises(KafkaTimeoutError, match=r"buffer\.memory=1000"):
+        acc.append(TP1, 0, None, b"c", [], 0, 5.0, clock(5.0))  # another 600 bytes do not fit
 
 
 def test_full_buffer_blocks_until_the_deadline_then_raises() -> None:
-    acc = accumulator(buffer_memory=200, linger_ms=1_000)
-    append(acc, value=b"z" * 150)
+    acc = accumulator(buffer_memory=1_000, batch_size=600, linger_ms=1_000)
+    append(acc, TP)
     readings = iter([4.99, 5.0])
     with pytest.raises(KafkaTimeoutError):
-        acc.append(TP, 0, None, b"more", [], 0, deadline_s=5.0, clock_s=lambda: next(readings))
+        acc.append(TP1, 0, None, b"more", [], 0, deadline_s=5.0, clock_s=lambda: next(readings))
     assert next(readings, "consumed") == "consumed", "the clock was read again after waiting"
 
 
 def test_full_buffer_blocks_until_a_batch_is_freed() -> None:
-    acc = accumulator(buffer_memory=200, linger_ms=0)
-    append(acc, value=b"z" * 150)
+    acc = accumulator(buffer_memory=1_000, batch_size=600, linger_ms=0)
+    append(acc, TP)
     (batch,) = acc.drain_ready(0, leader_0)[0][0]
     waiting = threading.Event()
     results: list[object] = []
@@ -190,7 +192,7 @@ def test_full_buffer_blocks_until_a_batch_is_freed() -> None:
         return time.monotonic()
 
     def blocked_append() -> None:
-        results.append(acc.append(TP, 0, None, b"more", [], 0, time.monotonic() + 30, reading_clock))
+        results.append(acc.append(TP1, 0, None, b"more", [], 0, time.monotonic() + 30, reading_clock))
 
     thread = threading.Thread(target=blocked_append, daemon=True)
     thread.start()
@@ -202,6 +204,13 @@ def test_full_buffer_blocks_until_a_batch_is_freed() -> None:
     assert len(results) == 1
 
 
+def test_a_record_larger_than_batch_size_allocates_its_own_size() -> None:
+    acc = accumulator(buffer_memory=1_000, batch_size=100, linger_ms=1_000)
+    append(acc, TP, value=b"x" * 700)
+    with pytest.raises(KafkaTimeoutError):
+        acc.append(TP1, 0, None, b"y" * 400, [], 0, 5.0, clock(5.0))
+
+
 def test_expire_returns_batches_older_than_delivery_timeout() -> None:
     acc = accumulator(delivery_timeout_ms=1_000, linger_ms=5_000)
     append(acc, TP, now_ms=0)
@@ -209,7 +218,7 @@ def test_expire_returns_batches_older_than_delivery_timeout() -> None:
     assert acc.expire(999) == []
     (expired,) = acc.expire(1_000)
     assert expired.tp == TP
-    assert not expired.futures[0][0].done(), "the sender fails the futures, not the accumulator"
+    assert not expired.done, "the sender fails the futures, not the accumulator"
 
 
 def test_in_flight_batches_do_not_expire() -> None:

@@ -1,10 +1,17 @@
 """``kaflux.Producer``: the public producer API. [app: every public method; the network thread
 is started here and owns all I/O]
 
-``send`` only appends to the accumulator (after learning the topic's partition count, which
-it asks the network thread for once per topic); the network thread batches, sends, retries
-and resolves each record's ``concurrent.futures.Future``. Future callbacks therefore run on
-the network thread and must be quick.
+``send`` only appends to the shared accumulator (after learning the topic's partition count,
+which it asks the network thread for once per topic), so that per-record work stays small: the
+record is encoded into its batch at once (the compiled encoder when built) and gets a light
+future that shares its batch's result. ``send_arrow`` does the same for a whole Arrow batch
+at a time. The network thread batches, sends, retries and resolves the futures (future
+callbacks and delivery callbacks therefore run on the network thread and must be quick).
+
+Idempotence is on by default, as in Java (``enable.idempotence``); a ``transactional.id``
+enables transactions. Transactional calls are events to the network thread, where the
+:class:`~kaflux.producer.transaction_manager.TransactionManager` runs them; the application
+waits on their futures, bounded by ``max.block.ms`` or the call's ``timeout``.
 """
 
 from __future__ import annotations
@@ -13,90 +20,45 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from kaflux.closeable import Closeable
 from kaflux.config import ProducerConfig
-from kaflux.errors import IllegalStateError, KafkaError, KafkaTimeoutError
-from kaflux.network.factory import NetworkStack, build_network
+from kaflux.errors import (
+    IllegalStateError,
+    InvalidArgumentError,
+    InvalidTxnStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    TransactionAbortableError,
+)
+from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.producer.accumulator import RecordAccumulator
-from kaflux.producer.partitioner import StickyPartitioner, partition_for_key
+from kaflux.producer.accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator
+from kaflux.producer.events import PartitionCountEvent, ProducerEventProcessor, TransactionalEvent
+from kaflux.producer.futures import BatchFuture, DeliveryCallback
+from kaflux.producer.partitioner import StickyPartitioner
 from kaflux.producer.sender import ProduceRequestManager
+from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionManager, TxnState
 from kaflux.records import codec_id
-from kaflux.structs import RecordMetadata, TopicPartition
+from kaflux.records.encode import load_encoder
+from kaflux.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kaflux.timeouts import MAX_TIMEOUT_S, await_future, timeout_seconds
 
 Serializer = Callable[[Any], bytes | None]
+Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
 _client_ids = itertools.count(1)
 
+_time_ns = time.time_ns
+_monotonic = time.monotonic
 
-@dataclass(slots=True)
-class PartitionCountEvent:
-    """Application event: learn how many partitions ``topic`` has (completes ``future``)."""
-
-    topic: str
-    deadline_ms: int
-    future: Future[int] = field(default_factory=Future)
+#: send_arrow() cuts each partition's rows into batches of up to this many bytes (at least
+#: batch.size, at most half of max.request.size)
+ARROW_BATCH_BYTES = 512 * 1024
 
 
-class _ProducerEventProcessor:
-    """Resolves partition-count lookups from cluster metadata. [bg]"""
-
-    def __init__(self, network: NetworkStack) -> None:
-        self._cluster = network.cluster
-        self._metadata = network.metadata
-        self._pending: list[PartitionCountEvent] = []
-        network.metadata.add_error_listener(self._on_metadata_error)
-
-    def _on_metadata_error(self, topic: str | None, error: KafkaError) -> None:
-        """A failure retrying will not cure (a refused login; an unauthorized topic): the
-        sends waiting for metadata fail with it now instead of at max.block.ms."""
-        still: list[PartitionCountEvent] = []
-        for event in self._pending:
-            if topic is None or topic == event.topic:
-                if not event.future.done():
-                    event.future.set_exception(error)
-            else:
-                still.append(event)
-        self._pending = still
-
-    def process(self, event: PartitionCountEvent, now_ms: int) -> None:
-        self._metadata.add_topics({event.topic})
-        self._metadata.request_update()
-        self._pending.append(event)
-
-    def expire(self, now_ms: int) -> None:
-        still: list[PartitionCountEvent] = []
-        for event in self._pending:
-            partitions = self._cluster.partitions_for(event.topic)
-            if partitions:
-                event.future.set_result(len(partitions))
-            elif now_ms >= event.deadline_ms:
-                event.future.set_exception(
-                    KafkaTimeoutError(
-                        f"topic {event.topic!r} was not found in cluster metadata within max.block.ms; "
-                        "create it first or check the name"
-                    )
-                )
-            else:
-                still.append(event)
-        self._pending = still
-
-    def next_deadline_ms(self) -> int | None:
-        return min((e.deadline_ms for e in self._pending), default=None)
-
-    def fail_all(self, error: Exception) -> None:
-        for event in self._pending:
-            if not event.future.done():
-                event.future.set_exception(error)
-        self._pending = []
-
-
-def _to_bytes(what: str, data: object, serializer: Serializer | None) -> bytes | None:
-    if serializer is not None:
-        data = serializer(data)
+def _coerce(what: str, data: object) -> bytes | None:
     if data is None or isinstance(data, bytes):
         return data
     if isinstance(data, (bytearray, memoryview)):
@@ -104,14 +66,37 @@ def _to_bytes(what: str, data: object, serializer: Serializer | None) -> bytes |
     raise TypeError(f"{what} must be bytes or None (or give a {what}_serializer), got {type(data).__name__}")
 
 
+def _header_list(headers: Headers) -> list[tuple[str, bytes | None]]:
+    items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    for item in items:
+        if not (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and (item[1] is None or isinstance(item[1], bytes))
+        ):
+            raise TypeError(f"headers must be (str, bytes | None) pairs, got {item!r}")
+    return items
+
+
 class Producer(Closeable):
-    """Sends records to Kafka topics.
+    """Sends records to Kafka topics; idempotent by default, transactional with a
+    ``transactional.id``.
 
     Example::
 
         with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as producer:
             producer.send("orders", b'{"id": 1}', key=b"customer-7")
             producer.flush(10.0)
+
+    Transactions (see the README, "Exactly once")::
+
+        producer = Producer({"bootstrap.servers": ..., "transactional.id": "billing-1"})
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("out", b"...")
+        producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        producer.commit_transaction()
     """
 
     def __init__(
@@ -124,114 +109,211 @@ class Producer(Closeable):
         """Validate ``config`` (Kafka producer keys) and start the network thread.
 
         Raises:
-            ConfigError: a key is unknown or a value invalid.
+            ConfigError: a key is unknown, a value invalid, or settings conflict (e.g.
+                ``enable.idempotence=true`` with ``acks=1``).
         """
-        self._config = ProducerConfig.from_dict(config)
-        client_id = self._config.client_id or f"producer-{next(_client_ids)}"
+        self._config = config_ = ProducerConfig.from_dict(config)
+        client_id = config_.client_id or f"producer-{next(_client_ids)}"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
+        self._encoder = load_encoder()
+        self._partition_for_key: Callable[[bytes, int], int] = self._encoder.partition_for_key
+        idempotent = config_.enable_idempotence
         self._accumulator = RecordAccumulator(
-            batch_size=self._config.batch_size,
-            linger_ms=self._config.linger_ms,
-            buffer_memory=self._config.buffer_memory,
-            compression=codec_id(self._config.compression_type),
-            delivery_timeout_ms=self._config.delivery_timeout_ms,
+            batch_size=config_.batch_size,
+            linger_ms=config_.linger_ms,
+            buffer_memory=config_.buffer_memory,
+            compression=codec_id(config_.compression_type),
+            delivery_timeout_ms=config_.delivery_timeout_ms,
+            max_in_flight_per_partition=config_.max_in_flight_requests_per_connection if idempotent else 1,
+            encoder=self._encoder,
+            max_block_ms=config_.max_block_ms,
         )
-        network = build_network(self._config, client_id, allow_auto_create_topics=True)
+        network = build_network(config_, client_id, allow_auto_create_topics=True)
+        self._tm: TransactionManager | None = None
+        if idempotent:
+            self._tm = TransactionManager(
+                transactional_id=config_.transactional_id,
+                transaction_timeout_ms=config_.transaction_timeout_ms,
+                cluster=network.cluster,
+                retry_backoff=network.retry_backoff,
+                has_incomplete_batches=self._accumulator.has_incomplete,
+            )
+        self._transactional = config_.transactional_id is not None
         self._sender = ProduceRequestManager(
             self._accumulator,
             network.cluster,
             network.metadata,
-            acks=self._config.acks_value,
-            request_timeout_ms=self._config.request_timeout_ms,
-            retries=self._config.retries,
-            delivery_timeout_ms=self._config.delivery_timeout_ms,
+            acks=config_.acks_value,
+            request_timeout_ms=config_.request_timeout_ms,
+            retries=config_.retries,
+            delivery_timeout_ms=config_.delivery_timeout_ms,
             retry_backoff=network.retry_backoff,
+            transaction_manager=self._tm,
+            max_in_flight_per_node=config_.max_in_flight_requests_per_connection,
         )
+        managers: list[Any] = [network.metadata, self._sender]
+        if self._tm is not None:
+            managers.append(self._tm)
         self._thread = NetworkThread(
             f"kaflux-producer-network-{client_id}",
             network.delegate,
-            [network.metadata, self._sender],
-            _ProducerEventProcessor(network),
+            managers,
+            ProducerEventProcessor(network, self._tm),
         )
-        self._partition_counts: dict[str, int] = {}
+        #: topic -> its partitions as TopicPartition objects (the list's length is the count)
+        self._topics: dict[str, list[TopicPartition]] = {}
         self._sticky = StickyPartitioner()
+        self._arrow_sticky: dict[str, int] = {}
+        self._max_block_s = config_.max_block_ms / 1000
+        self._linger_ms = config_.linger_ms
+        self._max_record = min(config_.max_request_size, config_.buffer_memory)
+        #: a value this long may make the record too large (checked in full then)
+        self._max_value = max(0, self._max_record - 2**16)
+        self._append = self._accumulator.append
+        self._ignore_keys = config_.partitioner_ignore_keys
         self._closed = False
         self._thread.start()
+
+    # -- sending ------------------------------------------------------------------------------
 
     def send(
         self,
         topic: str,
         value: Any = None,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
+        callback: DeliveryCallback | None = None,
     ) -> Future[RecordMetadata]:
         """Queue a record; the future resolves to where it landed, or to the send error.
 
-        Blocks at most ``max.block.ms`` (to learn the topic's partitions, or while
-        ``buffer.memory`` is full). Keyed records are partitioned like Java's client.
+        ``callback(metadata, error)``, if given, runs on the network thread once the record is
+        acknowledged (``error`` None) or has failed (``metadata.offset`` -1), in send order
+        within a partition. Blocks at most ``max.block.ms`` (to learn the topic's partitions,
+        or while ``buffer.memory`` is full). Keyed records are partitioned like Java's client.
 
         Raises:
             KafkaTimeoutError: metadata or buffer space was not available within max.block.ms.
+            RecordTooLargeError: the record is larger than max.request.size or buffer.memory.
+            InvalidTxnStateError: a transactional producer outside a transaction.
+            ProducerFencedError / TransactionAbortableError / ...: an earlier fatal or
+                abortable error (see the README's "Exactly once").
             TypeError / ValueError: bad argument types or an out-of-range partition.
         """
         if self._closed:
             raise IllegalStateError("send() after close(); create a new Producer")
-        key_bytes = _to_bytes("key", key, self._key_serializer)
-        value_bytes = _to_bytes("value", value, self._value_serializer)
-        header_list = self._headers(headers)
-        deadline = time.monotonic() + self._config.max_block_ms / 1000
-        count = self._partition_count(topic, deadline)
+        tm = self._tm
+        if tm is not None and tm.send_blocked:
+            tm.fail_if_not_ready_for_send()
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if key is not None and type(key) is not bytes:
+            key = _coerce("key", key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        if value is not None and type(value) is not bytes:
+            value = _coerce("value", value)
+        if headers is not None:
+            headers = _header_list(headers) if headers else None
+        if value is not None and len(value) > self._max_value:
+            self._too_large(key, value)
+        partitions = self._topics.get(topic)
+        if partitions is None:
+            deadline = time.monotonic() + self._max_block_s
+            partitions = self._partitions(topic, deadline)
+        else:
+            deadline = 0.0  # the accumulator reads the clock only if it has to wait
+        count = len(partitions)
         sticky = False
         if partition is None:
-            if key_bytes is not None and not self._config.partitioner_ignore_keys:
-                partition = partition_for_key(key_bytes, count)
+            if key is not None and not self._ignore_keys:
+                partition = self._partition_for_key(key, count)
             else:
                 partition, sticky = self._sticky.partition(topic, count), True
         elif not 0 <= partition < count:
             raise ValueError(f"partition {partition} does not exist: {topic!r} has {count} partitions")
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        future, new_batch, rolled_over = self._accumulator.append(
-            TopicPartition(topic, partition),
-            timestamp,
-            key_bytes,
-            value_bytes,
-            header_list,
-            monotonic_ms(),
-            deadline,
-            time.monotonic,
+            timestamp = _time_ns() // 1_000_000
+        future, new_batch, rolled_over = self._append(
+            partitions[partition], timestamp, key, value, headers, -1, deadline, _monotonic, callback
         )
         if new_batch:
             # Only a new batch changes what the sender waits for (linger, a full batch);
             # waking it for every record would cost a syscall and a loop pass per record.
             if sticky and rolled_over:
                 self._sticky.on_new_batch(topic, count, partition)
-            self._thread.wakeup_before(monotonic_ms() + (0 if rolled_over else self._config.linger_ms))
+            self._thread.wakeup_before(monotonic_ms() + (0 if rolled_over else self._linger_ms))
         return future
 
-    def _headers(
-        self, headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
-    ) -> list[tuple[str, bytes | None]]:
-        if headers is None:
-            return []
-        items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
-        for item in items:
-            if not (
-                isinstance(item, tuple)
-                and len(item) == 2
-                and isinstance(item[0], str)
-                and (item[1] is None or isinstance(item[1], bytes))
-            ):
-                raise TypeError(f"headers must be (str, bytes | None) pairs, got {item!r}")
-        return items
+    def _too_large(self, key: bytes | None, value: bytes) -> None:
+        size = len(value) + (len(key) if key is not None else 0)
+        if size > self._max_record:
+            raise RecordTooLargeError(
+                f"the record is {size} bytes, more than max.request.size / buffer.memory allow "
+                f"({self._max_record})"
+            )
 
-    def _partition_count(self, topic: str, deadline: float) -> int:
-        count = self._partition_counts.get(topic)
-        if count is not None:
-            return count
+    def send_arrow(self, topic: str, batch: Any) -> list[Future[Any]]:
+        """Queue every row of a ``pyarrow.RecordBatch``; returns one future per partition batch.
+
+        Columns: ``value`` (binary or string; nulls are tombstones), and optionally ``key``,
+        ``partition`` (integer; null or absent: the key's partition, else a sticky one),
+        ``timestamp`` (integer ms or an Arrow timestamp; null or absent: now) and ``headers``
+        (``list<struct<key: string, value: binary>>``). Rows are encoded without a Python
+        object per row, cut per partition into batches of up to 512 KiB (at least batch.size,
+        at most half of max.request.size), in row order within each partition. Each future
+        resolves to a :class:`~kaflux.producer.futures.BatchMetadata` (first offset, record
+        count) or to the batch's error. Blocks like :meth:`send`.
+
+        Raises:
+            ImportError: pyarrow is not installed (``pip install 'kaflux[arrow]'``).
+            TypeError / ValueError: a column of the wrong type, or a partition out of range
+                (nothing is queued then).
+            KafkaTimeoutError / InvalidTxnStateError / ...: as :meth:`send`.
+        """
+        from kaflux.producer.arrow import arrow_columns, require_pyarrow
+
+        pa = require_pyarrow()
+        if self._closed:
+            raise IllegalStateError("send_arrow() after close(); create a new Producer")
+        tm = self._tm
+        if tm is not None and tm.send_blocked:
+            tm.fail_if_not_ready_for_send()
+        columns = arrow_columns(pa, batch)
+        config = self._config
+        if config.partitioner_ignore_keys and columns.keys is not None:
+            raise InvalidArgumentError("send_arrow() does not support partitioner.ignore.keys=true with keys")
+        mono = time.monotonic()
+        deadline = mono + self._max_block_s
+        partitions = self._topics.get(topic) or self._partitions(topic, deadline)
+        limit = max(config.batch_size, min(config.max_request_size // 2, ARROW_BATCH_BYTES)) - BATCH_OVERHEAD
+        chunks, sticky = self._encoder.encode_columns(
+            columns.num_rows,
+            len(partitions),
+            self._arrow_sticky.get(topic, self._sticky.partition(topic, len(partitions))),
+            max(limit, 1),
+            time.time_ns() // 1_000_000,
+            columns.keys,
+            columns.values,
+            columns.partitions,
+            columns.timestamps,
+            columns.headers,
+        )
+        self._arrow_sticky[topic] = sticky
+        now_ms = int(mono * 1000)
+        futures: list[Future[Any]] = []
+        for chunk in chunks:
+            produced = ProducerBatch.from_chunk(partitions[chunk.partition], chunk, now_ms)
+            self._accumulator.append_batch(produced, deadline, time.monotonic)
+            futures.append(BatchFuture(produced.result, chunk.record_count, chunk.max_timestamp))
+        if futures:
+            self._thread.wakeup()
+        return futures
+
+    def _partitions(self, topic: str, deadline: float) -> list[TopicPartition]:
+        """The partitions of ``topic``, from the network thread's metadata (once per topic)."""
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
         event = PartitionCountEvent(topic, monotonic_ms() + int((deadline - time.monotonic()) * 1000))
@@ -241,8 +323,9 @@ class Producer(Closeable):
             max(0.0, deadline - time.monotonic()) + 1.0,
             f"fetching metadata for topic {topic!r} (bounded by max.block.ms)",
         )
-        self._partition_counts[topic] = count
-        return count
+        partitions = [TopicPartition(topic, p) for p in range(count)]
+        self._topics[topic] = partitions
+        return partitions
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued so far and wait for the results (not for success).
@@ -260,26 +343,157 @@ class Producer(Closeable):
             self._accumulator.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush (bounded by ``timeout`` seconds, default unbounded) and stop. Idempotent.
-
-        Records that could not be sent in time fail with KafkaError.
-        """
+        """Deliver what is pending (bounded by ``timeout`` seconds, default unbounded), then
+        stop. Every record sent before is either delivered or failed when this returns.
+        An open transaction is aborted first (as Java's producer does). Idempotent."""
         budget = timeout_seconds(timeout, MAX_TIMEOUT_S)
         if self._closed:
             return
-        self._closed = True
         deadline = time.monotonic() + budget
+        tm = self._tm
+        if tm is not None and self._transactional and tm.has_ongoing_transaction and not tm.has_fatal_error:
+            try:
+                self.abort_transaction(max(0.0, deadline - time.monotonic()))
+            except KafkaError:
+                pass  # closing anyway; the coordinator aborts it at transaction.timeout.ms
+        self._closed = True
         try:
-            self.flush(budget)
+            self.flush(max(0.0, deadline - time.monotonic()))
         except KafkaTimeoutError:
             pass
         finally:
             self._thread.close(max(0.0, deadline - time.monotonic()))
             self._accumulator.fail_all(KafkaError("the producer was closed before the record was sent"))
 
+    # -- transactions -------------------------------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional.id``, fencing older producers with
+        the same id and completing (aborting) a transaction one of them left open. Call once,
+        before the first transaction. If it times out, call it again: it resumes.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds (default max.block.ms).
+            InvalidTxnStateError: no transactional.id, or already called.
+            ProducerFencedError / TransactionalIdAuthorizationFailedError / ...: fatal; close.
+        """
+        self._transactional_call(lambda tm: tm.initialize_transactions(), timeout, "init_transactions()")
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until commit or abort belong to it.
+
+        Raises:
+            InvalidTxnStateError: not after init_transactions(), or a transaction is open.
+            TransactionAbortableError / ProducerFencedError / ...: an earlier error.
+        """
+        self._transactional_call(lambda tm: tm.begin_transaction(), None, "begin_transaction()")
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit ``offsets`` (the *next* offsets to consume) for the consumer group of
+        ``group_metadata`` (``Consumer.group_metadata()``) as part of the transaction: they
+        count only if it commits. The group's coordinator checks the generation and member id,
+        so a consumer that lost its partitions cannot commit them.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds (default max.block.ms).
+            InvalidTxnStateError: no open transaction.
+            TransactionAbortableError: the offsets were refused (e.g. the group moved on):
+                abort the transaction.
+            ProducerFencedError / ...: fatal; close the producer.
+        """
+        checked: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"offsets must be keyed by TopicPartition, got {tp!r}")
+            if isinstance(om, int) and not isinstance(om, bool):
+                om = OffsetAndMetadata(om)
+            if not isinstance(om, OffsetAndMetadata) or om.offset < 0:
+                raise InvalidArgumentError(
+                    f"the offset of {tp} must be an OffsetAndMetadata >= 0, got {om!r}"
+                )
+            checked[tp] = om
+        for name in ("group_id", "generation_id", "member_id", "group_instance_id"):
+            if not hasattr(group_metadata, name):
+                raise TypeError(f"group_metadata must come from Consumer.group_metadata(); it lacks {name!r}")
+        if not checked:
+            return
+        group: GroupMetadataLike = group_metadata
+        self._transactional_call(
+            lambda tm: tm.send_offsets_to_transaction(checked, group),
+            timeout,
+            "send_offsets_to_transaction()",
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records and commit it. If it times out, call it again.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds (default max.block.ms).
+            InvalidTxnStateError: no open transaction.
+            TransactionAbortableError: a record or the commit failed: abort_transaction().
+            ProducerFencedError / ...: fatal; close the producer.
+        """
+        self._transactional_call(lambda tm: tm.begin_commit(), timeout, "commit_transaction()")
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, written
+        ones are hidden from read_committed consumers. If it times out, call it again.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds (default max.block.ms).
+            InvalidTxnStateError: no open transaction.
+            ProducerFencedError / ...: fatal; close the producer.
+        """
+        self._transactional_call(lambda tm: tm.begin_abort(), timeout, "abort_transaction()")
+
+    def _transactional_call(
+        self,
+        operation: Callable[[TransactionManager], Future[None] | None],
+        timeout: float | None,
+        what: str,
+    ) -> None:
+        if self._closed:
+            raise IllegalStateError(f"{what} after close(); create a new Producer")
+        tm = self._tm
+        if tm is None or not self._transactional:
+            raise InvalidTxnStateError(f"{what} needs a transactional.id in the producer config")
+        deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
+        event = TransactionalEvent(operation)
+        self._thread.submit(event)
+        pending = await_future(event.future, max(0.0, deadline - time.monotonic()) + 1.0, what)
+        if pending is None:
+            return
+        try:
+            await_future(pending, max(0.0, deadline - time.monotonic()), what)
+        except KafkaTimeoutError:
+            raise
+        except KafkaError as error:
+            if tm.state is TxnState.ABORTABLE_ERROR and not isinstance(error, TransactionAbortableError):
+                raised = TransactionAbortableError(
+                    f"{what} failed and the transaction must be aborted: {type(error).__name__}: {error}"
+                )
+                raise raised from error
+            raise
+
+    # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transaction manager's state (Java's names), None without idempotence."""
+        return None if self._tm is None else self._tm.state.name
+
     def metrics(self) -> dict[str, object]:
         """A few counters about the producer."""
+        tm = self._tm
         return {
             "network-loops": self._thread.loop_count,
             "in-flight-requests": self._sender.in_flight_requests,
+            "producer-id": -1 if tm is None else tm.producer_id,
+            "producer-epoch": -1 if tm is None else tm.producer_epoch,
+            "encoder": self._encoder.KIND,
         }

@@ -1,23 +1,36 @@
 """Turns ready batches into Produce requests and their answers into record futures.
 [bg, pure: takes now_ms]
 
-A request manager: ``poll(now_ms)`` drains ready batches from the accumulator, groups them by
-leader and returns one Produce request per broker. Retriable errors (a leader moved, a
-timeout, a lost connection) put the batch back at the head of its partition after
-``retry.backoff.ms`` (exponential, jittered) while ``retries`` and ``delivery.timeout.ms``
-allow; other errors fail the batch's futures with the broker's error class.
+A request manager (Java's ``Sender``): ``poll(now_ms)`` expires batches past
+``delivery.timeout.ms``, lets the :class:`~kaflux.producer.transaction_manager.TransactionManager`
+settle its state (a producer id to get, an epoch to bump, partitions to add to the transaction,
+a transaction to complete), then drains ready batches from the accumulator, groups them by
+leader and returns Produce requests: one batch per partition per request, at most
+``max.in.flight.requests.per.connection`` requests per broker. Retriable errors (a leader moved,
+a timeout, a lost connection; with idempotence also the sequence errors the transaction manager
+says to retry) put the batch back in its partition's queue after ``retry.backoff.ms``
+(exponential, jittered) while ``retries`` and ``delivery.timeout.ms`` allow; other errors fail
+the batch's futures with the broker's error class. After a fatal error (a fenced producer) no
+batch is sent any more: the queued ones fail with that error.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from kaflux.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kaflux.errors import (
+    DuplicateSequenceNumberError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
-from kaflux.producer.accumulator import ProducerBatch, RecordAccumulator
+from kaflux.producer.transaction_manager import TransactionAbortedError, TransactionManager, TxnState
 from kaflux.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -25,8 +38,15 @@ from kaflux.protocol.messages.produce import (
     TopicProduceData,
 )
 
+if TYPE_CHECKING:
+    from kaflux.producer.accumulator import ProducerBatch, RecordAccumulator
+
+log = logging.getLogger("kaflux.producer")
+
 #: The newest Produce version that still addresses topics by name.
 MAX_PRODUCE_VERSION = 11
+#: How soon to look again while a fatal error holds everything back.
+_FATAL_POLL_MS = 1000
 
 
 class ProduceRequestManager:
@@ -43,6 +63,8 @@ class ProduceRequestManager:
         retries: int,
         delivery_timeout_ms: int,
         retry_backoff: ExponentialBackoff,
+        transaction_manager: TransactionManager | None = None,
+        max_in_flight_per_node: int = 5,
     ) -> None:
         self._accumulator = accumulator
         self._cluster = cluster
@@ -52,48 +74,111 @@ class ProduceRequestManager:
         self._retries = retries
         self._delivery_timeout_ms = delivery_timeout_ms
         self._retry_backoff = retry_backoff
+        self._tm = transaction_manager
+        self._max_in_flight = max(1, max_in_flight_per_node)
+        self._node_in_flight: dict[int, int] = {}
+        self._closing = False
         self.in_flight_requests = 0
+
+    # -- request manager ---------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> PollResult:
         """Return Produce requests for every broker that leads a ready partition."""
+        tm = self._tm
         for batch in self._accumulator.expire(now_ms):
-            batch.fail(
+            self._fail_batch(
+                batch,
                 KafkaTimeoutError(
-                    f"{len(batch.futures)} record(s) for {batch.tp} expired after delivery.timeout.ms="
+                    f"{batch.count} record(s) for {batch.tp} expired after delivery.timeout.ms="
                     f"{self._delivery_timeout_ms} without being sent"
-                )
+                ),
+                adjust_sequences=False,
             )
-            self._accumulator.deallocate(batch)
+            if tm is not None and batch.attempts > 0:
+                tm.mark_sequence_unresolved(batch)
+        if tm is not None:
+            tm.maybe_resolve_sequences()
+            if tm.has_fatal_error:
+                error = tm.last_error or KafkaError("the producer hit a fatal error")
+                self._accumulator.abort_undrained(error)
+                return PollResult(_FATAL_POLL_MS)
+            tm.bump_idempotent_epoch_and_reset_id_if_needed()
+            if tm.is_transactional:
+                self._prepare_transaction(tm)
         topics = self._accumulator.topics_with_data()
         if topics:
             self._metadata.add_topics(topics)
-        by_node, wait_ms, unknown_leader = self._accumulator.drain_ready(now_ms, self._cluster.leader_for)
-        if unknown_leader:
-            self._metadata.request_update()
-            wait_ms = min(wait_ms, 50)
-        unsent = [self._request_for(node, batches, now_ms) for node, batches in by_node.items()]
-        return PollResult(wait_ms, unsent)
+        unsent: list[UnsentRequest] = []
+        wait_ms = 2**31
+        for _ in range(self._max_in_flight):
+            by_node, next_ms, unknown_leader = self._accumulator.drain_ready(
+                now_ms, self._cluster.leader_for, tm, self._node_full
+            )
+            wait_ms = min(wait_ms, next_ms)
+            if unknown_leader:
+                self._metadata.request_update()
+                wait_ms = min(wait_ms, 50)
+            if not by_node:
+                break
+            unsent.extend(self._request_for(node, batches, now_ms) for node, batches in by_node.items())
+        return PollResult(max(0, wait_ms), unsent)
 
     def poll_on_close(self, now_ms: int) -> PollResult:
-        """At close: send everything still buffered."""
+        """At close: send everything still buffered; nothing is retried any more."""
         self._accumulator.close()
+        self._closing = True
         return self.poll(now_ms)
 
+    def _prepare_transaction(self, tm: TransactionManager) -> None:
+        """Add partitions with data to the transaction; while it completes, make every batch
+        ready (and drop the unsent ones when aborting) so EndTxn can follow them."""
+        if tm.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+            for tp in self._accumulator.partitions_with_data():
+                tm.maybe_add_partition(tp)
+        if tm.is_completing and self._accumulator.has_incomplete():
+            if tm.is_aborting:
+                # Batches that were sent and wait for a retry keep their sequence and still go
+                # out: whether the broker wrote them must be known before EndTxn.
+                self._accumulator.abort_undrained(
+                    TransactionAbortedError("the transaction was aborted before the record was sent"),
+                    keep_sequenced=True,
+                )
+            if not tm.completion_flush:
+                self._accumulator.begin_flush()
+                tm.completion_flush = True
+        elif tm.completion_flush and not tm.is_completing:
+            self._accumulator.end_flush()
+            tm.completion_flush = False
+
+    def _node_full(self, node_id: int) -> bool:
+        return self._node_in_flight.get(node_id, 0) >= self._max_in_flight
+
+    # -- requests -------------------------------------------------------------------------------
+
     def _request_for(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> UnsentRequest:
+        compression = self._accumulator.compression
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
             by_topic[batch.tp.topic].append(
-                PartitionProduceData(index=batch.tp.partition, records=memoryview(batch.builder.build()))
+                PartitionProduceData(index=batch.tp.partition, records=memoryview(batch.build(compression)))
             )
+        tm = self._tm
         request = ProduceRequest(
+            transactional_id=tm.transactional_id if tm is not None else None,
             acks=self._acks,
             timeout_ms=self._request_timeout_ms,
             topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in sorted(by_topic.items())],
         )
         self.in_flight_requests += 1
+        self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
 
         def handle(response: ClientResponse) -> None:
             self.in_flight_requests -= 1
+            count = self._node_in_flight.get(node_id, 0) - 1
+            if count > 0:
+                self._node_in_flight[node_id] = count
+            else:
+                self._node_in_flight.pop(node_id, None)
             self._on_response(batches, response)
 
         # delivery.timeout.ms bounds the whole life of a record, retries and in-flight time
@@ -114,37 +199,79 @@ class ProduceRequestManager:
         now_ms = response.received_ms
         if response.error is not None:
             for batch in batches:
-                self._fail_or_retry(batch, response.error, now_ms)
+                self._complete_with_error(batch, response.error, -1, now_ms)
             return
         if self._acks == 0:
             for batch in batches:
-                batch.complete(-1, -1)
-                self._accumulator.deallocate(batch)
+                self._complete_ok(batch, -1, -1)
             return
         body: ProduceResponse = response.body
         results = {(t.name, p.index): p for t in body.responses for p in t.partition_responses}
         for batch in batches:
             result = results.get((batch.tp.topic, batch.tp.partition))
             if result is None:
-                self._fail_or_retry(batch, KafkaError(f"the broker did not answer for {batch.tp}"), now_ms)
+                self._complete_with_error(
+                    batch, KafkaError(f"the broker did not answer for {batch.tp}"), -1, now_ms
+                )
             elif result.error_code != 0:
-                detail = result.error_message or None
-                self._fail_or_retry(batch, error_for_code(result.error_code)(detail), now_ms)
+                error = error_for_code(result.error_code)(result.error_message or None)
+                self._complete_with_error(batch, error, result.log_start_offset, now_ms)
             else:
-                batch.complete(result.base_offset, result.log_append_time_ms)
-                self._accumulator.deallocate(batch)
+                self._complete_ok(batch, result.base_offset, result.log_append_time_ms)
 
-    def _fail_or_retry(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> None:
+    # -- outcomes -------------------------------------------------------------------------------
+
+    def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        if batch.done:
+            return
+        if self._tm is not None and batch.has_sequence:
+            self._tm.handle_completed_batch(batch, base_offset)
+        batch.complete(base_offset, log_append_time_ms)
+        self._accumulator.deallocate(batch)
+
+    def _complete_with_error(
+        self, batch: ProducerBatch, error: KafkaError, log_start_offset: int, now_ms: int
+    ) -> None:
+        if batch.done:
+            return  # failed meanwhile (at close)
         if error.invalid_metadata:
             self._metadata.request_update()
         age = now_ms - batch.created_ms
-        if error.retriable and batch.attempts < self._retries and age < self._delivery_timeout_ms:
+        if self._can_retry(batch, error, log_start_offset, age):
             self._accumulator.reenqueue(batch, now_ms + self._retry_backoff.backoff_ms(batch.attempts))
+            return
+        if isinstance(error, DuplicateSequenceNumberError):
+            # The broker has the batch but no longer its offset: success, offset unknown (Java).
+            self._complete_ok(batch, -1, -1)
             return
         if error.retriable and age >= self._delivery_timeout_ms:
             error = KafkaTimeoutError(
-                f"{len(batch.futures)} record(s) for {batch.tp} were not acknowledged within "
+                f"{batch.count} record(s) for {batch.tp} were not acknowledged within "
                 f"delivery.timeout.ms={self._delivery_timeout_ms} (last error: {error})"
             )
+            self._fail_batch(batch, error, adjust_sequences=False)
+            if self._tm is not None:
+                # it was sent: whether the broker wrote it is unknown
+                self._tm.mark_sequence_unresolved(batch)
+            return
+        # Sequences of later batches are adjusted only if this one did not exhaust its retries:
+        # otherwise the broker may have written it.
+        self._fail_batch(batch, error, adjust_sequences=batch.attempts < self._retries)
+
+    def _can_retry(self, batch: ProducerBatch, error: KafkaError, log_start_offset: int, age_ms: int) -> bool:
+        if self._closing or age_ms >= self._delivery_timeout_ms or batch.attempts >= self._retries:
+            return False
+        tm = self._tm
+        if tm is not None and batch.has_sequence:
+            if tm.has_fatal_error:
+                return False
+            return tm.can_retry(error, batch, log_start_offset)
+        return error.retriable
+
+    def _fail_batch(self, batch: ProducerBatch, error: KafkaError, *, adjust_sequences: bool) -> None:
+        if batch.done:
+            return
+        if self._tm is not None:
+            self._tm.handle_failed_batch(batch, error, adjust_sequences)
         batch.fail(error)
         self._accumulator.deallocate(batch)

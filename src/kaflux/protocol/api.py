@@ -12,11 +12,14 @@ from enum import IntEnum
 from typing import Any, Final
 
 from kaflux.errors import UnsupportedVersionError
+from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from kaflux.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest
 from kaflux.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from kaflux.protocol.messages.create_topics import CreateTopicsRequest
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest
 from kaflux.protocol.messages.describe_groups import DescribeGroupsRequest
+from kaflux.protocol.messages.end_txn import EndTxnRequest
 from kaflux.protocol.messages.fetch import FetchRequest
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
@@ -33,6 +36,7 @@ from kaflux.protocol.messages.produce import ProduceRequest
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kaflux.protocol.messages.sync_group import SyncGroupRequest
+from kaflux.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 __all__ = [
     "CLIENT_VERSIONS",
@@ -67,6 +71,10 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
     CONSUMER_GROUP_HEARTBEAT = 68
 
@@ -93,6 +101,10 @@ REQUESTS: Final[dict[ApiKey, type[Any]]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnRequest,
+    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
+    ApiKey.END_TXN: EndTxnRequest,
+    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
 }

@@ -7,12 +7,15 @@ Import the module you need, e.g. ``from kaflux.protocol.messages.fetch import Fe
 """
 
 MODULES: tuple[str, ...] = (
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "api_versions",
     "consumer_group_heartbeat",
     "consumer_protocol",
     "create_topics",
     "delete_topics",
     "describe_groups",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "headers",
@@ -30,5 +33,6 @@ MODULES: tuple[str, ...] = (
     "sasl_authenticate",
     "sasl_handshake",
     "sync_group",
+    "txn_offset_commit",
 )
 """Names of the generated message modules."""

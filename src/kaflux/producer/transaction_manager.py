@@ -1,0 +1,1351 @@
+"""Idempotence and transactions: producer id, epoch, sequence numbers and the transaction
+state machine. [bg, pure: takes now_ms; the application thread only reads :attr:`state`]
+
+Mirrors Java's ``TransactionManager``. One instance per producer with idempotence on (the
+default); with a ``transactional.id`` it also runs transactions.
+
+Idempotence. The producer gets a producer id and epoch (InitProducerId). Each batch carries
+them and the sequence number of its first record, per partition (assigned when the batch is
+drained, :meth:`TransactionManager.on_drain`); the broker keeps the last five batches of each
+producer per partition, so a retried batch it already wrote is answered as a duplicate, and a
+gap is refused with OUT_OF_ORDER_SEQUENCE_NUMBER. Up to five batches per partition may be in
+flight; when one comes back for a retry, only the lowest outstanding sequence of the partition
+is sent until it is resolved (:meth:`may_drain`), so the partition stays in order. Errors are
+handled as Java handles them (:meth:`can_retry`, :meth:`handle_failed_batch`):
+
+* OUT_OF_ORDER_SEQUENCE_NUMBER on a batch that is not the next expected one: retried (an
+  earlier batch failed; this one follows it again). On the next expected one, a real gap: the
+  idempotent producer bumps its epoch (locally, as Java) and restarts the partition's sequences
+  at 0, retrying the batch; a transactional producer fails the batch (abortable).
+* UNKNOWN_PRODUCER_ID: the broker lost the producer's state (retention removed its records):
+  the sequences restart at 0 (transactional) or the epoch is bumped (idempotent), and the batch
+  is retried.
+* A batch that expired after being sent leaves its partition *unresolved*: no new batch is sent
+  there until the in-flight ones tell whether it was written; if none does, the epoch is bumped
+  (idempotent) or the transaction must be aborted.
+
+Transactions. The state machine is :data:`TXN_TRANSITIONS` (Java's rules). Requests to the
+transaction coordinator (FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn) and the group coordinator (TxnOffsetCommit) go one at a time, in priority order
+(coordinator lookups first, EndTxn only once every batch of the transaction is done). A
+partition's batches are sent only once AddPartitionsToTxn added it. Errors are *abortable* (the
+state ABORTABLE_ERROR: the application must call ``abort_transaction()``, then may go on) or
+*fatal* (FATAL_ERROR: ProducerFencedError, an authorization failure, INVALID_TXN_STATE...: the
+producer must be closed; it sends nothing more, so a fenced zombie stops). After an abortable
+error that needs it, aborting also bumps the epoch (InitProducerId with the current id and
+epoch, KIP-360) when the coordinator supports InitProducerId v3+.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kaflux.errors import (
+    ClusterAuthorizationFailedError,
+    CommitFailedError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    IllegalGenerationError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTxnStateError,
+    KafkaError,
+    NotCoordinatorError,
+    OperationNotAttemptedError,
+    OutOfOrderSequenceNumberError,
+    ProducerFencedError,
+    RequestTimedOutError,
+    TopicAuthorizationFailedError,
+    TransactionAbortableError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownMemberIdError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedForMessageFormatError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
+from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.producer.sequences import NO_SEQUENCE, increment_sequence
+from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from kaflux.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+)
+from kaflux.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kaflux.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
+from kaflux.state_machine import StateMachine
+from kaflux.structs import Node, OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.producer.accumulator import ProducerBatch
+
+log = logging.getLogger("kaflux.producer")
+
+__all__ = [
+    "TXN_TRANSITIONS",
+    "GroupMetadataLike",
+    "TransactionAbortedError",
+    "TransactionManager",
+    "TxnState",
+]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+_MAX_EPOCH = 2**15 - 1
+#: client-side caps: AddPartitionsToTxn v4+ is for brokers only; EndTxn v5 means KIP-890
+#: transactions (one epoch per transaction), which this client does not do.
+MAX_FIND_COORDINATOR_VERSION = 3
+MAX_INIT_PRODUCER_ID_VERSION = 5
+MAX_ADD_PARTITIONS_VERSION = 3
+MAX_ADD_OFFSETS_VERSION = 4
+MAX_END_TXN_VERSION = 4
+MAX_TXN_OFFSET_COMMIT_VERSION = 4
+#: InitProducerId from this version on takes the current id and epoch, so the coordinator can
+#: bump the epoch instead of fencing (KIP-360)
+_EPOCH_BUMP_VERSION = 3
+#: the retry backoff of the first AddPartitionsToTxn of a transaction refused with
+#: CONCURRENT_TRANSACTIONS: the previous transaction is still being completed (Java: 20 ms)
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
+
+_GROUP = 0
+_TRANSACTION = 1
+
+
+class TransactionAbortedError(KafkaError):
+    """The record was not sent because its transaction was aborted (Java's
+    TransactionAbortedException)."""
+
+
+class TxnState(enum.Enum):
+    """The states of Java's TransactionManager."""
+
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+_S = TxnState
+#: Allowed moves (Java's ``isTransitionValid``): any state may become FATAL_ERROR, and none
+#: leaves it.
+TXN_TRANSITIONS: Mapping[TxnState, frozenset[TxnState]] = {
+    _S.UNINITIALIZED: frozenset({_S.INITIALIZING, _S.FATAL_ERROR}),
+    _S.INITIALIZING: frozenset({_S.READY, _S.FATAL_ERROR}),
+    _S.READY: frozenset({_S.UNINITIALIZED, _S.IN_TRANSACTION, _S.FATAL_ERROR}),
+    _S.IN_TRANSACTION: frozenset(
+        {_S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}
+    ),
+    _S.COMMITTING_TRANSACTION: frozenset({_S.READY, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}),
+    _S.ABORTING_TRANSACTION: frozenset({_S.READY, _S.INITIALIZING, _S.FATAL_ERROR}),
+    _S.ABORTABLE_ERROR: frozenset({_S.ABORTING_TRANSACTION, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}),
+    _S.FATAL_ERROR: frozenset({_S.FATAL_ERROR}),
+}
+
+#: errors that end the producer (Java's maybeTransitionToErrorState)
+_FATAL_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+    ProducerFencedError,
+    UnsupportedVersionError,
+)
+
+
+class GroupMetadataLike(Protocol):
+    """What ``send_offsets_to_transaction`` needs of ``Consumer.group_metadata()``."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def generation_id(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def group_instance_id(self) -> str | None: ...
+
+
+class _Priority(enum.IntEnum):
+    FIND_COORDINATOR = 0
+    INIT_PRODUCER_ID = 1
+    ADD_PARTITIONS_OR_OFFSETS = 2
+    END_TXN = 3
+    EPOCH_BUMP = 4
+
+
+@dataclass(slots=True)
+class _PartitionEntry:
+    """Sequence bookkeeping of one partition (Java's TopicPartitionEntry)."""
+
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    #: base sequence of the next batch drained for the partition
+    next_sequence: int = 0
+    #: sequence of the last record of the last acknowledged batch
+    last_acked_sequence: int = -1
+    #: drained batches without an outcome yet, by base sequence
+    in_flight: list[ProducerBatch] = field(default_factory=list)
+    #: offset of the last acknowledged record (tells UNKNOWN_PRODUCER_ID after retention apart)
+    last_acked_offset: int = -1
+
+    def add_in_flight(self, batch: ProducerBatch) -> None:
+        position = len(self.in_flight)
+        while position > 0 and self.in_flight[position - 1].base_sequence > batch.base_sequence:
+            position -= 1
+        self.in_flight.insert(position, batch)
+
+    def remove_in_flight(self, batch: ProducerBatch) -> None:
+        for i, candidate in enumerate(self.in_flight):
+            if candidate is batch:
+                del self.in_flight[i]
+                return
+
+
+class _Handler:
+    """One transactional request, its retries and the result the application waits on."""
+
+    priority: _Priority = _Priority.ADD_PARTITIONS_OR_OFFSETS
+    #: which coordinator the request goes to (None: any broker)
+    coordinator_type: int | None = _TRANSACTION
+    is_end_txn = False
+    max_version: int | None = None
+
+    def __init__(self, tm: TransactionManager, result: Future[None] | None = None) -> None:
+        self.tm = tm
+        self.result: Future[None] = result if result is not None else Future()
+        self.attempts = 0
+        self.retry_at_ms = 0
+
+    @property
+    def coordinator_key(self) -> str:
+        return self.tm.transactional_id or ""
+
+    def build(self) -> Any:  # pragma: no cover - every handler overrides it
+        raise NotImplementedError
+
+    def handle(self, body: Any, version: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def retry_backoff_ms(self) -> int:
+        """How long to wait before the next attempt (``attempts`` failures so far)."""
+        return self.tm._backoff.backoff_ms(max(0, self.attempts - 1))
+
+    # outcomes
+
+    def done(self) -> None:
+        if not self.result.done():
+            self.result.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.result.done():
+            self.result.set_exception(error)
+
+    # The state changes before the result fails: the application, woken by the result, must
+    # see the state the error left.
+
+    def fatal_error(self, error: KafkaError) -> None:
+        self.tm.transition_to_fatal_error(error)
+        self.fail(error)
+
+    def abortable_error(self, error: KafkaError) -> None:
+        self.tm.transition_to_abortable_error(error)
+        self.fail(error)
+
+    def abortable_error_if_possible(self, error: KafkaError) -> None:
+        if self.tm.can_bump_epoch:
+            self.tm._epoch_bump_required = True
+            self.abortable_error(error)
+        else:
+            self.fatal_error(error)
+
+    def reenqueue(self) -> None:
+        self.attempts += 1
+        self.tm._enqueue(self)
+
+
+class _FindCoordinatorHandler(_Handler):
+    priority = _Priority.FIND_COORDINATOR
+    coordinator_type = None
+    max_version = MAX_FIND_COORDINATOR_VERSION
+
+    def __init__(self, tm: TransactionManager, key_type: int, key: str) -> None:
+        super().__init__(tm)
+        self.key_type = key_type
+        self.key = key
+
+    def build(self) -> FindCoordinatorRequest:
+        return FindCoordinatorRequest(key=self.key, key_type=self.key_type)
+
+    def handle(self, body: FindCoordinatorResponse, version: int) -> None:
+        code = body.error_code
+        if code == 0:
+            node = Node(body.node_id, body.host, body.port)
+            self.tm._set_coordinator(self.key_type, node)
+            self.done()
+        elif code in (CoordinatorNotAvailableError.code, CoordinatorLoadInProgressError.code):
+            self.reenqueue()
+        elif code == TransactionalIdAuthorizationFailedError.code:
+            self.fatal_error(TransactionalIdAuthorizationFailedError(self.key))
+        elif code == GroupAuthorizationFailedError.code:
+            self.abortable_error(GroupAuthorizationFailedError(f"group {self.key!r}"))
+        else:
+            kind = "transaction" if self.key_type == _TRANSACTION else "group"
+            self.fatal_error(
+                error_for_code(code)(
+                    f"could not find the {kind} coordinator for {self.key!r}: {body.error_message or ''}"
+                )
+            )
+
+
+class _InitProducerIdHandler(_Handler):
+    max_version = MAX_INIT_PRODUCER_ID_VERSION
+
+    def __init__(self, tm: TransactionManager, *, epoch_bump: bool, producer_id: int, epoch: int) -> None:
+        super().__init__(tm)
+        self.epoch_bump = epoch_bump
+        self.priority = _Priority.EPOCH_BUMP if epoch_bump else _Priority.INIT_PRODUCER_ID
+        self.coordinator_type = _TRANSACTION if tm.is_transactional else None
+        self.producer_id = producer_id
+        self.epoch = epoch
+
+    def build(self) -> InitProducerIdRequest:
+        tm = self.tm
+        return InitProducerIdRequest(
+            transactional_id=tm.transactional_id,
+            transaction_timeout_ms=tm.transaction_timeout_ms if tm.is_transactional else 2**31 - 1,
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+        )
+
+    def handle(self, body: InitProducerIdResponse, version: int) -> None:
+        tm = self.tm
+        code = body.error_code
+        if tm.is_transactional:
+            tm.coordinator_supports_epoch_bump = version >= _EPOCH_BUMP_VERSION
+        if code == 0:
+            tm._set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
+            tm._transition(TxnState.READY)
+            tm._last_error = None
+            if self.epoch_bump:
+                tm._reset_sequence_numbers()
+            if tm._rewrite_sequences_on_new_id:
+                tm._rewrite_sequences_on_new_id = False
+                for tp in list(tm._partitions):
+                    tm._start_sequences_at_beginning(tp)
+                tm._unresolved.clear()
+            self.done()
+        elif code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
+            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
+            self.reenqueue()
+        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
+            self.reenqueue()
+        elif code in (TransactionalIdAuthorizationFailedError.code, ClusterAuthorizationFailedError.code):
+            self.fatal_error(error_for_code(code)(tm.transactional_id))
+        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
+            # INVALID_PRODUCER_EPOCH comes from older coordinators: the same as PRODUCER_FENCED
+            self.fatal_error(tm._fenced_error())
+        elif code == TransactionAbortableError.code:
+            self.abortable_error(TransactionAbortableError("InitProducerId"))
+        else:
+            self.fatal_error(error_for_code(code)("unexpected error in the InitProducerId response"))
+
+
+class _AddPartitionsHandler(_Handler):
+    max_version = MAX_ADD_PARTITIONS_VERSION
+
+    def __init__(self, tm: TransactionManager, partitions: set[TopicPartition]) -> None:
+        super().__init__(tm)
+        self.partitions = partitions
+        self._backoff_override: int | None = None
+
+    def build(self) -> AddPartitionsToTxnRequest:
+        tm = self.tm
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(self.partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tm.transactional_id or "",
+            v3_and_below_producer_id=tm.producer_id,
+            v3_and_below_producer_epoch=tm.producer_epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=p) for t, p in by_topic.items()],
+        )
+
+    def retry_backoff_ms(self) -> int:
+        if self._backoff_override is not None:
+            return min(self._backoff_override, super().retry_backoff_ms())
+        return super().retry_backoff_ms()
+
+    def handle(self, body: AddPartitionsToTxnResponse, version: int) -> None:
+        tm = self.tm
+        errors = {
+            TopicPartition(t.name, p.partition_index): p.partition_error_code
+            for t in body.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+        unauthorized: set[str] = set()
+        other_errors = False
+        self._backoff_override = None
+        for tp, code in errors.items():
+            if code == 0:
+                continue
+            if code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
+                tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
+                self.reenqueue()
+                return
+            if code == ConcurrentTransactionsError.code:
+                if not tm._partitions_in_transaction:
+                    self._backoff_override = ADD_PARTITIONS_RETRY_BACKOFF_MS
+                self.reenqueue()
+                return
+            if code in (CoordinatorLoadInProgressError.code, UnknownTopicOrPartitionError.code):
+                self.reenqueue()
+                return
+            if code in (InvalidProducerEpochError.code, ProducerFencedError.code):
+                self.fatal_error(tm._fenced_error())
+                return
+            if code == TransactionalIdAuthorizationFailedError.code:
+                self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
+                return
+            if code == InvalidTxnStateError.code:
+                self.fatal_error(InvalidTxnStateError("AddPartitionsToTxn"))
+                return
+            if code == TopicAuthorizationFailedError.code:
+                unauthorized.add(tp.topic)
+            elif code == OperationNotAttemptedError.code:
+                other_errors = True
+            elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
+                self.abortable_error_if_possible(error_for_code(code)("AddPartitionsToTxn"))
+                return
+            elif code == TransactionAbortableError.code:
+                self.abortable_error(TransactionAbortableError("AddPartitionsToTxn"))
+                return
+            else:
+                log.error("could not add %s to the transaction: error code %d", tp, code)
+                other_errors = True
+        # Whatever the outcome, the partitions are no longer pending (Java): after an error the
+        # transaction is aborted, and batches retrying for added partitions must still go out.
+        tm._pending_partitions -= set(errors)
+        if unauthorized:
+            self.abortable_error(TopicAuthorizationFailedError(", ".join(sorted(unauthorized))))
+        elif other_errors:
+            self.abortable_error(
+                TransactionAbortableError(f"could not add partitions to the transaction: {errors}")
+            )
+        else:
+            tm._partitions_in_transaction |= set(errors)
+            tm._transaction_started = True
+            self.done()
+
+
+class _AddOffsetsHandler(_Handler):
+    max_version = MAX_ADD_OFFSETS_VERSION
+
+    def __init__(
+        self,
+        tm: TransactionManager,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        group: GroupMetadataLike,
+    ) -> None:
+        super().__init__(tm)
+        self.offsets = offsets
+        self.group = group
+
+    def build(self) -> AddOffsetsToTxnRequest:
+        tm = self.tm
+        return AddOffsetsToTxnRequest(
+            transactional_id=tm.transactional_id or "",
+            producer_id=tm.producer_id,
+            producer_epoch=tm.producer_epoch,
+            group_id=self.group.group_id,
+        )
+
+    def handle(self, body: AddOffsetsToTxnResponse, version: int) -> None:
+        tm = self.tm
+        code = body.error_code
+        if code == 0:
+            # the result completes only when the TxnOffsetCommit does
+            tm._enqueue(_TxnOffsetCommitHandler(tm, self.offsets, self.group, self.result))
+            tm._transaction_started = True
+        elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
+            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
+            self.reenqueue()
+        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
+            self.reenqueue()
+        elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
+            self.abortable_error_if_possible(error_for_code(code)("AddOffsetsToTxn"))
+        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
+            self.fatal_error(tm._fenced_error())
+        elif code == TransactionalIdAuthorizationFailedError.code:
+            self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
+        elif code == GroupAuthorizationFailedError.code:
+            self.abortable_error(GroupAuthorizationFailedError(f"group {self.group.group_id!r}"))
+        elif code == TransactionAbortableError.code:
+            self.abortable_error(TransactionAbortableError("AddOffsetsToTxn"))
+        else:
+            self.fatal_error(error_for_code(code)("unexpected error in the AddOffsetsToTxn response"))
+
+
+class _TxnOffsetCommitHandler(_Handler):
+    coordinator_type = _GROUP
+    max_version = MAX_TXN_OFFSET_COMMIT_VERSION
+
+    def __init__(
+        self,
+        tm: TransactionManager,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        group: GroupMetadataLike,
+        result: Future[None],
+    ) -> None:
+        super().__init__(tm, result)
+        self.pending = dict(offsets)
+        self.group = group
+
+    @property
+    def coordinator_key(self) -> str:
+        return self.group.group_id
+
+    def build(self) -> TxnOffsetCommitRequest:
+        tm = self.tm
+        by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
+        for tp, om in sorted(self.pending.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                TxnOffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch if om.leader_epoch is not None else -1,
+                    committed_metadata=om.metadata,
+                )
+            )
+        return TxnOffsetCommitRequest(
+            transactional_id=tm.transactional_id or "",
+            group_id=self.group.group_id,
+            producer_id=tm.producer_id,
+            producer_epoch=tm.producer_epoch,
+            generation_id=self.group.generation_id,
+            member_id=self.group.member_id,
+            group_instance_id=self.group.group_instance_id,
+            topics=[TxnOffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
+        )
+
+    def handle(self, body: TxnOffsetCommitResponse, version: int) -> None:
+        tm = self.tm
+        group = self.group.group_id
+        lookup = False
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                code = p.error_code
+                if code == 0:
+                    self.pending.pop(tp, None)
+                elif code in (
+                    CoordinatorNotAvailableError.code,
+                    NotCoordinatorError.code,
+                    RequestTimedOutError.code,
+                ):
+                    lookup = True
+                elif code in (UnknownTopicOrPartitionError.code, CoordinatorLoadInProgressError.code):
+                    continue
+                elif code == GroupAuthorizationFailedError.code:
+                    self.abortable_error(GroupAuthorizationFailedError(f"group {group!r}"))
+                elif code == FencedInstanceIdError.code:
+                    self.abortable_error(FencedInstanceIdError(f"group {group!r}"))
+                elif code in (UnknownMemberIdError.code, IllegalGenerationError.code):
+                    self.abortable_error(
+                        CommitFailedError(
+                            "the transactional offset commit failed: the consumer group metadata does not "
+                            f"match the group's ({error_for_code(code).__name__})",
+                            group_id=group,
+                            generation=self.group.generation_id,
+                            member_id=self.group.member_id,
+                        )
+                    )
+                elif code == TransactionAbortableError.code:
+                    self.abortable_error(TransactionAbortableError("TxnOffsetCommit"))
+                elif code in (
+                    TransactionalIdAuthorizationFailedError.code,
+                    InvalidProducerEpochError.code,
+                    ProducerFencedError.code,
+                    UnsupportedForMessageFormatError.code,
+                ):
+                    fatal = (
+                        tm._fenced_error()
+                        if code in (InvalidProducerEpochError.code, ProducerFencedError.code)
+                        else error_for_code(code)("TxnOffsetCommit")
+                    )
+                    self.fatal_error(fatal)
+                else:
+                    self.fatal_error(error_for_code(code)("unexpected error in the TxnOffsetCommit response"))
+                if self.result.done():
+                    return
+        if lookup:
+            tm._lookup_coordinator(_GROUP, group)
+        if not self.pending:
+            self.done()
+        else:
+            self.reenqueue()
+
+
+class _EndTxnHandler(_Handler):
+    priority = _Priority.END_TXN
+    is_end_txn = True
+    max_version = MAX_END_TXN_VERSION
+
+    def __init__(self, tm: TransactionManager, commit: bool) -> None:
+        super().__init__(tm)
+        self.commit = commit
+
+    def build(self) -> EndTxnRequest:
+        tm = self.tm
+        return EndTxnRequest(
+            transactional_id=tm.transactional_id or "",
+            producer_id=tm.producer_id,
+            producer_epoch=tm.producer_epoch,
+            committed=self.commit,
+        )
+
+    def handle(self, body: EndTxnResponse, version: int) -> None:
+        tm = self.tm
+        code = body.error_code
+        if code == 0:
+            tm._complete_transaction()
+            self.done()
+        elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
+            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
+            self.reenqueue()
+        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
+            self.reenqueue()
+        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
+            self.fatal_error(tm._fenced_error())
+        elif code == TransactionalIdAuthorizationFailedError.code:
+            self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
+        elif code == InvalidTxnStateError.code:
+            self.fatal_error(InvalidTxnStateError("EndTxn"))
+        elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
+            self.abortable_error_if_possible(error_for_code(code)("EndTxn"))
+        elif code == TransactionAbortableError.code:
+            self.abortable_error(TransactionAbortableError("EndTxn"))
+        else:
+            self.fatal_error(error_for_code(code)("unexpected error in the EndTxn response"))
+
+
+class TransactionManager:
+    """Producer id, epoch and sequences (idempotence), and the transaction state machine."""
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        cluster: ClusterMetadata,
+        retry_backoff: ExponentialBackoff,
+        has_incomplete_batches: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._cluster = cluster
+        self._backoff = retry_backoff
+        self._has_incomplete_batches = has_incomplete_batches
+        self._sm: StateMachine[TxnState] = StateMachine(
+            f"transactional.id={transactional_id}" if transactional_id else "idempotent producer",
+            TxnState.UNINITIALIZED,
+            TXN_TRANSITIONS,
+        )
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        #: whether send() must ask :meth:`fail_if_not_ready_for_send` (a plain attribute: the
+        #: application thread reads it for every record)
+        self.send_blocked = transactional_id is not None
+        self._last_error: KafkaError | None = None
+        self._partitions: dict[TopicPartition, _PartitionEntry] = {}
+        #: partitions with a batch that expired after being sent -> the sequence after it
+        self._unresolved: dict[TopicPartition, int] = {}
+        self._partitions_to_rewrite: set[TopicPartition] = set()
+        self._epoch_bump_required = False
+        #: idempotent producer: the broker does not know the producer id; get a new one and
+        #: restart every partition's sequences with it
+        self._reset_producer_id_required = False
+        self._rewrite_sequences_on_new_id = False
+        self.coordinator_supports_epoch_bump = False
+        # transactions
+        self._pending: list[tuple[int, int, _Handler]] = []
+        self._order = itertools.count()
+        self._in_flight: _Handler | None = None
+        self._new_partitions: set[TopicPartition] = set()
+        self._pending_partitions: set[TopicPartition] = set()
+        self._partitions_in_transaction: set[TopicPartition] = set()
+        self._transaction_started = False
+        self._pending_result: Future[None] | None = None
+        self._coordinators: dict[int, Node | None] = {_TRANSACTION: None, _GROUP: None}
+        self._group_key: str | None = None
+        #: whether this manager started a flush of the accumulator to complete a transaction
+        self.completion_flush = False
+
+    # -- state, readable from any thread ---------------------------------------------------------
+
+    @property
+    def state(self) -> TxnState:
+        return self._sm.state
+
+    @property
+    def last_error(self) -> KafkaError | None:
+        """The error that put the manager in ABORTABLE_ERROR or FATAL_ERROR."""
+        return self._last_error
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0 and self.producer_epoch >= 0
+
+    @property
+    def has_fatal_error(self) -> bool:
+        return self._sm.state is TxnState.FATAL_ERROR
+
+    @property
+    def has_abortable_error(self) -> bool:
+        return self._sm.state is TxnState.ABORTABLE_ERROR
+
+    @property
+    def has_error(self) -> bool:
+        return self._sm.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
+
+    @property
+    def is_completing(self) -> bool:
+        return self._sm.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+
+    @property
+    def is_aborting(self) -> bool:
+        return self._sm.state is TxnState.ABORTING_TRANSACTION
+
+    @property
+    def has_ongoing_transaction(self) -> bool:
+        """Started and not completed (nor failed fatally)."""
+        return self._sm.state in (
+            TxnState.IN_TRANSACTION,
+            TxnState.COMMITTING_TRANSACTION,
+            TxnState.ABORTING_TRANSACTION,
+            TxnState.ABORTABLE_ERROR,
+        )
+
+    @property
+    def can_bump_epoch(self) -> bool:
+        """An idempotent producer bumps its epoch itself; a transactional one needs a
+        coordinator with InitProducerId v3+."""
+        return not self.is_transactional or self.coordinator_supports_epoch_bump
+
+    @property
+    def in_flight_request(self) -> bool:
+        return self._in_flight is not None
+
+    @property
+    def partitions_in_transaction(self) -> frozenset[TopicPartition]:
+        return frozenset(self._partitions_in_transaction)
+
+    # -- the transactional API (events from the application) ---------------------------------------
+
+    def initialize_transactions(self) -> Future[None]:
+        """Start InitProducerId (once; a call while it runs returns the same future)."""
+        self._ensure_transactional()
+        if self._pending_result is not None and self.state is TxnState.INITIALIZING:
+            return self._pending_result
+        if self.has_fatal_error:
+            raise self._error_for_caller("init_transactions()")
+        self._require(TxnState.INITIALIZING, "init_transactions()")
+        self._transition(TxnState.INITIALIZING)
+        log.info("transactional.id=%s: getting a producer id (InitProducerId)", self.transactional_id)
+        handler = _InitProducerIdHandler(
+            self, epoch_bump=False, producer_id=NO_PRODUCER_ID, epoch=NO_PRODUCER_EPOCH
+        )
+        self._enqueue(handler)
+        self._pending_result = handler.result
+        return handler.result
+
+    def begin_transaction(self) -> None:
+        """READY -> IN_TRANSACTION."""
+        self._ensure_transactional()
+        self._maybe_fail_with_error()
+        self._require(TxnState.IN_TRANSACTION, "begin_transaction()")
+        self._transition(TxnState.IN_TRANSACTION)
+
+    def begin_commit(self) -> Future[None]:
+        """Flush the transaction's batches, then EndTxn(commit)."""
+        self._ensure_transactional()
+        if self._pending_result is not None and self.state is TxnState.COMMITTING_TRANSACTION:
+            return self._pending_result
+        self._maybe_fail_with_error()
+        self._require(TxnState.COMMITTING_TRANSACTION, "commit_transaction()")
+        self._transition(TxnState.COMMITTING_TRANSACTION)
+        self._pending_result = self._begin_completing(commit=True)
+        return self._pending_result
+
+    def begin_abort(self) -> Future[None]:
+        """Drop the unsent batches, wait for those in flight, then EndTxn(abort)."""
+        self._ensure_transactional()
+        if self._pending_result is not None and self.state is TxnState.ABORTING_TRANSACTION:
+            return self._pending_result
+        if self.state is not TxnState.ABORTABLE_ERROR:
+            self._maybe_fail_with_error()
+        self._require(TxnState.ABORTING_TRANSACTION, "abort_transaction()")
+        self._transition(TxnState.ABORTING_TRANSACTION)
+        self._new_partitions.clear()
+        self._pending_result = self._begin_completing(commit=False)
+        return self._pending_result
+
+    def send_offsets_to_transaction(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], group: GroupMetadataLike
+    ) -> Future[None]:
+        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator."""
+        self._ensure_transactional()
+        self._maybe_fail_with_error()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise InvalidTxnStateError(
+                f"send_offsets_to_transaction() needs an open transaction (state {self.state.name}); "
+                "call begin_transaction() first"
+            )
+        handler = _AddOffsetsHandler(self, offsets, group)
+        self._enqueue(handler)
+        return handler.result
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        """A batch for ``tp`` waits: add the partition to the transaction if it is not in it."""
+        if (
+            tp in self._partitions_in_transaction
+            or tp in self._new_partitions
+            or tp in self._pending_partitions
+        ):
+            return
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+            return
+        self._partition_entry(tp)
+        self._new_partitions.add(tp)
+
+    def fail_if_not_ready_for_send(self) -> None:
+        """Raise when a record may not be sent now (the application thread's check)."""
+        state = self._sm.state
+        if state is TxnState.FATAL_ERROR or state is TxnState.ABORTABLE_ERROR:
+            raise self._error_for_caller("send()")
+        if self.is_transactional and state is not TxnState.IN_TRANSACTION:
+            if state in (TxnState.UNINITIALIZED, TxnState.INITIALIZING) and not self.has_producer_id:
+                raise InvalidTxnStateError("send() needs init_transactions() first with a transactional.id")
+            raise InvalidTxnStateError(
+                f"send() needs an open transaction (state {state.name}); call begin_transaction() first"
+            )
+
+    def close(self, error: KafkaError) -> None:
+        """The producer closes: fail whatever transactional operation is pending."""
+        for _, _, handler in self._pending:
+            handler.fail(error)
+        self._pending.clear()
+        if self._in_flight is not None:
+            self._in_flight.fail(error)
+        if self._pending_result is not None and not self._pending_result.done():
+            self._pending_result.set_exception(error)
+
+    # -- sequences (the sender and the accumulator, on the network thread) -------------------------
+
+    def _partition_entry(self, tp: TopicPartition) -> _PartitionEntry:
+        entry = self._partitions.get(tp)
+        if entry is None:
+            entry = self._partitions[tp] = _PartitionEntry()
+        return entry
+
+    def next_sequence(self, tp: TopicPartition) -> int:
+        return self._partition_entry(tp).next_sequence
+
+    def last_acked_sequence(self, tp: TopicPartition) -> int:
+        return self._partition_entry(tp).last_acked_sequence
+
+    def has_in_flight_batches(self, tp: TopicPartition) -> bool:
+        return bool(self._partition_entry(tp).in_flight)
+
+    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
+        entry = self._partitions.get(tp)
+        if entry is None or not entry.in_flight:
+            return NO_SEQUENCE
+        return entry.in_flight[0].base_sequence
+
+    def _has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool:
+        entry = self._partition_entry(tp)
+        return (entry.producer_id, entry.producer_epoch) != (self.producer_id, self.producer_epoch)
+
+    def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
+        if self.has_fatal_error:
+            return False
+        return not self.is_transactional or tp in self._partitions_in_transaction
+
+    def may_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
+        """Whether the first queued batch of ``tp`` may go out now (Java's
+        ``shouldStopDrainBatchesForPartition``, negated)."""
+        if not self.is_send_to_partition_allowed(tp) or not self.has_producer_id:
+            return False
+        if not first.has_sequence:
+            if self.has_in_flight_batches(tp) and self._has_stale_producer_id_and_epoch(tp):
+                # earlier batches still carry the old epoch: a batch with the new epoch and
+                # sequence 0 must not overtake them
+                return False
+            if tp in self._unresolved:
+                return False
+        first_in_flight = self.first_in_flight_sequence(tp)
+        # a retry goes out only as the lowest outstanding sequence of its partition
+        return not (
+            first_in_flight != NO_SEQUENCE and first.has_sequence and first.base_sequence != first_in_flight
+        )
+
+    def on_drain(self, batch: ProducerBatch) -> None:
+        """Give a batch drained for the first time its producer id, epoch and sequence."""
+        if batch.has_sequence:
+            return
+        tp = batch.tp
+        self._maybe_update_producer_id_and_epoch(tp)
+        entry = self._partition_entry(tp)
+        batch.set_producer_state(
+            self.producer_id, self.producer_epoch, entry.next_sequence, self.is_transactional
+        )
+        entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
+        entry.add_in_flight(batch)
+
+    def _maybe_update_producer_id_and_epoch(self, tp: TopicPartition) -> None:
+        if self._has_stale_producer_id_and_epoch(tp) and not self.has_in_flight_batches(tp):
+            # the partition's batches of the old id/epoch are all done: start again at 0
+            self._start_sequences_at_beginning(tp)
+
+    def _start_sequences_at_beginning(self, tp: TopicPartition) -> None:
+        entry = self._partition_entry(tp)
+        sequence = 0
+        for batch in entry.in_flight:
+            batch.reset_producer_state(self.producer_id, self.producer_epoch, sequence)
+            sequence = increment_sequence(sequence, batch.record_count)
+        entry.producer_id = self.producer_id
+        entry.producer_epoch = self.producer_epoch
+        entry.next_sequence = sequence
+        entry.last_acked_sequence = -1
+
+    def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
+        """The broker wrote ``batch`` (or had it already)."""
+        entry = self._partition_entry(batch.tp)
+        if batch.last_sequence > entry.last_acked_sequence:
+            entry.last_acked_sequence = batch.last_sequence
+        if base_offset >= 0:
+            last_offset = base_offset + batch.record_count - 1
+            if last_offset > entry.last_acked_offset:
+                entry.last_acked_offset = last_offset
+        entry.remove_in_flight(batch)
+
+    def can_retry(self, error: KafkaError, batch: ProducerBatch, log_start_offset: int) -> bool:
+        """Whether a failed batch is retried (Java's ``TransactionManager.canRetry``); may
+        request an epoch bump or restart the partition's sequences."""
+        tp = batch.tp
+        if isinstance(error, UnknownProducerIdError):
+            if log_start_offset == -1:
+                return True  # no log start offset yet: retry until the broker knows it
+            if not self.is_transactional and self._is_fresh_start(batch):
+                # Sequence 0 with the current id and epoch is refused too: the broker does not
+                # know the producer id at all (it lost its state). Get a new one (librdkafka
+                # does so; Java would bump the epoch forever).
+                log.warning(
+                    "%s: the broker does not know producer id %d; getting a new one", tp, batch.producer_id
+                )
+                self._reset_producer_id_required = True
+                return True
+            if batch.sequence_reset:
+                return True  # an earlier batch of the partition already restarted the sequences
+            if self._partition_entry(tp).last_acked_offset < log_start_offset:
+                # retention removed the producer's records, and its state with them
+                if self.is_transactional:
+                    self._start_sequences_at_beginning(tp)
+                else:
+                    self.request_epoch_bump_for_partition(tp)
+                return True
+            if not self.is_transactional:
+                self.request_epoch_bump_for_partition(tp)
+                return True
+        elif isinstance(error, OutOfOrderSequenceNumberError):
+            unresolved = tp in self._unresolved
+            if not unresolved and (
+                batch.sequence_reset or not self._is_next_sequence(tp, batch.base_sequence)
+            ):
+                return True  # not the next expected batch: an earlier one failed; resend in order
+            if not self.is_transactional:
+                if not unresolved or self._unresolved.get(tp) == batch.base_sequence:
+                    self.request_epoch_bump_for_partition(tp)
+                return True
+        return error.retriable
+
+    def _is_fresh_start(self, batch: ProducerBatch) -> bool:
+        """The batch starts its partition's sequences with the current producer id and epoch."""
+        return (
+            batch.base_sequence == 0
+            and (batch.producer_id, batch.producer_epoch) == (self.producer_id, self.producer_epoch)
+            and self._partition_entry(batch.tp).last_acked_sequence == -1
+        )
+
+    def _is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
+        return sequence - self._partition_entry(tp).last_acked_sequence == 1
+
+    def handle_failed_batch(self, batch: ProducerBatch, error: KafkaError, adjust_sequences: bool) -> None:
+        """``batch`` failed for good with ``error`` (its futures fail too)."""
+        self._maybe_transition_to_error_state(error)
+        entry = self._partition_entry(batch.tp)
+        entry.remove_in_flight(batch)
+        if self.has_fatal_error or not batch.has_sequence:
+            return
+        if isinstance(error, OutOfOrderSequenceNumberError) and not self.is_transactional:
+            log.error(
+                "%s: OUT_OF_ORDER_SEQUENCE_NUMBER for producer id %d epoch %d sequence %d; bumping the epoch",
+                batch.tp,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.base_sequence,
+            )
+            self.request_epoch_bump_for_partition(batch.tp)
+        elif isinstance(error, UnknownProducerIdError):
+            self._partitions.pop(batch.tp, None)
+            self._unresolved.pop(batch.tp, None)
+        elif adjust_sequences:
+            if not self.is_transactional:
+                self.request_epoch_bump_for_partition(batch.tp)
+            else:
+                self._adjust_sequences_after_failed_batch(batch)
+
+    def _adjust_sequences_after_failed_batch(self, batch: ProducerBatch) -> None:
+        """The broker refused ``batch`` for good: later batches move down into its sequences."""
+        entry = self._partitions.get(batch.tp)
+        if entry is None:
+            return
+        entry.next_sequence = max(0, entry.next_sequence - batch.record_count)
+        for other in entry.in_flight:
+            if other.base_sequence < batch.base_sequence:
+                continue
+            other.set_producer_state(
+                other.producer_id,
+                other.producer_epoch,
+                max(0, other.base_sequence - batch.record_count),
+                other.is_transactional,
+            )
+
+    def _maybe_transition_to_error_state(self, error: KafkaError) -> None:
+        if isinstance(error, _FATAL_ERRORS):
+            self.transition_to_fatal_error(error)
+        elif self.is_transactional:
+            if self.can_bump_epoch and not self.is_completing:
+                self._epoch_bump_required = True
+            self.transition_to_abortable_error(error)
+
+    def request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
+        self._epoch_bump_required = True
+        self._partitions_to_rewrite.add(tp)
+
+    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
+        """A batch sent at least once expired: whether the broker wrote it is unknown."""
+        if not batch.has_sequence:
+            return
+        following = increment_sequence(batch.last_sequence, 1)
+        current = self._unresolved.get(batch.tp)
+        self._unresolved[batch.tp] = following if current is None else max(current, following)
+        self._partition_entry(batch.tp).remove_in_flight(batch)
+
+    def has_unresolved_sequence(self, tp: TopicPartition) -> bool:
+        return tp in self._unresolved
+
+    def maybe_resolve_sequences(self) -> None:
+        """Settle unresolved partitions once they have nothing in flight."""
+        for tp in list(self._unresolved):
+            if self.has_in_flight_batches(tp):
+                continue
+            if self._is_next_sequence(tp, self.next_sequence(tp)):
+                # a later batch was acknowledged: the expired one was written after all
+                del self._unresolved[tp]
+                continue
+            if self.is_transactional:
+                reason = "the client got no acknowledgement for records it sent and can no longer retry them"
+                if self.can_bump_epoch:
+                    self._epoch_bump_required = True
+                    self.transition_to_abortable_error(
+                        TransactionAbortableError(f"{reason}; aborting the transaction is safe")
+                    )
+                else:
+                    self.transition_to_fatal_error(KafkaError(f"{reason}; it is not safe to continue"))
+            else:
+                log.info("%s: no batch in flight and sequences unresolved; bumping the epoch", tp)
+                self.request_epoch_bump_for_partition(tp)
+            del self._unresolved[tp]
+
+    def bump_idempotent_epoch_and_reset_id_if_needed(self) -> None:
+        """Idempotent producer: bump the epoch (locally, as Java) when asked to, and get a
+        producer id when there is none."""
+        if self.is_transactional:
+            return
+        if self._reset_producer_id_required:
+            self._reset_producer_id_required = False
+            self._epoch_bump_required = False
+            self._partitions_to_rewrite.clear()
+            self._rewrite_sequences_on_new_id = True
+            self._set_producer_id_and_epoch(NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            if self.state is TxnState.READY:
+                self._transition(TxnState.UNINITIALIZED)
+        if self._epoch_bump_required:
+            self._bump_idempotent_epoch()
+        if self.state is not TxnState.INITIALIZING and not self.has_producer_id and not self.has_fatal_error:
+            self._transition(TxnState.INITIALIZING)
+            self._enqueue(
+                _InitProducerIdHandler(
+                    self, epoch_bump=False, producer_id=NO_PRODUCER_ID, epoch=NO_PRODUCER_EPOCH
+                )
+            )
+
+    def _bump_idempotent_epoch(self) -> None:
+        if self.producer_epoch >= _MAX_EPOCH:
+            # epoch exhausted: get a new producer id
+            log.debug("idempotent producer: epoch exhausted, getting a new producer id")
+            self._set_producer_id_and_epoch(NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            if self.state is TxnState.READY:
+                self._transition(TxnState.UNINITIALIZED)
+        else:
+            self._set_producer_id_and_epoch(self.producer_id, self.producer_epoch + 1)
+        for tp in self._partitions_to_rewrite:
+            self._start_sequences_at_beginning(tp)
+            self._unresolved.pop(tp, None)
+        self._partitions_to_rewrite.clear()
+        self._epoch_bump_required = False
+
+    def _reset_sequence_numbers(self) -> None:
+        self._partitions.clear()
+        self._unresolved.clear()
+
+    def _set_producer_id_and_epoch(self, producer_id: int, epoch: int) -> None:
+        if producer_id >= 0:
+            log.info(
+                "%s: producer id %d, epoch %d",
+                self.transactional_id or "idempotent producer",
+                producer_id,
+                epoch,
+            )
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+
+    # -- error states ------------------------------------------------------------------------
+
+    def transition_to_abortable_error(self, error: KafkaError) -> None:
+        if self.state is TxnState.ABORTING_TRANSACTION:
+            log.debug("already aborting; not entering ABORTABLE_ERROR for %s", error)
+            return
+        if self.has_fatal_error:
+            return
+        log.info("%s: abortable error: %s", self.transactional_id, error)
+        self._transition(TxnState.ABORTABLE_ERROR, error)
+
+    def transition_to_fatal_error(self, error: KafkaError) -> None:
+        log.warning("%s: fatal error: %s", self.transactional_id or "idempotent producer", error)
+        self._transition(TxnState.FATAL_ERROR, error)
+        if self._pending_result is not None and not self._pending_result.done():
+            self._pending_result.set_exception(error)
+
+    def _transition(self, target: TxnState, error: KafkaError | None = None) -> None:
+        self._sm.transition_to(target)
+        self.send_blocked = target is TxnState.FATAL_ERROR or (
+            self.is_transactional and target is not TxnState.IN_TRANSACTION
+        )
+        if target in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            assert error is not None
+            self._last_error = error
+        else:
+            self._last_error = None
+
+    def _fenced_error(self) -> ProducerFencedError:
+        return ProducerFencedError(
+            f"transactional.id={self.transactional_id} (or its transaction outlived transaction.timeout.ms)"
+        )
+
+    def _error_for_caller(self, what: str) -> KafkaError:
+        """The error to raise to the application for ``what`` in an error state (Java's
+        maybeFailWithError): the fatal error's class, or TransactionAbortableError."""
+        error = self._last_error
+        if self.state is TxnState.ABORTABLE_ERROR:
+            raised: KafkaError = TransactionAbortableError(
+                f"{what}: the transaction hit an error and must be aborted with abort_transaction() "
+                f"({type(error).__name__}: {error})"
+            )
+        elif isinstance(error, ProducerFencedError):
+            raised = self._fenced_error()
+        else:
+            # the fatal error's own class (an authentication failure stays one), with context
+            message = f"{what}: the producer hit a fatal error earlier and must be closed ({error})"
+            try:
+                raised = type(error)(message) if error is not None else KafkaError(message)
+            except TypeError:  # a class whose constructor takes more than a message
+                raised = KafkaError(message)
+        raised.__cause__ = error
+        return raised
+
+    def _maybe_fail_with_error(self) -> None:
+        if self.has_error:
+            raise self._error_for_caller("the transactional call")
+
+    def _ensure_transactional(self) -> None:
+        if not self.is_transactional:
+            raise InvalidTxnStateError("transactional methods need a transactional.id in the producer config")
+
+    def _require(self, target: TxnState, what: str) -> None:
+        if not self._sm.can_transition_to(target):
+            raise InvalidTxnStateError(f"{what} is not allowed in state {self.state.name}")
+
+    # -- completing a transaction -------------------------------------------------------------------
+
+    def _begin_completing(self, *, commit: bool) -> Future[None]:
+        if self._new_partitions:
+            self._enqueue(self._add_partitions_handler())
+        if not isinstance(self._last_error, InvalidProducerIdMappingError):
+            handler = _EndTxnHandler(self, commit)
+            self._enqueue(handler)
+            if not self._epoch_bump_required:
+                return handler.result
+        bump = _InitProducerIdHandler(
+            self, epoch_bump=True, producer_id=self.producer_id, epoch=self.producer_epoch
+        )
+        self._enqueue(bump)
+        return bump.result
+
+    def _complete_transaction(self) -> None:
+        self._transition(TxnState.INITIALIZING if self._epoch_bump_required else TxnState.READY)
+        self._last_error = None
+        self._epoch_bump_required = False
+        self._transaction_started = False
+        self._new_partitions.clear()
+        self._pending_partitions.clear()
+        self._partitions_in_transaction.clear()
+
+    def _add_partitions_handler(self) -> _AddPartitionsHandler:
+        self._pending_partitions |= self._new_partitions
+        self._new_partitions = set()
+        return _AddPartitionsHandler(self, set(self._pending_partitions))
+
+    # -- the request manager -------------------------------------------------------------------
+
+    def _enqueue(self, handler: _Handler) -> None:
+        heapq.heappush(self._pending, (int(handler.priority), next(self._order), handler))
+
+    def _set_coordinator(self, key_type: int, node: Node) -> None:
+        self._coordinators[key_type] = node
+        self._cluster.coordinators[coordinator_node_id(node.node_id)] = node
+
+    def _lookup_coordinator(self, key_type: int, key: str) -> None:
+        self._coordinators[key_type] = None
+        if any(
+            isinstance(h, _FindCoordinatorHandler) and h.key_type == key_type for _, _, h in self._pending
+        ):
+            return
+        self._enqueue(_FindCoordinatorHandler(self, key_type, key))
+
+    def _next_request(self) -> _Handler | None:
+        if self._new_partitions:
+            self._enqueue(self._add_partitions_handler())
+        while self._pending:
+            handler = self._pending[0][2]
+            if handler.is_end_txn and self._has_incomplete_batches():
+                return None  # EndTxn waits for every batch of the transaction
+            heapq.heappop(self._pending)
+            if self.has_error and not (
+                self.has_abortable_error and isinstance(handler, _FindCoordinatorHandler)
+            ):
+                assert self._last_error is not None
+                handler.fail(self._last_error)
+                return None
+            if handler.is_end_txn and not self._transaction_started:
+                # nothing was added to the transaction: nothing to end on the coordinator
+                handler.done()
+                if not self.has_fatal_error:
+                    self._complete_transaction()
+                continue
+            return handler
+        return None
+
+    def poll(self, now_ms: int) -> PollResult:
+        """The next transactional request, one at a time."""
+        if self._in_flight is not None:
+            return PollResult()
+        while True:
+            if not self._pending and not self._new_partitions:
+                return PollResult()
+            if self._pending and self._pending[0][2].retry_at_ms > now_ms:
+                return PollResult(self._pending[0][2].retry_at_ms - now_ms)
+            handler = self._next_request()
+            if handler is None:
+                return PollResult()
+            node_id: int | None = None
+            if handler.coordinator_type is not None:
+                coordinator = self._coordinators[handler.coordinator_type]
+                if coordinator is None:
+                    self._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
+                    self._enqueue(handler)
+                    continue
+                node_id = coordinator_node_id(coordinator.node_id)
+            self._in_flight = handler
+            return PollResult(
+                unsent=[
+                    UnsentRequest(
+                        handler.build(), node_id, self._response_handler(handler, now_ms), handler.max_version
+                    )
+                ]
+            )
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Nothing is sent at close (an open transaction is aborted by ``Producer.close``)."""
+        return PollResult()
+
+    def _response_handler(self, handler: _Handler, sent_ms: int) -> Callable[[ClientResponse], None]:
+        def on_response(response: ClientResponse) -> None:
+            self._in_flight = None
+            now_ms = response.received_ms
+            if response.error is not None:
+                error = response.error
+                if isinstance(error, UnsupportedVersionError):
+                    handler.fatal_error(error)
+                    return
+                if not error.retriable:
+                    handler.fatal_error(error)
+                    return
+                log.debug("%s failed (%s); retrying", type(handler).__name__, error)
+                if handler.coordinator_type is not None:
+                    self._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
+                handler.reenqueue()
+                handler.retry_at_ms = now_ms + handler.retry_backoff_ms()
+                return
+            try:
+                handler.handle(response.body, response.api_version)
+            except KafkaError as exc:  # a state-machine bug shows as a fatal error, not a hang
+                log.exception("handling %s failed", type(handler).__name__)
+                handler.fatal_error(exc)
+                return
+            if not handler.result.done() and handler.attempts and handler.retry_at_ms <= now_ms:
+                # re-enqueued by its handler: wait the backoff first
+                handler.retry_at_ms = now_ms + handler.retry_backoff_ms()
+
+        return on_response
