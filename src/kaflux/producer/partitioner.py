@@ -10,38 +10,10 @@ from __future__ import annotations
 
 import random
 
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
+# One murmur2 for the producer's send() and for send_arrow()'s column encoder.
+from kaflux.records.encode import murmur2, partition_for_key
 
-
-def murmur2(data: bytes) -> int:
-    """Kafka's 32-bit murmur2 (seed 0x9747b28c), as a signed 32-bit int like Java's."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    end = length - (length & 3)
-    for i in range(0, end, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[end + 2] << 16
-    if rest >= 2:
-        h ^= data[end + 1] << 8
-    if rest >= 1:
-        h ^= data[end]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """The partition Java's default partitioner picks for ``key``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+__all__ = ["StickyPartitioner", "murmur2", "partition_for_key"]
 
 
 class StickyPartitioner:
