@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 __all__ = [
     "BROKER_KINDS",
@@ -197,13 +197,7 @@ class Broker(abc.ABC):
             proc = self._proc
             if proc is None:
                 return
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10.0)
+            stop_process(proc, timeout)
             self._forget()
 
     def kill(self) -> None:
@@ -452,6 +446,18 @@ def noida_binary() -> str:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM a child process we started, then SIGKILL it if it has not exited in ``timeout``
+    seconds; reap it either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10.0)
 
 
 def _free_port() -> int:

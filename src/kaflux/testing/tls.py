@@ -38,7 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from kaflux.testing.brokers import TansuBroker, _die_with_parent_prefix, _free_port
+from kaflux.testing.brokers import TansuBroker, _die_with_parent_prefix, _free_port, stop_process
 
 __all__ = [
     "TlsStartError",
@@ -194,13 +194,7 @@ class TlsTerminator:
             proc = self._proc
             if proc is None:
                 return
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10.0)
+            stop_process(proc, timeout)
             self._proc = None
             _RUNNING.discard(self)
 
