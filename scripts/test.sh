@@ -12,3 +12,10 @@ echo "== generated protocol is up to date"; "$PYBIN" tools/generate_messages.py 
 # only skip its tests. The pure twin runs the same record tests in the same session.
 export KAFLUX_REQUIRE_COMPILED=${KAFLUX_REQUIRE_COMPILED:-1}
 echo "== pytest";       "$PYBIN" -m pytest "$@"
+if [ $# -eq 0 ]; then
+  # The pure-Python record kernel end to end: the consumer's collection and poll_arrow() on it.
+  echo "== pytest, pure-Python record kernel"
+  KAFLUX_PURE=1 "$PYBIN" -m pytest -q tests/unit/test_consumer_fetch_collector.py \
+    tests/unit/test_consumer_poll_arrow.py tests/integration/test_consumer_fetch.py \
+    tests/integration/test_poll_arrow_on_brokers.py
+fi
