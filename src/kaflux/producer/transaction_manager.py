@@ -987,6 +987,23 @@ class TransactionManager:
             if not self.is_transactional:
                 self.request_epoch_bump_for_partition(tp)
                 return True
+        elif (
+            isinstance(error, (ProducerFencedError, InvalidProducerEpochError))
+            and not self.is_transactional
+            and batch.producer_epoch > 0
+        ):
+            # An idempotent producer bumped its epoch locally (as Java does after an expired
+            # batch); a broker that refuses the bumped epoch (Tansu answers PRODUCER_FENCED) gets
+            # a new producer id instead, as librdkafka does: nothing else shares this id.
+            log.warning(
+                "%s: the broker refused epoch %d of producer id %d (%s); getting a new producer id",
+                tp,
+                batch.producer_epoch,
+                batch.producer_id,
+                type(error).__name__,
+            )
+            self._reset_producer_id_required = True
+            return True
         elif isinstance(error, OutOfOrderSequenceNumberError):
             unresolved = tp in self._unresolved
             if not unresolved and (
