@@ -164,8 +164,16 @@ def test_fail_on_data_loss_false_continues_when_a_topic_is_deleted(
     for topic in (doomed, kept):
         create_topic(noida.bootstrap_servers, topic, 1)
         produce(noida.bootstrap_servers, topic, 5, partitions=1)
+    # An offset lookup that still includes the deleted partition waits for the lookup timeout
+    # before the source finds the partition gone; keep that wait well inside WAIT_S (its 30 s
+    # default alone would take the whole of it, so the test raced the broker's metadata).
     df = stream(
-        spark_session, noida, subscribe=f"{doomed},{kept}", startingOffsets="earliest", failOnDataLoss="false"
+        spark_session,
+        noida,
+        subscribe=f"{doomed},{kept}",
+        startingOffsets="earliest",
+        failOnDataLoss="false",
+        **{"kafka.default.api.timeout.ms": "3000"},
     )
     query, table = to_memory(df.select("topic", "offset"), processingTime="200 milliseconds")
     query.processAllAvailable()
