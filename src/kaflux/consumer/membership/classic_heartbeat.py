@@ -77,6 +77,11 @@ _POLL_TIMER_STATES = HEARTBEAT_STATES | {_M.JOINING, _M.AWAITING_SYNC}
 _AWAITING_SYNC_POLL_MS = 50
 
 
+#: how long a LeaveGroup may wait for a connection to the coordinator before the member leaves
+#: without it
+LEAVE_SEND_TIMEOUT_MS = 1000
+
+
 class RequestKind(enum.Enum):
     """The classic protocol's requests."""
 
@@ -154,6 +159,11 @@ class ClassicHeartbeatRequestManager:
         unsent: list[UnsentRequest] = []
         wait = MAX_POLL_TIMEOUT_MS
         in_flight = self.in_flight
+        if node is None and membership.state is _M.LEAVING and in_flight is None:
+            # The coordinator was lost while leaving: as when it is unknown at the start of the
+            # leave, the member leaves without a LeaveGroup (the broker expires it).
+            membership.finish_leave()
+            return PollResult(wait)
         # A LeaveGroup need not wait for a JoinGroup or SyncGroup the coordinator is holding.
         leave_now = membership.state is _M.LEAVING and in_flight in _HELD_BY_COORDINATOR
         backoff_ms = self._retry.remaining_backoff_ms(now_ms)
@@ -197,7 +207,7 @@ class ClassicHeartbeatRequestManager:
         if state is _M.AWAITING_SYNC:
             return self._sync_request(node, now_ms)
         if state is _M.LEAVING:
-            return self._leave_request(node)
+            return self._leave_request(node, now_ms)
         return None
 
     # -- JoinGroup ------------------------------------------------------------------------------------
@@ -352,7 +362,7 @@ class ClassicHeartbeatRequestManager:
 
     # -- LeaveGroup -----------------------------------------------------------------------------------
 
-    def _leave_request(self, node: int) -> UnsentRequest | None:
+    def _leave_request(self, node: int, now_ms: int) -> UnsentRequest | None:
         membership = self._membership
         if not membership.member_id:
             membership.finish_leave()
@@ -365,4 +375,9 @@ class ClassicHeartbeatRequestManager:
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
 
-        return UnsentRequest(request, node, on_response, MAX_LEAVE_GROUP_VERSION)
+        # Best effort, as in Java: when no connection to the coordinator can be made soon, the
+        # member leaves without the request (the broker expires it after session.timeout.ms)
+        # rather than holding close() for request.timeout.ms.
+        return UnsentRequest(
+            request, node, on_response, MAX_LEAVE_GROUP_VERSION, deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS
+        )
