@@ -30,6 +30,24 @@ _SIZE = struct.Struct(">i")
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
 
+def read_exactly(conn: socket.socket, stop: threading.Event, n: int) -> bytes | None:
+    """``n`` bytes from a socket with a short timeout; None when it closes or ``stop`` is set."""
+    data = b""
+    while len(data) < n:
+        if stop.is_set():
+            return None
+        try:
+            chunk = conn.recv(n - len(data))
+        except TimeoutError:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
 class SocketFakeBroker:
     """Broker 0 of ``cluster`` (a one-broker FakeCluster) on a free 127.0.0.1 port."""
 
@@ -84,22 +102,6 @@ class SocketFakeBroker:
             thread.start()
             self._threads.append(thread)
 
-    def _read(self, conn: socket.socket, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            if self._stop.is_set():
-                return None
-            try:
-                chunk = conn.recv(n - len(data))
-            except TimeoutError:
-                continue
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
     def _serve(self, conn: socket.socket) -> None:
         if self._ssl_context is not None:
             conn.settimeout(5)
@@ -111,10 +113,10 @@ class SocketFakeBroker:
         with conn:
             conn.settimeout(0.05)
             while True:
-                size = self._read(conn, 4)
+                size = read_exactly(conn, self._stop, 4)
                 if size is not None and not 0 <= _SIZE.unpack(size)[0] <= MAX_REQUEST_BYTES:
                     return  # as Kafka: an oversized request (e.g. a TLS hello) closes the connection
-                body = self._read(conn, _SIZE.unpack(size)[0]) if size is not None else None
+                body = read_exactly(conn, self._stop, _SIZE.unpack(size)[0]) if size is not None else None
                 if body is None:
                     return
                 api_key, version = struct.unpack_from(">hh", body)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from socket_fake_broker import read_exactly
 
 from kaflux.errors import KafkaConnectionError, KafkaTimeoutError
 from kaflux.network.backoff import ExponentialBackoff
@@ -106,28 +107,12 @@ class KafkaServer:
                 conn.settimeout(0.05)
                 self._serve_connection(conn)
 
-    def _read_exactly(self, conn: socket.socket, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            if self._stop.is_set():
-                return None
-            try:
-                chunk = conn.recv(n - len(data))
-            except TimeoutError:
-                continue
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
     def _serve_connection(self, conn: socket.socket) -> None:
         while True:
-            size = self._read_exactly(conn, 4)
+            size = read_exactly(conn, self._stop, 4)
             if size is None:
                 return
-            body = self._read_exactly(conn, struct.unpack(">i", size)[0])
+            body = read_exactly(conn, self._stop, struct.unpack(">i", size)[0])
             if body is None:
                 return
             api_key, version = struct.unpack_from(">hh", body)
