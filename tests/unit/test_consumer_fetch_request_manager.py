@@ -160,6 +160,21 @@ def test_a_fetch_of_caught_up_partitions_waits_briefly_while_a_backlog_is_buffer
     assert third.request.max_wait_ms == rig.fetcher._max_wait_ms, "nothing is behind now"
 
 
+def test_a_buffered_partition_revoked_since_does_not_stop_fetching(fake: FakeCluster) -> None:
+    """The buffer can still hold data of a partition the application thread just unassigned;
+    the fetch pass must go on (it once raised IllegalStateError every pass, which stalled the
+    network thread and with it a group member's leave on close)."""
+    rig = Fetching(fake, [T0, T1], sessions=False)
+    rig.seek(0, T0)
+    rig.seek(2, T1)
+    rig.run(0)
+    assert rig.buffer.buffered_partitions() == {T0}
+    rig.subscription.assign_from_user([T1])  # T0 revoked; its data still buffered
+    (fetch,) = rig.fetches(rig.run(1))
+    assert fetch_partitions(fetch.request) == [T1]
+    assert fetch.request.max_wait_ms == rig.fetcher._max_wait_ms, "a revoked backlog is no reason to hurry"
+
+
 def test_partitions_are_fetched_again_once_their_data_was_consumed(fake: FakeCluster) -> None:
     rig = Fetching(fake, [T0], sessions=False)
     rig.seek(0)

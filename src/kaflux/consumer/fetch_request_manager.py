@@ -129,18 +129,19 @@ class FetchRequestManager:
         while a partition of theirs with data waiting in the buffer is not. The broker would hold
         such a Fetch for fetch.max.wait.ms, and with it the lagging partition's next fetch (one
         fetch per broker at a time): on Tansu, the tail of a backlog then came in 500 ms steps."""
+        # A buffered partition may have been revoked since; it no longer counts.
         behind: set[int] = set()
-        for tp in buffered:
-            lag = self._subscription.lag(tp, self._read_committed)
+        for tp, lag in self._subscription.lags(buffered, self._read_committed).items():
             leader = self._cluster.leader_for(tp)
             if leader is not None and (lag is None or lag > 0):
                 behind.add(leader)
-        return {
-            node
-            for node, partitions in wanted.items()
-            if node in behind
-            and all(self._subscription.lag(tp, self._read_committed) == 0 for tp in partitions)
-        }
+        hurry: set[int] = set()
+        for node, partitions in wanted.items():
+            if node in behind:
+                lags = self._subscription.lags(partitions, self._read_committed)
+                if len(lags) == len(partitions) and all(lag == 0 for lag in lags.values()):
+                    hurry.add(node)
+        return hurry
 
     def _request(
         self, node: int, partitions: dict[TopicPartition, PartitionFetchData], now_ms: int, max_wait_ms: int

@@ -334,8 +334,21 @@ class SubscriptionState:
     def lag(self, tp: TopicPartition, read_committed: bool) -> int | None:
         """End offset (HW, or LSO under read_committed) minus position, if both are known."""
         with self._lock:
-            state = self._state(tp)
-            end = state.last_stable_offset if read_committed else state.high_watermark
-            if end is None or state.position is None:
-                return None
-            return max(0, end - state.position.offset)
+            return _lag(self._state(tp), read_committed)
+
+    def lags(self, tps: Iterable[TopicPartition], read_committed: bool) -> dict[TopicPartition, int | None]:
+        """:meth:`lag` of those of ``tps`` still assigned, read at one moment. For the network
+        thread, whose view of a partition (say, in the fetch buffer) can outlive its assignment."""
+        with self._lock:
+            return {
+                tp: _lag(state, read_committed)
+                for tp in tps
+                if (state := self._assignment.get(tp)) is not None
+            }
+
+
+def _lag(state: PartitionState, read_committed: bool) -> int | None:
+    end = state.last_stable_offset if read_committed else state.high_watermark
+    if end is None or state.position is None:
+        return None
+    return max(0, end - state.position.offset)
