@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kaflux.errors import IllegalStateError, KafkaConnectionError
-from kaflux.network.network_thread import NetworkThread
+from kaflux.network.network_thread import FAILED_MANAGER_RETRY_MS, NetworkThread
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, PollResult, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest
 
@@ -154,6 +154,25 @@ def test_one_pass_drains_events_then_polls_managers_then_does_io_then_expires() 
     ]
     assert thread.max_time_to_wait_ms == 40
     assert thread.loop_count == 1
+
+
+class BrokenManager(FakeManager):
+    def poll(self, now_ms: int) -> PollResult:
+        self.log("poll", self.name)
+        raise IllegalStateError("a bug in this manager")
+
+
+def test_a_manager_that_raises_does_not_starve_the_others_or_the_io(caplog: pytest.LogCaptureFixture) -> None:
+    log = Log()
+    request = unsent()
+    thread, _, _ = thread_with(log, BrokenManager(log, "broken", 300), FakeManager(log, "m", 5_000, [request]))
+    for _ in range(2):
+        thread.run_once()
+    assert log.entries[:4] == [("poll", "broken"), ("poll", "m"), ("add", request), ("io", FAILED_MANAGER_RETRY_MS)]
+    assert thread.loop_count == 2
+    tracebacks = [r for r in caplog.records if r.exc_info and r.levelno >= logging.ERROR]
+    assert len(tracebacks) == 1, "one traceback per broken manager, not one per pass"
+    assert "BrokenManager.poll failed" in tracebacks[0].getMessage()
 
 
 def test_io_wait_is_capped_when_no_manager_needs_a_pass_sooner() -> None:

@@ -31,6 +31,9 @@ from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, Request
 
 log = logging.getLogger(__name__)
 
+#: how soon a pass comes round again after a request manager's poll raised
+FAILED_MANAGER_RETRY_MS = 100
+
 
 def monotonic_ms() -> int:
     """The clock every kaflux timer uses: monotonic milliseconds."""
@@ -72,6 +75,7 @@ class NetworkThread(threading.Thread):
         #: a wakeup when the loop will come round in time anyway
         self.sleeping_until_ms = 0
         self.loop_count = 0
+        self._failed_managers: set[str] = set()
 
     # -- application thread ------------------------------------------------------------------
 
@@ -121,7 +125,14 @@ class NetworkThread(threading.Thread):
         self._drain_events(now)
         wait = MAX_POLL_TIMEOUT_MS
         for manager in self._managers:
-            result = manager.poll(now)
+            try:
+                result = manager.poll(now)
+            except Exception:
+                # A bug in one manager must not starve the others, nor the I/O their requests
+                # wait for (a group member's leave on close, say); it is tried again soon.
+                self._manager_failed(manager)
+                wait = min(wait, FAILED_MANAGER_RETRY_MS)
+                continue
             self.delegate.add_all(result.unsent, now)
             wait = min(wait, result.time_until_next_poll_ms)
         deadline = self._processor.next_deadline_ms()
@@ -133,6 +144,14 @@ class NetworkThread(threading.Thread):
         self.sleeping_until_ms = 0
         self._processor.expire(monotonic_ms())
         self.loop_count += 1
+
+    def _manager_failed(self, manager: RequestManager) -> None:
+        name = type(manager).__name__
+        if name in self._failed_managers:
+            log.debug("%s: %s.poll failed again", self.name, name, exc_info=True)
+        else:
+            self._failed_managers.add(name)  # one traceback per manager, not one per pass
+            log.exception("%s: %s.poll failed; the other managers go on", self.name, name)
 
     def _drain_events(self, now: int) -> None:
         while True:
