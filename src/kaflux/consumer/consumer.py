@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflux.closeable import Closeable
@@ -179,18 +180,24 @@ class Consumer(Closeable):
             if self._depth == 0:
                 self._owner = _NO_THREAD
 
+    @contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Hold the consumer as its only user, for one call on an open consumer."""
+        self._acquire()
+        try:
+            self._ensure_open()
+            yield
+        finally:
+            self._release()
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise IllegalStateError("this consumer is closed")
 
     def _guarded(self, action: Callable[[], T]) -> T:
         """Run ``action`` as the consumer's only user, on an open consumer."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             return action()
-        finally:
-            self._release()
 
     # -- waiting ---------------------------------------------------------------------------------
 
@@ -305,9 +312,7 @@ class Consumer(Closeable):
             IllegalStateError: the consumer is subscribed to topics or a pattern.
             TypeError: an element is not a TopicPartition.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             wanted = list(dict.fromkeys(partitions))
             for tp in wanted:
                 if not isinstance(tp, TopicPartition) or not tp.topic or tp.partition < 0:
@@ -318,8 +323,6 @@ class Consumer(Closeable):
             timeout = self._timeout_s(None)
             self._call(AssignmentChangeEvent(self._deadline_ms(timeout), partitions=wanted), timeout)
             self._fetch_buffer.retain_all(set(wanted))
-        finally:
-            self._release()
 
     def _unassign(self) -> None:
         self._subscription.unsubscribe()
@@ -343,9 +346,7 @@ class Consumer(Closeable):
             IllegalStateError: partitions were assigned manually with assign().
             ValueError / TypeError: neither or both of topics and pattern, or bad values.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             if self._membership is None:
                 raise InvalidGroupIdError(
                     "subscribe() needs a group.id in the config; use assign() without a group"
@@ -374,18 +375,12 @@ class Consumer(Closeable):
                 self._subscription.subscribe_pattern(compiled)
             self._listener = listener
             self._thread.submit(SubscriptionChangeEvent(listener is not None))
-        finally:
-            self._release()
 
     def unsubscribe(self) -> None:
         """Leave the group (after ``on_partitions_revoked``) or drop the manual assignment;
         buffered data is discarded."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             self._leave_group(self._timeout_s(None), on_close=False)
-        finally:
-            self._release()
 
     def _leave_group(self, timeout_s: float, *, on_close: bool) -> None:
         """Revoke (running the listener here) and leave, within ``timeout_s``; then unsubscribe."""
@@ -421,13 +416,9 @@ class Consumer(Closeable):
 
     def enforce_rebalance(self, reason: str | None = None) -> None:
         """Ask the group to rebalance (at the next poll); no-op without a subscription."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             if self._membership is not None:
                 self._thread.submit(EnforceRebalanceEvent(reason or "enforce_rebalance() was called"))
-        finally:
-            self._release()
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions currently assigned."""
@@ -478,9 +469,7 @@ class Consumer(Closeable):
     def _poll_with(self, timeout: float, collect: Callable[[], T], count: Callable[[T], int], what: str) -> T:
         """The loop of :meth:`poll` and :meth:`poll_arrow`: ``collect()`` until it returns
         something (``count`` > 0) or ``timeout`` passes; then its last (empty) result."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             if self._subscription.subscription_type() is SubscriptionType.NONE:
                 raise IllegalStateError(
@@ -511,8 +500,6 @@ class Consumer(Closeable):
                 if remaining <= 0:
                     return records
                 self._fetch_buffer.await_not_empty(min(remaining, self._thread.max_time_to_wait_ms / 1000))
-        finally:
-            self._release()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Yield records forever (polling in 1-second slices) until the consumer is closed."""
@@ -528,27 +515,19 @@ class Consumer(Closeable):
             IllegalStateError: ``tp`` is not assigned.
             ValueError: the offset is negative.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             meta = offset if isinstance(offset, OffsetAndMetadata) else OffsetAndMetadata(offset)
             if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
                 raise ValueError(f"seek offset must be a non-negative int, got {meta.offset!r}")
             self._subscription.seek(tp, FetchPosition(meta.offset, meta.leader_epoch))
             self._thread.wakeup()
-        finally:
-            self._release()
 
     def _reset(self, partitions: Iterable[TopicPartition] | None, strategy: ResetStrategy) -> None:
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             targets = self._subscription.assigned_partitions() if partitions is None else list(partitions)
             for tp in targets:
                 self._subscription.request_reset(tp, strategy)
             self._thread.wakeup()
-        finally:
-            self._release()
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Move to the earliest offset (of all assigned partitions by default); resolved lazily."""
@@ -566,9 +545,7 @@ class Consumer(Closeable):
             KafkaTimeoutError: the position could not be determined within ``timeout`` seconds.
             NoOffsetForPartitionError: no committed offset and auto.offset.reset=none.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             current = self._subscription.position(tp)
             if current is not None and self._subscription.has_all_positions([tp]):
@@ -582,8 +559,6 @@ class Consumer(Closeable):
             if resolved is None:
                 raise KafkaTimeoutError(f"the position of {tp} is not known yet")
             return resolved.offset
-        finally:
-            self._release()
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching these partitions; data already buffered is kept for :meth:`resume`.
@@ -621,9 +596,7 @@ class Consumer(Closeable):
             KafkaTimeoutError: not committed within ``timeout`` seconds.
             InvalidGroupIdError: no group.id was configured.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             deadline = time.monotonic() + timeout_s
             event = CommitEvent(self._deadline_ms(timeout_s), offsets=self._normalize(offsets), sync=True)
@@ -634,8 +607,6 @@ class Consumer(Closeable):
                 except FutureTimeoutError:
                     raise KafkaTimeoutError("earlier asynchronous commits did not finish in time") from None
             self._run_commit_callbacks()
-        finally:
-            self._release()
 
     def commit_async(
         self,
@@ -644,14 +615,10 @@ class Consumer(Closeable):
     ) -> None:
         """Commit without waiting; ``callback(offsets, error)`` runs on this thread during a
         later poll(), commit or close(), in commit order. Failures are never retried."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             event = CommitEvent(2**62, offsets=self._normalize(offsets), sync=False)
             self._thread.submit(event)
             self._async_commits.append((event.future, callback))
-        finally:
-            self._release()
 
     @staticmethod
     def _normalize(
@@ -676,9 +643,7 @@ class Consumer(Closeable):
             KafkaTimeoutError: no answer within ``timeout`` seconds.
             InvalidGroupIdError: no group.id was configured.
         """
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             wanted = list(dict.fromkeys(partitions))
             if not wanted:
@@ -687,17 +652,13 @@ class Consumer(Closeable):
                 FetchCommittedOffsetsEvent(self._deadline_ms(timeout_s), partitions=wanted), timeout_s
             )
             return {tp: result.get(tp) for tp in wanted}
-        finally:
-            self._release()
 
     # -- offset lookups ----------------------------------------------------------------------------
 
     def _list_offsets(
         self, timestamps: dict[TopicPartition, int], timeout: float | None
     ) -> dict[TopicPartition, OffsetResult]:
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             if not timestamps:
                 return {}
@@ -706,8 +667,6 @@ class Consumer(Closeable):
             )
             result: dict[TopicPartition, OffsetResult] = self._call(event, timeout_s)
             return result
-        finally:
-            self._release()
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
@@ -764,23 +723,17 @@ class Consumer(Closeable):
 
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
         """The partitions of ``topic`` (empty if it does not exist)."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             answer: MetadataAnswer = self._call(
                 TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s
             )
             info = answer.topics.get(topic)
             return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
-        finally:
-            self._release()
 
     def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
         """Every topic the consumer may read, with its partitions."""
-        self._acquire()
-        try:
-            self._ensure_open()
+        with self._in_use():
             timeout_s = self._timeout_s(timeout)
             answer: MetadataAnswer = self._call(
                 TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s
@@ -790,8 +743,6 @@ class Consumer(Closeable):
                 for name, info in sorted(answer.topics.items())
                 if not (info.is_internal and self._config.exclude_internal_topics)
             }
-        finally:
-            self._release()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
