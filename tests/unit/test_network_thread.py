@@ -165,10 +165,17 @@ class BrokenManager(FakeManager):
 def test_a_manager_that_raises_does_not_starve_the_others_or_the_io(caplog: pytest.LogCaptureFixture) -> None:
     log = Log()
     request = unsent()
-    thread, _, _ = thread_with(log, BrokenManager(log, "broken", 300), FakeManager(log, "m", 5_000, [request]))
+    thread, _, _ = thread_with(
+        log, BrokenManager(log, "broken", 300), FakeManager(log, "m", 5_000, [request])
+    )
     for _ in range(2):
         thread.run_once()
-    assert log.entries[:4] == [("poll", "broken"), ("poll", "m"), ("add", request), ("io", FAILED_MANAGER_RETRY_MS)]
+    assert log.entries[:4] == [
+        ("poll", "broken"),
+        ("poll", "m"),
+        ("add", request),
+        ("io", FAILED_MANAGER_RETRY_MS),
+    ]
     assert thread.loop_count == 2
     tracebacks = [r for r in caplog.records if r.exc_info and r.levelno >= logging.ERROR]
     assert len(tracebacks) == 1, "one traceback per broken manager, not one per pass"
