@@ -63,7 +63,7 @@ class AdminRequestManager:
 
     def poll(self, now_ms: int) -> PollResult:
         self.expire(now_ms)
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[Any]] = []
         wait = MAX_POLL_TIMEOUT_MS
         for pending in self._pending:
             state = pending.state
@@ -91,8 +91,9 @@ class AdminRequestManager:
         return PollResult()
 
     def _on_response(self, pending: _Pending) -> Any:
-        def handle(response: ClientResponse) -> None:
-            self._finish(pending, response.body, response.error, response.received_ms)
+        def handle(response: ClientResponse[Any]) -> None:
+            body = None if response.error is not None else response.body
+            self._finish(pending, body, response.error, response.received_ms)
 
         return handle
 

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import complete, fail
@@ -231,7 +231,7 @@ class CommitRequestManager:
         node = self._coordinator.coordinator_id
         if node is None:
             return PollResult(wait)
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[Any]] = []
         member = self._member_info()
         for commit in list(self._commits):
             if not commit.state.can_send(now_ms):
@@ -314,7 +314,7 @@ class CommitRequestManager:
 
     # -- OffsetCommit ----------------------------------------------------------------------------
 
-    def _commit_request(self, node: int, commit: _PendingCommit) -> UnsentRequest:
+    def _commit_request(self, node: int, commit: _PendingCommit) -> UnsentRequest[OffsetCommitResponse]:
         member = self._member_info()
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = defaultdict(list)
         for tp, offset in sorted(commit.offsets.items()):
@@ -338,7 +338,7 @@ class CommitRequestManager:
         )
 
     def _on_commit_response(
-        self, commit: _PendingCommit, sent_as: MemberInfo, response: ClientResponse
+        self, commit: _PendingCommit, sent_as: MemberInfo, response: ClientResponse[OffsetCommitResponse]
     ) -> None:
         commit.state.in_flight = False
         if commit not in self._commits:
@@ -348,7 +348,7 @@ class CommitRequestManager:
             self._coordinator.mark_unknown(str(response.error))
             self._retry_or_fail(commit, response.error, now_ms)
             return
-        body: OffsetCommitResponse = response.body
+        body = response.body
         error: BrokerError | None = None
         for topic in body.topics:
             for partition in topic.partitions:
@@ -420,7 +420,7 @@ class CommitRequestManager:
 
     # -- OffsetFetch ------------------------------------------------------------------------------
 
-    def _fetch_request(self, node: int, pending: _PendingFetch) -> UnsentRequest:
+    def _fetch_request(self, node: int, pending: _PendingFetch) -> UnsentRequest[OffsetFetchResponse]:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for tp in sorted(pending.partitions):
             by_topic[tp.topic].append(tp.partition)
@@ -433,7 +433,9 @@ class CommitRequestManager:
             request, node, lambda r: self._on_fetch_response(pending, r), MAX_OFFSET_FETCH_VERSION
         )
 
-    def _on_fetch_response(self, pending: _PendingFetch, response: ClientResponse) -> None:
+    def _on_fetch_response(
+        self, pending: _PendingFetch, response: ClientResponse[OffsetFetchResponse]
+    ) -> None:
         pending.state.in_flight = False
         if pending not in self._fetches:
             return  # expired at its deadline while in flight
@@ -442,7 +444,7 @@ class CommitRequestManager:
             self._coordinator.mark_unknown(str(response.error))
             self._retry_fetch_or_fail(pending, response.error, now_ms)
             return
-        body: OffsetFetchResponse = response.body
+        body = response.body
         if body.error_code != 0:
             error = error_for_code(body.error_code)(f"group {self._group_id!r}")
             if _COORDINATOR_MOVED.get(body.error_code):

@@ -69,11 +69,11 @@ class CoordinatorRequestManager:
             5000, [UnsentRequest(request, None, self._on_response, MAX_FIND_COORDINATOR_VERSION)]
         )
 
-    def _on_response(self, response: ClientResponse) -> None:
+    def _on_response(self, response: ClientResponse[FindCoordinatorResponse]) -> None:
         if response.error is not None:
             self._state.on_failure(response.received_ms)
             return
-        body: FindCoordinatorResponse = response.body
+        body = response.body
         if body.error_code != 0:
             error = error_for_code(body.error_code)(body.error_message or f"group {self._group_id!r}")
             self._state.on_failure(response.received_ms)

@@ -145,7 +145,7 @@ class FetchRequestManager:
 
     def _request(
         self, node: int, partitions: dict[TopicPartition, PartitionFetchData], now_ms: int, max_wait_ms: int
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[FetchResponse]:
         session = self._sessions.setdefault(node, FetchSession(node, self._use_sessions))
         plan = session.plan(partitions)
         topics: dict[str, list[FetchPartition]] = {}
@@ -181,7 +181,7 @@ class FetchRequestManager:
         )
 
     def _on_response(
-        self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse
+        self, node: int, session: FetchSession, plan: FetchPlan, response: ClientResponse[FetchResponse]
     ) -> None:
         state = self._node(node)
         state.in_flight = False
@@ -191,7 +191,7 @@ class FetchRequestManager:
             if response.error.invalid_metadata:
                 self._metadata.request_update()
             return
-        body: FetchResponse = response.body
+        body = response.body
         session.on_response(plan, body.session_id, body.error_code)
         if body.error_code != 0:
             if body.error_code not in _SESSION_ERRORS:

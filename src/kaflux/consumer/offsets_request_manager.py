@@ -124,7 +124,7 @@ class OffsetsRequestManager:
         return PollResult()
 
     def poll(self, now_ms: int) -> PollResult:
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[ListOffsetsResponse]] = []
         self._initialize_positions(now_ms)
         unsent += self._reset_requests(now_ms)
         for lookup in list(self._lookups):
@@ -182,7 +182,7 @@ class OffsetsRequestManager:
         future.add_done_callback(on_committed)
         self._commits.fetch_committed(frozenset(versions), now_ms + self._api_timeout_ms, future)
 
-    def _reset_requests(self, now_ms: int) -> list[UnsentRequest]:
+    def _reset_requests(self, now_ms: int) -> list[UnsentRequest[ListOffsetsResponse]]:
         if not self._reset_retry.can_send(now_ms):
             return []
         wanted: dict[TopicPartition, int] = {}
@@ -218,7 +218,9 @@ class OffsetsRequestManager:
                 self._waiters.remove(waiter)
                 fail(waiter.future, error)
 
-    def _on_reset_response(self, versions: dict[TopicPartition, int], response: ClientResponse) -> None:
+    def _on_reset_response(
+        self, versions: dict[TopicPartition, int], response: ClientResponse[ListOffsetsResponse]
+    ) -> None:
         now_ms = response.received_ms
         results, error = self._parse(response)
         request = response.request.request
@@ -303,7 +305,7 @@ class OffsetsRequestManager:
 
     # -- lookups --------------------------------------------------------------------------------
 
-    def _lookup_requests(self, lookup: _Lookup, now_ms: int) -> list[UnsentRequest]:
+    def _lookup_requests(self, lookup: _Lookup, now_ms: int) -> list[UnsentRequest[ListOffsetsResponse]]:
         if now_ms >= lookup.deadline_ms:
             self._lookups.remove(lookup)
             fail(lookup.future, KafkaTimeoutError("offsets were not listed before the deadline"))
@@ -315,7 +317,7 @@ class OffsetsRequestManager:
             lookup.retry.postpone(now_ms, 50)
         return requests
 
-    def _on_lookup_response(self, lookup: _Lookup, response: ClientResponse) -> None:
+    def _on_lookup_response(self, lookup: _Lookup, response: ClientResponse[ListOffsetsResponse]) -> None:
         lookup.in_flight -= 1
         if lookup not in self._lookups:
             return  # already failed by another leader's response, or expired
@@ -345,8 +347,10 @@ class OffsetsRequestManager:
     # -- shared -------------------------------------------------------------------------------------
 
     def _requests_by_leader(
-        self, timestamps: dict[TopicPartition, int], handler: Callable[[ClientResponse], None]
-    ) -> tuple[list[UnsentRequest], list[TopicPartition]]:
+        self,
+        timestamps: dict[TopicPartition, int],
+        handler: Callable[[ClientResponse[ListOffsetsResponse]], None],
+    ) -> tuple[list[UnsentRequest[ListOffsetsResponse]], list[TopicPartition]]:
         by_leader: dict[int, dict[str, list[ListOffsetsPartition]]] = defaultdict(lambda: defaultdict(list))
         unknown: list[TopicPartition] = []
         for tp, timestamp in sorted(timestamps.items()):
@@ -380,11 +384,11 @@ class OffsetsRequestManager:
         return requests, unknown
 
     def _parse(
-        self, response: ClientResponse
+        self, response: ClientResponse[ListOffsetsResponse]
     ) -> tuple[dict[TopicPartition, OffsetResult | KafkaError], KafkaError | None]:
         if response.error is not None:
             return {}, response.error
-        body: ListOffsetsResponse = response.body
+        body = response.body
         results: dict[TopicPartition, OffsetResult | KafkaError] = {}
         for topic in body.topics:
             for p in topic.partitions:

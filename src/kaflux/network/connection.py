@@ -354,7 +354,7 @@ class BrokerConnection:
 
     def send(
         self,
-        request: RequestMessage,
+        request: RequestMessage[Any],
         api_version: int,
         context: Any,
         now_ms: int,

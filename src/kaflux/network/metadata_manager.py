@@ -145,7 +145,7 @@ class MetadataManager:
 
     def poll(self, now_ms: int) -> PollResult:
         """Return Metadata requests that are due."""
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[MetadataResponse]] = []
         while self._one_off:
             topics, auto_create, callback = self._one_off.pop(0)
             unsent.append(self._one_off_request(topics, auto_create, callback))
@@ -173,8 +173,8 @@ class MetadataManager:
 
     def _one_off_request(
         self, topics: list[str] | None, auto_create: bool, callback: TopicsCallback
-    ) -> UnsentRequest:
-        def handle(response: ClientResponse) -> None:
+    ) -> UnsentRequest[MetadataResponse]:
+        def handle(response: ClientResponse[MetadataResponse]) -> None:
             if response.error is not None:
                 callback(None, response.error)
                 return
@@ -184,8 +184,10 @@ class MetadataManager:
 
         return UnsentRequest(self._build(topics, auto_create), None, handle)
 
-    def _on_response_factory(self, topics: list[str] | None) -> Callable[[ClientResponse], None]:
-        def handle(response: ClientResponse) -> None:
+    def _on_response_factory(
+        self, topics: list[str] | None
+    ) -> Callable[[ClientResponse[MetadataResponse]], None]:
+        def handle(response: ClientResponse[MetadataResponse]) -> None:
             if response.error is not None:
                 self._state.on_failure(response.received_ms)
                 self._update_requested = True

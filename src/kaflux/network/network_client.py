@@ -90,7 +90,7 @@ class NetworkClient:
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
-        self._completed: list[ClientResponse] = []
+        self._completed: list[ClientResponse[Any]] = []
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -179,7 +179,7 @@ class NetworkClient:
         if not request.expect_response:
             self._complete(request, None, None, version, now_ms)
 
-    def poll(self, timeout_ms: int, now_ms: int, clock: Callable[[], int]) -> list[ClientResponse]:
+    def poll(self, timeout_ms: int, now_ms: int, clock: Callable[[], int]) -> list[ClientResponse[Any]]:
         """Wait up to ``timeout_ms`` for I/O, do it, and return every completed request.
 
         ``clock`` reads the current time in ms after the wait (the only clock use here).
@@ -201,7 +201,7 @@ class NetworkClient:
         completed, self._completed = self._completed, []
         return completed
 
-    def close(self) -> list[ClientResponse]:
+    def close(self) -> list[ClientResponse[Any]]:
         """Close every connection; returns the in-flight requests, failed with
         KafkaConnectionError."""
         if self._closed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kaflux.network.network_client import NetworkClient
@@ -26,15 +27,15 @@ class NetworkClientDelegate:
     def __init__(self, client: NetworkClient, request_timeout_ms: int) -> None:
         self.client = client
         self._request_timeout_ms = request_timeout_ms
-        self._unsent: deque[UnsentRequest] = deque()
+        self._unsent: deque[UnsentRequest[Any]] = deque()
 
-    def add(self, request: UnsentRequest, now_ms: int) -> None:
+    def add(self, request: UnsentRequest[Any], now_ms: int) -> None:
         """Queue ``request``; it gets ``request.timeout.ms`` (or its own earlier deadline) to be sent."""
         default = now_ms + self._request_timeout_ms
         request.deadline_ms = default if request.deadline_ms < 0 else min(default, request.deadline_ms)
         self._unsent.append(request)
 
-    def add_all(self, requests: Iterable[UnsentRequest], now_ms: int) -> None:
+    def add_all(self, requests: Iterable[UnsentRequest[Any]], now_ms: int) -> None:
         """Queue several requests."""
         for request in requests:
             self.add(request, now_ms)
@@ -112,7 +113,7 @@ class NetworkClientDelegate:
             )
             self._fail_unsent(unsent, error, now_ms)
 
-    def _fail_unsent(self, unsent: UnsentRequest, error: KafkaError, now_ms: int) -> None:
+    def _fail_unsent(self, unsent: UnsentRequest[Any], error: KafkaError, now_ms: int) -> None:
         request = ClientRequest(
             node_id=unsent.node_id if unsent.node_id is not None else -1,
             request=unsent.request,
@@ -135,7 +136,7 @@ class NetworkClientDelegate:
             )
             self._fail_unsent(unsent, error, now_ms)
 
-    def _dispatch(self, response: ClientResponse) -> None:
+    def _dispatch(self, response: ClientResponse[Any]) -> None:
         try:
             response.request.callback(response)
         except Exception:

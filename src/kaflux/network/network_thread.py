@@ -180,8 +180,8 @@ class NetworkThread(threading.Thread):
         self._drain_events(now)
         outstanding = 0
 
-        def track(handler: Callable[[ClientResponse], None]) -> Callable[[ClientResponse], None]:
-            def done(response: ClientResponse) -> None:
+        def track(handler: Callable[[ClientResponse[Any]], None]) -> Callable[[ClientResponse[Any]], None]:
+            def done(response: ClientResponse[Any]) -> None:
                 nonlocal outstanding
                 outstanding -= 1
                 handler(response)

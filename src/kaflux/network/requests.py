@@ -11,22 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
-from kaflux.errors import KafkaError
+from kaflux.errors import IllegalStateError, KafkaError
 from kaflux.protocol.framing import RequestMessage
 
 #: The longest the network thread sleeps in one poll when no manager asks for sooner.
 MAX_POLL_TIMEOUT_MS = 5000
 
 
+#: the response type of a request, as its generated class declares it
+R = TypeVar("R")
+
+
 @dataclass(slots=True)
 class ClientRequest:
-    """A request to send to one broker, with the callback that receives its outcome."""
+    """A request to send to one broker, with the callback that receives its outcome.
+    The network layer's own record; managers deal in :class:`UnsentRequest`."""
 
     node_id: int
-    request: RequestMessage
-    callback: Callable[[ClientResponse], None]
+    request: RequestMessage[Any]
+    callback: Callable[[ClientResponse[Any]], None]
     created_ms: int
     expect_response: bool = True
     #: highest version the caller can build (None: whatever both sides support)
@@ -35,24 +40,50 @@ class ClientRequest:
     timeout_ms: int | None = None
 
 
+class ClientResponse(Generic[R]):
+    """The outcome of a :class:`ClientRequest`: a decoded :attr:`body` or an :attr:`error`."""
+
+    __slots__ = ("_body", "api_version", "error", "received_ms", "request")
+
+    def __init__(
+        self,
+        request: ClientRequest,
+        body: R | None,
+        error: KafkaError | None,
+        api_version: int,
+        received_ms: int,
+    ) -> None:
+        self.request = request
+        self._body = body
+        self.error = error
+        self.api_version = api_version
+        self.received_ms = received_ms
+
+    @property
+    def body(self) -> R:
+        """The decoded response. Raises IllegalStateError when there is none: the request
+        failed (read :attr:`error` first) or expected no response."""
+        body = self._body
+        if body is None:
+            raise IllegalStateError(
+                f"no response body to read: the request failed with {self.error!r}"
+                if self.error is not None
+                else "no response body to read: the request expected no response"
+            )
+        return body
+
+    def __repr__(self) -> str:
+        return f"ClientResponse(body={self._body!r}, error={self.error!r}, api_version={self.api_version})"
+
+
 @dataclass(slots=True)
-class ClientResponse:
-    """The outcome of a :class:`ClientRequest`: a decoded ``body`` or an ``error``."""
+class UnsentRequest(Generic[R]):
+    """A request a manager wants sent. ``node_id=None`` means the least-loaded broker. The
+    handler takes responses of the request's own response type (checked by mypy)."""
 
-    request: ClientRequest
-    body: Any
-    error: KafkaError | None
-    api_version: int
-    received_ms: int
-
-
-@dataclass(slots=True)
-class UnsentRequest:
-    """A request a manager wants sent. ``node_id=None`` means the least-loaded broker."""
-
-    request: RequestMessage
+    request: RequestMessage[R]
     node_id: int | None
-    handler: Callable[[ClientResponse], None]
+    handler: Callable[[ClientResponse[R]], None]
     max_version: int | None = None
     expect_response: bool = True
     #: how long to wait for the response once sent (None: request.timeout.ms)
@@ -67,7 +98,7 @@ class PollResult:
     """What a request manager's ``poll`` returns."""
 
     time_until_next_poll_ms: int = MAX_POLL_TIMEOUT_MS
-    unsent: list[UnsentRequest] = field(default_factory=list)
+    unsent: list[UnsentRequest[Any]] = field(default_factory=list)
 
 
 class RequestManager(Protocol):

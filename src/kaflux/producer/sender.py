@@ -108,7 +108,7 @@ class ProduceRequestManager:
         topics = self._accumulator.topics_with_data()
         if topics:
             self._metadata.add_topics(topics)
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[ProduceResponse]] = []
         wait_ms = 2**31
         for _ in range(self._max_in_flight):
             by_node, next_ms, unknown_leader = self._accumulator.drain_ready(
@@ -155,7 +155,9 @@ class ProduceRequestManager:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _request_for(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> UnsentRequest:
+    def _request_for(
+        self, node_id: int, batches: list[ProducerBatch], now_ms: int
+    ) -> UnsentRequest[ProduceResponse]:
         compression = self._accumulator.compression
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
@@ -172,7 +174,7 @@ class ProduceRequestManager:
         self.in_flight_requests += 1
         self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
 
-        def handle(response: ClientResponse) -> None:
+        def handle(response: ClientResponse[ProduceResponse]) -> None:
             self.in_flight_requests -= 1
             count = self._node_in_flight.get(node_id, 0) - 1
             if count > 0:
@@ -195,7 +197,7 @@ class ProduceRequestManager:
             deadline_ms=delivery_deadline,
         )
 
-    def _on_response(self, batches: list[ProducerBatch], response: ClientResponse) -> None:
+    def _on_response(self, batches: list[ProducerBatch], response: ClientResponse[ProduceResponse]) -> None:
         now_ms = response.received_ms
         if response.error is not None:
             for batch in batches:
@@ -205,7 +207,7 @@ class ProduceRequestManager:
             for batch in batches:
                 self._complete_ok(batch, -1, -1)
             return
-        body: ProduceResponse = response.body
+        body = response.body
         results = {(t.name, p.index): p for t in body.responses for p in t.partition_responses}
         for batch in batches:
             result = results.get((batch.tp.topic, batch.tp.partition))

@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kaflux.errors import (
     ClusterAuthorizationFailedError,
@@ -79,6 +79,7 @@ from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
 from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
 from kaflux.producer.sequences import NO_SEQUENCE, increment_sequence
+from kaflux.protocol.framing import RequestMessage
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kaflux.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -101,6 +102,9 @@ if TYPE_CHECKING:
     from kaflux.producer.accumulator import ProducerBatch
 
 log = logging.getLogger("kaflux.producer")
+
+#: the response type of a handler's request
+R = TypeVar("R")
 
 __all__ = [
     "TXN_TRANSITIONS",
@@ -227,7 +231,7 @@ class _PartitionEntry:
                 return
 
 
-class _Handler:
+class _Handler(Generic[R]):
     """One transactional request, its retries and the result the application waits on."""
 
     priority: _Priority = _Priority.ADD_PARTITIONS_OR_OFFSETS
@@ -246,10 +250,10 @@ class _Handler:
     def coordinator_key(self) -> str:
         return self.tm.transactional_id or ""
 
-    def build(self) -> Any:  # pragma: no cover - every handler overrides it
+    def build(self) -> RequestMessage[R]:  # pragma: no cover - every handler overrides it
         raise NotImplementedError
 
-    def handle(self, body: Any, version: int) -> None:  # pragma: no cover
+    def handle(self, body: R, version: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def retry_backoff_ms(self) -> int:
@@ -289,7 +293,7 @@ class _Handler:
         self.tm._enqueue(self)
 
 
-class _FindCoordinatorHandler(_Handler):
+class _FindCoordinatorHandler(_Handler[FindCoordinatorResponse]):
     priority = _Priority.FIND_COORDINATOR
     coordinator_type = None
     max_version = MAX_FIND_COORDINATOR_VERSION
@@ -323,7 +327,7 @@ class _FindCoordinatorHandler(_Handler):
             )
 
 
-class _InitProducerIdHandler(_Handler):
+class _InitProducerIdHandler(_Handler[InitProducerIdResponse]):
     max_version = MAX_INIT_PRODUCER_ID_VERSION
 
     def __init__(self, tm: TransactionManager, *, epoch_bump: bool, producer_id: int, epoch: int) -> None:
@@ -376,7 +380,7 @@ class _InitProducerIdHandler(_Handler):
             self.fatal_error(error_for_code(code)("unexpected error in the InitProducerId response"))
 
 
-class _AddPartitionsHandler(_Handler):
+class _AddPartitionsHandler(_Handler[AddPartitionsToTxnResponse]):
     max_version = MAX_ADD_PARTITIONS_VERSION
 
     def __init__(self, tm: TransactionManager, partitions: set[TopicPartition]) -> None:
@@ -463,7 +467,7 @@ class _AddPartitionsHandler(_Handler):
             self.done()
 
 
-class _AddOffsetsHandler(_Handler):
+class _AddOffsetsHandler(_Handler[AddOffsetsToTxnResponse]):
     max_version = MAX_ADD_OFFSETS_VERSION
 
     def __init__(
@@ -511,7 +515,7 @@ class _AddOffsetsHandler(_Handler):
             self.fatal_error(error_for_code(code)("unexpected error in the AddOffsetsToTxn response"))
 
 
-class _TxnOffsetCommitHandler(_Handler):
+class _TxnOffsetCommitHandler(_Handler[TxnOffsetCommitResponse]):
     coordinator_type = _GROUP
     max_version = MAX_TXN_OFFSET_COMMIT_VERSION
 
@@ -611,7 +615,7 @@ class _TxnOffsetCommitHandler(_Handler):
             self.reenqueue()
 
 
-class _EndTxnHandler(_Handler):
+class _EndTxnHandler(_Handler[EndTxnResponse]):
     priority = _Priority.END_TXN
     is_end_txn = True
     max_version = MAX_END_TXN_VERSION
@@ -693,9 +697,9 @@ class TransactionManager:
         self._rewrite_sequences_on_new_id = False
         self.coordinator_supports_epoch_bump = False
         # transactions
-        self._pending: list[tuple[int, int, _Handler]] = []
+        self._pending: list[tuple[int, int, _Handler[Any]]] = []
         self._order = itertools.count()
-        self._in_flight: _Handler | None = None
+        self._in_flight: _Handler[Any] | None = None
         self._new_partitions: set[TopicPartition] = set()
         self._pending_partitions: set[TopicPartition] = set()
         self._partitions_in_transaction: set[TopicPartition] = set()
@@ -1266,7 +1270,7 @@ class TransactionManager:
 
     # -- the request manager -------------------------------------------------------------------
 
-    def _enqueue(self, handler: _Handler) -> None:
+    def _enqueue(self, handler: _Handler[Any]) -> None:
         heapq.heappush(self._pending, (int(handler.priority), next(self._order), handler))
 
     def _set_coordinator(self, key_type: int, node: Node) -> None:
@@ -1281,7 +1285,7 @@ class TransactionManager:
             return
         self._enqueue(_FindCoordinatorHandler(self, key_type, key))
 
-    def _next_request(self) -> _Handler | None:
+    def _next_request(self) -> _Handler[Any] | None:
         if self._new_partitions:
             self._enqueue(self._add_partitions_handler())
         while self._pending:
@@ -1337,8 +1341,8 @@ class TransactionManager:
         """Nothing is sent at close (an open transaction is aborted by ``Producer.close``)."""
         return PollResult()
 
-    def _response_handler(self, handler: _Handler, sent_ms: int) -> Callable[[ClientResponse], None]:
-        def on_response(response: ClientResponse) -> None:
+    def _response_handler(self, handler: _Handler[R], sent_ms: int) -> Callable[[ClientResponse[R]], None]:
+        def on_response(response: ClientResponse[R]) -> None:
             self._in_flight = None
             now_ms = response.received_ms
             if response.error is not None:

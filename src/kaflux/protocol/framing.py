@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from kaflux.errors import ProtocolError, UnsupportedVersionBrokerError
 from kaflux.protocol.api import request_header_version, response_header_version
@@ -49,10 +49,19 @@ def _peek_error_code(reader: Reader) -> int | None:
     return int(code)
 
 
-class RequestMessage(Protocol):
-    """What framing needs of a generated request class."""
+#: the response type a request is answered with
+R_co = TypeVar("R_co", covariant=True)
+
+
+class RequestMessage(Protocol[R_co]):
+    """What framing needs of a generated request class. Its parameter is the response class,
+    read from the generated ``RESPONSE`` attribute, so that the type checker can tell which
+    response belongs to which request."""
 
     API_KEY: ClassVar[int]
+
+    @property
+    def RESPONSE(self) -> type[R_co]: ...
 
     def encode(self, w: Writer, version: int) -> None: ...
 
@@ -95,7 +104,12 @@ class BrokerProtocol:
     # -- sending -------------------------------------------------------------------------
 
     def send_request(
-        self, request: RequestMessage, api_version: int, context: Any = None, *, expect_response: bool = True
+        self,
+        request: RequestMessage[Any],
+        api_version: int,
+        context: Any = None,
+        *,
+        expect_response: bool = True,
     ) -> InFlightRequest:
         """Frame ``request`` at ``api_version`` and queue its bytes for sending.
 

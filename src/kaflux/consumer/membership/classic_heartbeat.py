@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaflux.consumer.assignors import decode_assignment
 from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState
@@ -48,7 +48,7 @@ from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
-from kaflux.protocol.messages.leave_group import LeaveGroupRequest
+from kaflux.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from kaflux.protocol.messages.sync_group import (
     SyncGroupRequest,
     SyncGroupRequestAssignment,
@@ -156,7 +156,7 @@ class ClassicHeartbeatRequestManager:
         self._check_poll_timer(now_ms)
         membership.maybe_rejoin(now_ms)
         node = self._coordinator.coordinator_id
-        unsent: list[UnsentRequest] = []
+        unsent: list[UnsentRequest[Any]] = []
         wait = MAX_POLL_TIMEOUT_MS
         in_flight = self.in_flight
         if node is None and membership.state is _M.LEAVING and in_flight is None:
@@ -200,7 +200,7 @@ class ClassicHeartbeatRequestManager:
         )
         self._membership.leave_on_poll_timeout()
 
-    def _state_request(self, node: int, now_ms: int) -> UnsentRequest | None:
+    def _state_request(self, node: int, now_ms: int) -> UnsentRequest[Any] | None:
         state = self._membership.state
         if state is _M.JOINING:
             return self._join_request(node)
@@ -212,7 +212,7 @@ class ClassicHeartbeatRequestManager:
 
     # -- JoinGroup ------------------------------------------------------------------------------------
 
-    def _join_request(self, node: int) -> UnsentRequest:
+    def _join_request(self, node: int) -> UnsentRequest[JoinGroupResponse]:
         membership = self._membership
         reason = membership.take_rejoin_reason()
         request = JoinGroupRequest(
@@ -234,7 +234,7 @@ class ClassicHeartbeatRequestManager:
         timeout = max(self._request_timeout_ms, self._rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_MARGIN_MS)
         return UnsentRequest(request, node, lambda r: self._on_join_response(r, sent), timeout_ms=timeout)
 
-    def _on_join_response(self, response: ClientResponse, sent: InFlight) -> None:
+    def _on_join_response(self, response: ClientResponse[JoinGroupResponse], sent: InFlight) -> None:
         self._answered(sent)
         membership = self._membership
         if membership.state is not _M.JOINING:
@@ -243,7 +243,7 @@ class ClassicHeartbeatRequestManager:
             self._coordinator.mark_unknown(str(response.error))
             self._retry.on_failure(response.received_ms)
             return
-        body: JoinGroupResponse = response.body
+        body = response.body
         if body.error_code == 0:
             self._retry.on_success()
             membership.on_join_succeeded(
@@ -270,7 +270,7 @@ class ClassicHeartbeatRequestManager:
 
     # -- SyncGroup ------------------------------------------------------------------------------------
 
-    def _sync_request(self, node: int, now_ms: int) -> UnsentRequest | None:
+    def _sync_request(self, node: int, now_ms: int) -> UnsentRequest[SyncGroupResponse] | None:
         membership = self._membership
         assignments: list[SyncGroupRequestAssignment] = []
         if membership.is_leader:
@@ -290,7 +290,7 @@ class ClassicHeartbeatRequestManager:
         sent = self._send(RequestKind.SYNC_GROUP)
         return UnsentRequest(request, node, lambda r: self._on_sync_response(r, sent))
 
-    def _on_sync_response(self, response: ClientResponse, sent: InFlight) -> None:
+    def _on_sync_response(self, response: ClientResponse[SyncGroupResponse], sent: InFlight) -> None:
         self._answered(sent)
         membership = self._membership
         now_ms = response.received_ms
@@ -301,7 +301,7 @@ class ClassicHeartbeatRequestManager:
             membership.restart_join()
             self._retry.on_failure(now_ms)
             return
-        body: SyncGroupResponse = response.body
+        body = response.body
         if body.error_code == 0:
             self._retry.on_success()
             try:
@@ -327,7 +327,7 @@ class ClassicHeartbeatRequestManager:
 
     # -- Heartbeat ------------------------------------------------------------------------------------
 
-    def _heartbeat(self, node: int, now_ms: int) -> UnsentRequest:
+    def _heartbeat(self, node: int, now_ms: int) -> UnsentRequest[HeartbeatResponse]:
         membership = self._membership
         sent = self._send(RequestKind.HEARTBEAT)
         self._next_heartbeat_ms = now_ms + self._heartbeat_interval_ms
@@ -340,13 +340,15 @@ class ClassicHeartbeatRequestManager:
         generation = membership.generation
         return UnsentRequest(request, node, lambda r: self._on_heartbeat_response(r, sent, generation))
 
-    def _on_heartbeat_response(self, response: ClientResponse, sent: InFlight, generation: int) -> None:
+    def _on_heartbeat_response(
+        self, response: ClientResponse[HeartbeatResponse], sent: InFlight, generation: int
+    ) -> None:
         self._answered(sent)
         membership = self._membership
         if response.error is not None:
             self._coordinator.mark_unknown(str(response.error))
             return
-        body: HeartbeatResponse = response.body
+        body = response.body
         code = body.error_code
         if code == 0 or generation != membership.generation or membership.state not in HEARTBEAT_STATES:
             return
@@ -362,7 +364,7 @@ class ClassicHeartbeatRequestManager:
 
     # -- LeaveGroup -----------------------------------------------------------------------------------
 
-    def _leave_request(self, node: int, now_ms: int) -> UnsentRequest | None:
+    def _leave_request(self, node: int, now_ms: int) -> UnsentRequest[LeaveGroupResponse] | None:
         membership = self._membership
         if not membership.member_id:
             membership.finish_leave()
@@ -370,7 +372,7 @@ class ClassicHeartbeatRequestManager:
         request = LeaveGroupRequest(group_id=self._group_id, member_id=membership.member_id)
         sent = self._send(RequestKind.LEAVE_GROUP)
 
-        def on_response(response: ClientResponse) -> None:
+        def on_response(response: ClientResponse[LeaveGroupResponse]) -> None:
             self._answered(sent)
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
