@@ -41,6 +41,7 @@ from kaflux.errors import (
     RebalanceInProgressError,
 )
 from kaflux.network.cluster import coordinator_node_id
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -523,6 +524,23 @@ def test_poll_timer_expiry_leaves_the_group_and_the_next_poll_rejoins() -> None:
     driver.settle()
     assert a.assignment() | b.assignment() == all_of(6)
     assert not a.assignment() & b.assignment()
+
+
+def test_the_application_may_block_in_poll_only_until_the_next_heartbeat() -> None:
+    """maximum_time_to_wait bounds how long poll() waits on the application thread: until the
+    next heartbeat while in the group, not at all once the poll timer ran out, and only the
+    longest poll slice outside a group."""
+    driver, (a,) = stable_group("a", max_poll_interval_ms=60_000)
+    heartbeat = a.manager.heartbeat
+    now = driver.now_ms
+    beat = a.sent(HeartbeatRequest)[-1].sent_ms
+    assert a.manager.maximum_time_to_wait(now) == max(0, beat + HEARTBEAT_MS - now)
+    assert 0 < a.manager.maximum_time_to_wait(now) <= HEARTBEAT_MS
+    heartbeat.poll_timer.reset(now - 60_001)  # the application stopped polling a while ago
+    assert a.manager.maximum_time_to_wait(now) == 0
+    a.leave()
+    driver.run_until(lambda: a.state is M.UNJOINED, timeout_ms=10_000)
+    assert a.manager.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS
 
 
 def test_a_member_that_keeps_polling_stays_in_the_group() -> None:

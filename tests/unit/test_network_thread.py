@@ -14,7 +14,7 @@ import pytest
 
 from kaflux.errors import IllegalStateError, KafkaConnectionError
 from kaflux.network.network_thread import FAILED_MANAGER_RETRY_MS, NetworkThread
-from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, PollResult, UnsentRequest
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest
 
 
@@ -82,10 +82,21 @@ class FakeDelegate:
         self.closed_with = error
 
 
-class FakeManager:
-    def __init__(self, log: Log, name: str, wait_ms: int, unsent: list[UnsentRequest] | None = None) -> None:
+class FakeManager(RequestManager):
+    def __init__(
+        self,
+        log: Log,
+        name: str,
+        wait_ms: int,
+        unsent: list[UnsentRequest[Any]] | None = None,
+        app_wait_ms: int = MAX_POLL_TIMEOUT_MS,
+    ) -> None:
         self.log, self.name, self.wait_ms, self.unsent = log, name, wait_ms, unsent or []
-        self.closing: list[UnsentRequest] = []
+        self.app_wait_ms = app_wait_ms
+        self.closing: list[UnsentRequest[Any]] = []
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        return self.app_wait_ms
 
     def poll(self, now_ms: int) -> PollResult:
         self.log("poll", self.name)
@@ -139,7 +150,11 @@ def thread_with(log: Log, *managers: FakeManager) -> tuple[NetworkThread, FakeDe
 def test_one_pass_drains_events_then_polls_managers_then_does_io_then_expires() -> None:
     log = Log()
     request = unsent()
-    thread, _, _ = thread_with(log, FakeManager(log, "m1", 300, [request]), FakeManager(log, "m2", 40))
+    thread, _, _ = thread_with(
+        log,
+        FakeManager(log, "m1", 300, [request], app_wait_ms=700),
+        FakeManager(log, "m2", 40, app_wait_ms=900),
+    )
     thread.submit("e1", wake=False)
     thread.submit("e2", wake=False)
     thread.run_once()
@@ -152,7 +167,7 @@ def test_one_pass_drains_events_then_polls_managers_then_does_io_then_expires() 
         ("io", 40),
         ("expire",),
     ]
-    assert thread.max_time_to_wait_ms == 40
+    assert thread.max_time_to_wait_ms == 700, "the application waits as long as every manager allows"
     assert thread.loop_count == 1
 
 

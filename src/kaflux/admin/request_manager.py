@@ -19,7 +19,13 @@ from kaflux.errors import KafkaError, KafkaTimeoutError
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataAnswer, MetadataManager
-from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import (
+    MAX_POLL_TIMEOUT_MS,
+    ClientResponse,
+    PollResult,
+    RequestManager,
+    UnsentRequest,
+)
 
 
 @dataclass(slots=True)
@@ -40,7 +46,7 @@ class _Pending:
     state: RequestState
 
 
-class AdminRequestManager:
+class AdminRequestManager(RequestManager):
     """Sends the admin client's calls and retries them until their deadlines."""
 
     def __init__(

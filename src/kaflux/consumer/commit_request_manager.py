@@ -42,7 +42,7 @@ from kaflux.errors import (
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -115,7 +115,7 @@ class _PendingFetch:
     futures: list[Future[dict[TopicPartition, OffsetAndMetadata | None]]] = field(default_factory=list)
 
 
-class CommitRequestManager:
+class CommitRequestManager(RequestManager):
     """OffsetCommit and OffsetFetch for one group, plus the auto-commit timer."""
 
     def __init__(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from kaflux.errors import KafkaError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kaflux.structs import Node
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 MAX_FIND_COORDINATOR_VERSION = 3
 
 
-class CoordinatorRequestManager:
+class CoordinatorRequestManager(RequestManager):
     """Knows the coordinator node of one group."""
 
     def __init__(

@@ -25,7 +25,7 @@ from kaflux.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -50,7 +50,7 @@ SHORT_WAIT_MS = 10
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 
 
-class FetchRequestManager:
+class FetchRequestManager(RequestManager):
     """Keeps one fetch in flight per broker while the buffer has room."""
 
     def __init__(

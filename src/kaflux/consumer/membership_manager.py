@@ -130,6 +130,9 @@ class MembershipManager(MembershipCore):
     def poll_on_close(self, now_ms: int) -> PollResult:
         return self.heartbeat.poll_on_close(now_ms)
 
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        return self.heartbeat.maximum_time_to_wait(now_ms)
+
     def on_poll(self, now_ms: int) -> None:
         """The application polled: reset the poll timer; a stale member rejoins."""
         self.heartbeat.poll_timer.reset(now_ms)

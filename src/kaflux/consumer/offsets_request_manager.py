@@ -29,7 +29,7 @@ from kaflux.errors import KafkaError, KafkaTimeoutError, NoOffsetForPartitionErr
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -63,7 +63,7 @@ class _PositionWaiter:
     future: Future[bool]
 
 
-class OffsetsRequestManager:
+class OffsetsRequestManager(RequestManager):
     """Offset lookups and position initialization."""
 
     def __init__(

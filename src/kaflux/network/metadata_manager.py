@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kaflux.errors import KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, TopicInfo
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kaflux.structs import Node, PartitionInfo
 
@@ -73,7 +73,7 @@ def parse_metadata(response: MetadataResponse) -> MetadataAnswer:
     return MetadataAnswer(brokers, topics, errors, response.cluster_id, response.controller_id)
 
 
-class MetadataManager:
+class MetadataManager(RequestManager):
     """Decides when to refresh cluster metadata and applies responses."""
 
     def __init__(

@@ -123,10 +123,11 @@ class NetworkThread(threading.Thread):
         """One pass: events, managers, I/O, expiry."""
         now = monotonic_ms()
         self._drain_events(now)
-        wait = MAX_POLL_TIMEOUT_MS
+        wait = app_wait = MAX_POLL_TIMEOUT_MS
         for manager in self._managers:
             try:
                 result = manager.poll(now)
+                app_wait = min(app_wait, manager.maximum_time_to_wait(now))
             except Exception:
                 # A bug in one manager must not starve the others, nor the I/O their requests
                 # wait for (a group member's leave on close, say); it is tried again soon.
@@ -138,7 +139,7 @@ class NetworkThread(threading.Thread):
         deadline = self._processor.next_deadline_ms()
         if deadline is not None:
             wait = max(0, min(wait, deadline - now))  # wake in time to fail an overdue event
-        self.max_time_to_wait_ms = wait
+        self.max_time_to_wait_ms = app_wait
         self.sleeping_until_ms = now + wait
         self.delegate.poll(wait, now, monotonic_ms)
         self.sleeping_until_ms = 0

@@ -102,7 +102,8 @@ class PollResult:
 
 
 class RequestManager(Protocol):
-    """A source of requests for the network thread. Neither method does I/O or blocks."""
+    """A source of requests for the network thread. No method does I/O or blocks. Managers
+    subclass this explicitly, to inherit the default :meth:`maximum_time_to_wait`."""
 
     def poll(self, now_ms: int) -> PollResult:
         """The requests to send now, and how soon to be polled again."""
@@ -111,3 +112,9 @@ class RequestManager(Protocol):
     def poll_on_close(self, now_ms: int) -> PollResult:
         """The last requests to send while the client closes (commits, a LeaveGroup...)."""
         ...
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        """How long the application thread may stay blocked in ``poll()`` before this manager
+        needs it back (a heartbeat manager: to feed the poll timer before the next heartbeat).
+        Most managers never need it sooner than the longest poll slice."""
+        return MAX_POLL_TIMEOUT_MS

@@ -29,7 +29,7 @@ from kaflux.errors import (
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.producer.transaction_manager import TransactionAbortedError, TransactionManager, TxnState
 from kaflux.protocol.messages.produce import (
     PartitionProduceData,
@@ -49,7 +49,7 @@ MAX_PRODUCE_VERSION = 11
 _FATAL_POLL_MS = 1000
 
 
-class ProduceRequestManager:
+class ProduceRequestManager(RequestManager):
     """Sends batches; completes, retries or fails them."""
 
     def __init__(

@@ -77,7 +77,7 @@ from kaflux.errors import (
 )
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
-from kaflux.network.requests import ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.producer.sequences import NO_SEQUENCE, increment_sequence
 from kaflux.protocol.framing import RequestMessage
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -658,7 +658,7 @@ class _EndTxnHandler(_Handler[EndTxnResponse]):
             self.fatal_error(error_for_code(code)("unexpected error in the EndTxn response"))
 
 
-class TransactionManager:
+class TransactionManager(RequestManager):
     """Producer id, epoch and sequences (idempotence), and the transaction state machine."""
 
     def __init__(

@@ -45,7 +45,13 @@ from kaflux.errors import (
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
-from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
+from kaflux.network.requests import (
+    MAX_POLL_TIMEOUT_MS,
+    ClientResponse,
+    PollResult,
+    RequestManager,
+    UnsentRequest,
+)
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -103,7 +109,7 @@ class InFlight:
     kind: RequestKind
 
 
-class ClassicHeartbeatRequestManager:
+class ClassicHeartbeatRequestManager(RequestManager):
     """JoinGroup, SyncGroup, Heartbeat and LeaveGroup for one classic group member."""
 
     def __init__(
@@ -186,6 +192,16 @@ class ClassicHeartbeatRequestManager:
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         return self.poll(now_ms)
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        """A member must come back to ``poll()`` in time for its next heartbeat (each poll feeds
+        the poll timer), and at once when the poll timer has run out, as in Java."""
+        state = self._membership.state
+        if state not in HEARTBEAT_STATES:
+            return MAX_POLL_TIMEOUT_MS
+        if state in _POLL_TIMER_STATES and self.poll_timer.is_expired(now_ms):
+            return 0
+        return max(0, min(MAX_POLL_TIMEOUT_MS, self._next_heartbeat_ms - now_ms))
 
     def _check_poll_timer(self, now_ms: int) -> None:
         if self._membership.state not in _POLL_TIMER_STATES or not self.poll_timer.is_expired(now_ms):
