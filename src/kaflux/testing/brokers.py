@@ -88,14 +88,9 @@ class Broker(abc.ABC):
     def __init__(self, *, port: int | None = None, workdir: str | os.PathLike[str] | None = None) -> None:
         self._port = port
         self._port_fixed = port is not None
-        if workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix=f"kaflux-{self.name}-"))
-            self._owns_workdir = True
+        self.workdir, self._owns_workdir = make_workdir(workdir, prefix=f"kaflux-{self.name}-")
+        if self._owns_workdir:
             _OWNED.append(self)
-        else:
-            self.workdir = Path(workdir)
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            self._owns_workdir = False
         self.log_path = self.workdir / "broker.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
@@ -133,22 +128,14 @@ class Broker(abc.ABC):
     @property
     def pid(self) -> int | None:
         """PID of the running broker process, or None when it is not running."""
-        proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return running_pid(self._proc)
 
     def is_alive(self) -> bool:
-        proc = self._proc
-        return proc is not None and proc.poll() is None
+        return running_pid(self._proc) is not None
 
     def log_tail(self, max_bytes: int = _LOG_TAIL_BYTES) -> str:
         """The last ``max_bytes`` of the broker's log (all starts of this object)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - max_bytes))
-                return f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path, max_bytes=max_bytes)
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.is_alive() else "stopped"
@@ -177,7 +164,7 @@ class Broker(abc.ABC):
                 if failure is None:
                     return self
                 in_use = self._reports_address_in_use()
-                self._reap(kill=True)
+                self._reap()
                 if in_use and time.monotonic() < deadline:
                     if self._port_fixed:
                         # Restart on the same port: the old socket may take a moment to go away.
@@ -203,7 +190,7 @@ class Broker(abc.ABC):
     def kill(self) -> None:
         """SIGKILL the broker at once, as a crash would, and reap it."""
         with self._lock:
-            self._reap(kill=True)
+            self._reap()
 
     def restart(self, timeout: float = 30.0) -> Self:
         """Stop the broker if it runs, then start it again on the same port.
@@ -281,14 +268,12 @@ class Broker(abc.ABC):
         marker = tail.rfind("=== kaflux start #")
         return any(m in tail[max(marker, 0) :] for m in _ADDRESS_IN_USE_MARKERS)
 
-    def _reap(self, *, kill: bool) -> None:
+    def _reap(self) -> None:
+        """SIGKILL the broker if it still runs, and reap it."""
         proc = self._proc
         if proc is None:
             return
-        if kill and proc.poll() is None:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored
-            proc.wait(timeout=10.0)
+        kill_process(proc)
         self._forget()
 
     def _forget(self) -> None:
@@ -458,6 +443,42 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10.0)
+
+
+def kill_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL a child process we started if it still runs, and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored
+        proc.wait(timeout=10.0)
+
+
+def running_pid(proc: subprocess.Popen[Any] | None) -> int | None:
+    """The PID of ``proc`` while it runs; None when there is none or it has exited."""
+    return proc.pid if proc is not None and proc.poll() is None else None
+
+
+def make_workdir(workdir: str | os.PathLike[str] | None, *, prefix: str) -> tuple[Path, bool]:
+    """``workdir`` (created if missing), or else a new temporary directory named ``prefix...``;
+    and whether it is such a new one, which the caller then owns and removes."""
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix=prefix)), True
+    path = Path(workdir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path, False
+
+
+def read_log(path: Path, *, start: int = 0, max_bytes: int | None = None) -> str:
+    """A child's log from byte ``start``, or only its last ``max_bytes``; "" while there is none."""
+    try:
+        with open(path, "rb") as f:
+            if max_bytes is not None:
+                f.seek(0, os.SEEK_END)
+                start = max(start, f.tell() - max_bytes)
+            f.seek(start)
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
 
 
 def _free_port() -> int:

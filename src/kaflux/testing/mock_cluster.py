@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import time
 from types import TracebackType
 from typing import IO, Self
+
+from kaflux.testing.brokers import running_pid, stop_process
 
 __all__ = ["MockCluster", "MockClusterStartError"]
 
@@ -58,7 +59,7 @@ class MockCluster:
     @property
     def pid(self) -> int | None:
         """The serving process's PID while it runs."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return running_pid(self._proc)
 
     def is_alive(self) -> bool:
         """Whether the serving process runs."""
@@ -96,12 +97,7 @@ class MockCluster:
                 proc.stdin.close()
                 proc.wait(timeout=min(2.0, timeout))
             except (OSError, subprocess.TimeoutExpired):
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10.0)
+                stop_process(proc, timeout)
         if proc.stdout is not None:
             proc.stdout.close()
         self._proc = None

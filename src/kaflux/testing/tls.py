@@ -30,7 +30,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -38,7 +37,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from kaflux.testing.brokers import TansuBroker, _die_with_parent_prefix, _free_port, stop_process
+from kaflux.testing.brokers import (
+    TansuBroker,
+    _die_with_parent_prefix,
+    _free_port,
+    kill_process,
+    make_workdir,
+    read_log,
+    running_pid,
+    stop_process,
+)
 
 __all__ = [
     "TlsStartError",
@@ -107,13 +115,7 @@ class TlsTerminator:
         self._port = port
         self._port_fixed = port is not None
         self.binary = binary or stunnel_binary()
-        if workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="kaflux-stunnel-"))
-            self._owns_workdir = True
-        else:
-            self.workdir = Path(workdir)
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            self._owns_workdir = False
+        self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-stunnel-")
         self.config_path = self.workdir / "stunnel.conf"
         self.log_path = self.workdir / "stunnel.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -134,22 +136,14 @@ class TlsTerminator:
 
     @property
     def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return running_pid(self._proc)
 
     def is_alive(self) -> bool:
-        proc = self._proc
-        return proc is not None and proc.poll() is None
+        return running_pid(self._proc) is not None
 
     def log_tail(self, max_bytes: int = 4000) -> str:
         """The end of stunnel's log (every start of this object)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - max_bytes))
-                return f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path, max_bytes=max_bytes)
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.is_alive() else "stopped"
@@ -249,12 +243,8 @@ class TlsTerminator:
             )
 
     def _current_log(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self._log_start)
-                return f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        """stunnel's log since the last start."""
+        return read_log(self.log_path, start=self._log_start)
 
     def _wait_ready(self, deadline: float) -> str | None:
         proc = self._proc
@@ -280,10 +270,7 @@ class TlsTerminator:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10.0)
+        kill_process(proc)
         self._proc = None
 
 
