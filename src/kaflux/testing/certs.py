@@ -76,32 +76,41 @@ def generate_certs(directory: str | os.PathLike[str], *, days: int = 2) -> TestC
             ]
         )
 
-    def make_ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = new_key()
-        subject = name(common_name)
-        cert = (
+    def builder(
+        subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, *, ca: bool
+    ) -> x509.CertificateBuilder:
+        """What every certificate here has: names, key, serial, validity, basic constraints and key
+        usage (a CA signs certificates and CRLs, a leaf signs and agrees keys)."""
+        return (
             x509.CertificateBuilder()
             .subject_name(subject)
-            .issuer_name(subject)
+            .issuer_name(issuer)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(not_before)
             .not_valid_after(not_after)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
                     content_commitment=False,
                     key_encipherment=False,
                     data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
+                    key_agreement=not ca,
+                    key_cert_sign=ca,
+                    crl_sign=ca,
                     encipher_only=False,
                     decipher_only=False,
                 ),
                 critical=True,
             )
+        )
+
+    def make_ca(common_name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        key = new_key()
+        subject = name(common_name)
+        cert = (
+            builder(subject, subject, key, ca=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256())
         )
@@ -116,29 +125,8 @@ def generate_certs(directory: str | os.PathLike[str], *, days: int = 2) -> TestC
     ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         ca_cert, ca_key = ca
         key = new_key()
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name(common_name))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before)
-            .not_valid_after(not_after)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=True,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+        leaf = (
+            builder(name(common_name), ca_cert.subject, key, ca=False)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .add_extension(
@@ -146,8 +134,8 @@ def generate_certs(directory: str | os.PathLike[str], *, days: int = 2) -> TestC
             )
         )
         if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(ca_key, hashes.SHA256()), key
+            leaf = leaf.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return leaf.sign(ca_key, hashes.SHA256()), key
 
     def write(
         stem: str, pair: tuple[x509.Certificate, ec.EllipticCurvePrivateKey], password: str = ""
