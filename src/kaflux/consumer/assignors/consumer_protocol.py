@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.messages.consumer_protocol import (
@@ -98,6 +99,29 @@ def _read_version(r: Reader, what: str) -> int:
     return version
 
 
+def _encode_versioned(body: ConsumerProtocolSubscription | ConsumerProtocolAssignment, version: int) -> bytes:
+    """An int16 ``version``, then ``body`` at that version."""
+    w = Writer()
+    w.int16(version)
+    body.encode(w, version)
+    return w.getvalue()
+
+
+_Body = TypeVar("_Body", ConsumerProtocolSubscription, ConsumerProtocolAssignment)
+
+
+def _decode_versioned(
+    data: bytes | bytearray | memoryview, body: type[_Body], what: str, max_version: int
+) -> _Body:
+    """Read the int16 version, then the body at that version (at ``max_version`` when newer)."""
+    r = Reader(data)
+    version = min(_read_version(r, what), max_version)
+    try:
+        return body.decode(r, version)
+    except ProtocolError as exc:
+        raise ProtocolError(f"invalid consumer protocol {what}: {exc}") from exc
+
+
 def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_MAX_VERSION) -> bytes:
     """Serialize ``sub`` as JoinGroup protocol metadata: an int16 ``version`` and the body.
 
@@ -116,10 +140,7 @@ def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_MAX_VERSI
         generation_id=sub.generation_id,
         rack_id=sub.rack_id,
     )
-    w = Writer()
-    w.int16(version)
-    body.encode(w, version)
-    return w.getvalue()
+    return _encode_versioned(body, version)
 
 
 def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
@@ -128,12 +149,7 @@ def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
     A version newer than :data:`SUBSCRIPTION_MAX_VERSION` is read with the newest known layout.
     Raises :class:`~kaflux.errors.ProtocolError` when the data is truncated or otherwise malformed.
     """
-    r = Reader(data)
-    version = min(_read_version(r, "subscription"), SUBSCRIPTION_MAX_VERSION)
-    try:
-        body = ConsumerProtocolSubscription.decode(r, version)
-    except ProtocolError as exc:
-        raise ProtocolError(f"invalid consumer protocol subscription: {exc}") from exc
+    body = _decode_versioned(data, ConsumerProtocolSubscription, "subscription", SUBSCRIPTION_MAX_VERSION)
     return Subscription(
         topics=tuple(body.topics),
         user_data=body.user_data,
@@ -156,10 +172,7 @@ def encode_assignment(assignment: Assignment, version: int = ASSIGNMENT_MAX_VERS
         ],
         user_data=assignment.user_data,
     )
-    w = Writer()
-    w.int16(version)
-    body.encode(w, version)
-    return w.getvalue()
+    return _encode_versioned(body, version)
 
 
 def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
@@ -171,12 +184,7 @@ def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
     """
     if len(data) == 0:
         return Assignment(())
-    r = Reader(data)
-    version = min(_read_version(r, "assignment"), ASSIGNMENT_MAX_VERSION)
-    try:
-        body = ConsumerProtocolAssignment.decode(r, version)
-    except ProtocolError as exc:
-        raise ProtocolError(f"invalid consumer protocol assignment: {exc}") from exc
+    body = _decode_versioned(data, ConsumerProtocolAssignment, "assignment", ASSIGNMENT_MAX_VERSION)
     return Assignment(
         partitions=tuple(
             TopicPartition(tp.topic, p) for tp in body.assigned_partitions for p in tp.partitions
