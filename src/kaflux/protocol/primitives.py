@@ -415,12 +415,7 @@ class Reader:
             if n != -1:
                 raise self._bad_length("records", n, start)
             return None
-        pos = self.pos
-        end = pos + n
-        if end > len(self.buf):
-            raise self._bad_length("records", n, start)
-        self.pos = end
-        return self.buf[pos:end]
+        return self._blob(n, "records", start)
 
     # -- tagged fields ------------------------------------------------------------------
 
