@@ -288,31 +288,42 @@ def _partition_numbers(
     return out
 
 
+def _partition_values(
+    name: str, raw: str, example: str, *, unit: str, minimum: int, problem: str
+) -> dict[TopicPartition, int]:
+    """JSON ``{"topic": {"partition": number}}`` as a number per partition; a number below ``minimum``
+    is an error: "Option 'name': <unit> <number> for <topic>-<partition> <problem>"."""
+    numbers: dict[TopicPartition, int] = {}
+    for topic, values in _json_object(name, raw, example).items():
+        for part, number in _partition_numbers(name, raw, topic, values, example).items():
+            if number < minimum:
+                raise KafluxOptionError(f"Option '{name}': {unit} {number} for {topic}-{part} {problem}")
+            numbers[TopicPartition(topic, part)] = number
+    return numbers
+
+
 def parse_partition_offsets(name: str, raw: str) -> dict[TopicPartition, int]:
     """Offset JSON ``{"topic": {"0": 23, "1": -1}}`` (-2 earliest, -1 latest)."""
-    offsets: dict[TopicPartition, int] = {}
-    for topic, values in _json_object(name, raw, _OFFSETS_EXAMPLE).items():
-        for part, offset in _partition_numbers(name, raw, topic, values, _OFFSETS_EXAMPLE).items():
-            if offset < EARLIEST:
-                raise KafluxOptionError(
-                    f"Option '{name}': offset {offset} for {topic}-{part} is invalid; use an offset >= 0, "
-                    "-1 for latest or -2 for earliest"
-                )
-            offsets[TopicPartition(topic, part)] = offset
-    return offsets
+    return _partition_values(
+        name,
+        raw,
+        _OFFSETS_EXAMPLE,
+        unit="offset",
+        minimum=EARLIEST,
+        problem="is invalid; use an offset >= 0, -1 for latest or -2 for earliest",
+    )
 
 
 def parse_partition_timestamps(name: str, raw: str) -> dict[TopicPartition, int]:
     """Timestamp JSON ``{"topic": {"0": 1700000000000}}`` (epoch milliseconds)."""
-    timestamps: dict[TopicPartition, int] = {}
-    for topic, values in _json_object(name, raw, _TIMESTAMPS_EXAMPLE).items():
-        for part, ts in _partition_numbers(name, raw, topic, values, _TIMESTAMPS_EXAMPLE).items():
-            if ts < 0:
-                raise KafluxOptionError(
-                    f"Option '{name}': timestamp {ts} for {topic}-{part} is negative; give epoch milliseconds"
-                )
-            timestamps[TopicPartition(topic, part)] = ts
-    return timestamps
+    return _partition_values(
+        name,
+        raw,
+        _TIMESTAMPS_EXAMPLE,
+        unit="timestamp",
+        minimum=0,
+        problem="is negative; give epoch milliseconds",
+    )
 
 
 def parse_assign(raw: str) -> tuple[TopicPartition, ...]:
@@ -431,30 +442,28 @@ def _check_batch_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
                     f"Option 'endingOffsets': ending offset for {tp} can't be earliest (-2) for batch queries"
                 )
     if isinstance(starting, SpecificOffsets) and isinstance(ending, SpecificOffsets):
-        if set(starting.offsets) != set(ending.offsets):
-            raise KafluxOptionError(
-                "Options 'startingOffsets' and 'endingOffsets' must name the same topic partitions: "
-                f"{_tps(starting.offsets)} vs {_tps(ending.offsets)}"
-            )
-        for tp, start in sorted(starting.offsets.items()):
-            end = ending.offsets[tp]
-            if start >= 0 and end >= 0 and start > end:
-                raise KafluxOptionError(
-                    f"Options 'startingOffsets'/'endingOffsets': start offset {start} is greater than "
-                    f"end offset {end} for {tp}"
-                )
+        _check_ranges("Offsets", "offset", starting.offsets, ending.offsets)
     if isinstance(starting, SpecificTimestamps) and isinstance(ending, SpecificTimestamps):
-        if set(starting.timestamps) != set(ending.timestamps):
+        _check_ranges("OffsetsByTimestamp", "timestamp", starting.timestamps, ending.timestamps)
+
+
+def _check_ranges(
+    option: str, unit: str, starting: Mapping[TopicPartition, int], ending: Mapping[TopicPartition, int]
+) -> None:
+    """The options ``starting<option>`` and ``ending<option>`` name the same partitions, and no start
+    lies after its end (negative offsets, latest and earliest, are not compared)."""
+    first, last = f"starting{option}", f"ending{option}"
+    if set(starting) != set(ending):
+        raise KafluxOptionError(
+            f"Options '{first}' and '{last}' must name the same topic partitions: "
+            f"{_tps(starting)} vs {_tps(ending)}"
+        )
+    for tp, start in sorted(starting.items()):
+        end = ending[tp]
+        if start >= 0 and end >= 0 and start > end:
             raise KafluxOptionError(
-                "Options 'startingOffsetsByTimestamp' and 'endingOffsetsByTimestamp' must name the same "
-                f"topic partitions: {_tps(starting.timestamps)} vs {_tps(ending.timestamps)}"
+                f"Options '{first}'/'{last}': start {unit} {start} is greater than end {unit} {end} for {tp}"
             )
-        for tp, start in sorted(starting.timestamps.items()):
-            if start > ending.timestamps[tp]:
-                raise KafluxOptionError(
-                    f"Options 'startingOffsetsByTimestamp'/'endingOffsetsByTimestamp': start timestamp "
-                    f"{start} is greater than end timestamp {ending.timestamps[tp]} for {tp}"
-                )
 
 
 def _tps(mapping: Mapping[TopicPartition, int]) -> str:

@@ -210,6 +210,16 @@ def test_bad_source_values(options: dict[str, str], words: str) -> None:
             {"startingOffsets": '{"t": {"0": 9}}', "endingOffsets": '{"t": {"0": 5}}'},
             "start offset 9 is greater",
         ),
+        (
+            {"startingOffsetsByTimestamp": '{"t": {"0": 1}}', "endingOffsetsByTimestamp": '{"t": {"1": 5}}'},
+            "Options 'startingOffsetsByTimestamp' and 'endingOffsetsByTimestamp' must name the same topic "
+            "partitions: [t-0] vs [t-1]",
+        ),
+        (
+            {"startingOffsetsByTimestamp": '{"t": {"0": 9}}', "endingOffsetsByTimestamp": '{"t": {"0": 5}}'},
+            "Options 'startingOffsetsByTimestamp'/'endingOffsetsByTimestamp': start timestamp 9 is greater "
+            "than end timestamp 5 for t-0",
+        ),
     ],
 )
 def test_bad_batch_offsets(options: dict[str, str], words: str) -> None:
