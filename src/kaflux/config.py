@@ -383,6 +383,12 @@ def parse_host_port(server: str) -> tuple[str, int]:
     return (match["v6"] or match["host"], int(match["port"]))
 
 
+#: settings of the classic group protocol that group.protocol=consumer refuses
+_CLASSIC_ONLY_KEYS = frozenset(
+    {"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"}
+)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class ConsumerConfig(CommonConfig):
     """Consumer settings (Java's ``ConsumerConfig``)."""
@@ -392,6 +398,12 @@ class ConsumerConfig(CommonConfig):
     group_id: str | None = _setting("group.id", None, kind="optional_str")
     group_instance_id: str | None = _setting("group.instance.id", None, kind="optional_str")
     group_protocol: str = _setting("group.protocol", "classic", kind="str", choices=("classic", "consumer"))
+    group_remote_assignor: str | None = _setting(
+        "group.remote.assignor",
+        None,
+        kind="optional_str",
+        doc="group.protocol=consumer: the assignor the coordinator runs (None: the broker's default)",
+    )
     partition_assignment_strategy: list[str] = _setting(
         "partition.assignment.strategy", ["range", "cooperative-sticky"], kind="list"
     )
@@ -430,16 +442,29 @@ class ConsumerConfig(CommonConfig):
         CommonConfig.validate(self)
         if self.group_id is not None and not self.group_id.strip():
             raise ConfigError("group.id", "must not be empty or blank; leave it unset for no group")
-        if self.group_protocol == "consumer":
-            raise ConfigError(
-                "group.protocol",
-                "'consumer' (KIP-848) is not supported yet; kaflux implements the classic group "
-                "protocol. Use group.protocol=classic (the default).",
-            )
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
+        if self.group_protocol == "classic":
+            if self.group_remote_assignor is not None and self.group_remote_assignor.strip():
+                raise ConfigError(
+                    "group.remote.assignor",
+                    "cannot be set when group.protocol=classic: the broker assigns only under "
+                    "group.protocol=consumer (classic members use partition.assignment.strategy)",
+                )
+            if self.heartbeat_interval_ms >= self.session_timeout_ms:
+                raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
 
     def validate_explicit(self, given: frozenset[str]) -> None:
+        if self.group_protocol == "consumer":
+            # As Java: these belong to the classic protocol; under KIP-848 the broker sets the
+            # session and heartbeat interval and runs the assignor (group.remote.assignor).
+            classic_only = sorted(given & _CLASSIC_ONLY_KEYS)
+            if classic_only:
+                raise ConfigError(
+                    classic_only[0],
+                    f"{', '.join(classic_only)} cannot be set when group.protocol=consumer: the "
+                    "coordinator sets the session timeout and heartbeat interval and assigns the "
+                    "partitions (choose its assignor with group.remote.assignor); remove "
+                    f"{'them' if len(classic_only) > 1 else 'it'} or use group.protocol=classic",
+                )
         # Java silently turns auto-commit off without a group, unless the user asked for it.
         if self.group_id is None and self.enable_auto_commit and "enable.auto.commit" in given:
             raise ConfigError("enable.auto.commit", "cannot be true without a group.id")

@@ -143,10 +143,37 @@ def test_value_not_among_the_choices_is_rejected() -> None:
     assert info.value.key == "auto.offset.reset"
 
 
-def test_group_protocol_consumer_is_refused_as_not_supported() -> None:
-    with pytest.raises(ConfigError, match="not supported") as info:
-        ConsumerConfig.from_dict({**BOOT, "group.id": "g", "group.protocol": "consumer"})
-    assert info.value.key == "group.protocol"
+def test_group_protocol_consumer_is_accepted_with_its_remote_assignor() -> None:
+    config = ConsumerConfig.from_dict(
+        {**BOOT, "group.id": "g", "group.protocol": "CONSUMER", "group.remote.assignor": "uniform"}
+    )
+    assert (config.group_protocol, config.group_remote_assignor) == ("consumer", "uniform")
+
+
+@pytest.mark.parametrize(
+    "classic_only",
+    [
+        {"partition.assignment.strategy": "range"},
+        {"session.timeout.ms": 10_000},
+        {"heartbeat.interval.ms": 1_000},
+        {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000},
+    ],
+    ids=["assignment-strategy", "session-timeout", "heartbeat-interval", "two-of-them"],
+)
+def test_classic_only_settings_with_group_protocol_consumer_are_named_in_the_error(
+    classic_only: dict[str, object],
+) -> None:
+    with pytest.raises(ConfigError, match="cannot be set when group.protocol=consumer") as info:
+        ConsumerConfig.from_dict({**BOOT, "group.id": "g", "group.protocol": "consumer", **classic_only})
+    for key in classic_only:
+        assert key in str(info.value)
+    assert info.value.key == sorted(classic_only)[0]
+
+
+def test_group_remote_assignor_with_the_classic_protocol_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="group.protocol=classic") as info:
+        ConsumerConfig.from_dict({**BOOT, "group.id": "g", "group.remote.assignor": "uniform"})
+    assert info.value.key == "group.remote.assignor"
 
 
 def test_explicit_auto_commit_without_group_is_an_error() -> None:

@@ -29,7 +29,7 @@ from kaflux.consumer.events import (
     complete,
     fail,
 )
-from kaflux.consumer.membership_manager import MembershipManager
+from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import InvalidGroupIdError, KafkaError, KafkaTimeoutError
@@ -45,7 +45,7 @@ class ApplicationEventProcessor:
         metadata: MetadataManager,
         commits: CommitRequestManager | None,
         offsets: OffsetsRequestManager,
-        membership: MembershipManager | None,
+        membership: MembershipCore | None,
         *,
         allow_auto_create_topics: bool,
     ) -> None:

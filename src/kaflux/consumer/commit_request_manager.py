@@ -61,8 +61,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: v9 is the KIP-848 flavour; v8 is the newest classic one.
+#: v8 is the newest classic one; v9 is the KIP-848 flavour (the member epoch in place of the
+#: generation), which a broker requires of members of the consumer protocol.
 MAX_OFFSET_COMMIT_VERSION = 8
+MAX_OFFSET_COMMIT_VERSION_CONSUMER_PROTOCOL = 9
 #: v8+ batches groups; v7 (one group, require_stable) is enough.
 MAX_OFFSET_FETCH_VERSION = 7
 
@@ -128,8 +130,14 @@ class CommitRequestManager(RequestManager):
         auto_commit_interval_ms: int | None,
         require_stable: bool,
         member_info: Callable[[], MemberInfo] = MemberInfo,
+        consumer_protocol: bool = False,
     ) -> None:
         self._group_id = group_id
+        #: group.protocol=consumer: commits carry the member epoch (OffsetCommit v9)
+        self._consumer_protocol = consumer_protocol
+        self._max_commit_version = (
+            MAX_OFFSET_COMMIT_VERSION_CONSUMER_PROTOCOL if consumer_protocol else MAX_OFFSET_COMMIT_VERSION
+        )
         self._coordinator = coordinator
         self._subscription = subscription
         self._backoff = retry_backoff
@@ -334,7 +342,7 @@ class CommitRequestManager(RequestManager):
             topics=[OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
         )
         return UnsentRequest(
-            request, node, lambda r: self._on_commit_response(commit, member, r), MAX_OFFSET_COMMIT_VERSION
+            request, node, lambda r: self._on_commit_response(commit, member, r), self._max_commit_version
         )
 
     def _on_commit_response(
@@ -376,7 +384,8 @@ class CommitRequestManager(RequestManager):
         if error.code in _MEMBER_ERRORS:
             self._commits.remove(commit)
             now = self._member_info()
-            if not now.excluded and now.generation >= 0 and now.generation != sent_as.generation:
+            moved = not now.excluded and now.generation >= 0 and now.generation != sent_as.generation
+            if moved and not self._consumer_protocol:
                 # As Java: the group moved to a new generation while the commit was on its way,
                 # and this consumer is in it (a cooperative member keeps its partitions): it is
                 # still a member, so it may simply commit again.

@@ -22,6 +22,8 @@ from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManage
 from kaflux.consumer.events import BackgroundEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.membership.consumer_membership import ConsumerMembershipManager
+from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.membership.group import GroupSettings
 from kaflux.consumer.membership_manager import MembershipManager
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
@@ -54,7 +56,7 @@ class ConsumerComponents:
     #: the group's managers, None without a group.id
     coordinator: CoordinatorRequestManager | None
     commits: CommitRequestManager | None
-    membership: MembershipManager | None
+    membership: MembershipCore | None
     offsets: OffsetsRequestManager
     fetcher: FetchRequestManager
     processor: ApplicationEventProcessor
@@ -106,7 +108,7 @@ def build_consumer_components(
     settings = group_settings(config)
     coordinator: CoordinatorRequestManager | None = None
     commits: CommitRequestManager | None = None
-    membership: MembershipManager | None = None
+    membership: MembershipCore | None = None
 
     def member_info() -> MemberInfo:
         """Who commits: the membership's view (no membership: no generation)."""
@@ -124,19 +126,32 @@ def build_consumer_components(
             auto_commit_interval_ms=config.auto_commit_interval_ms if config.auto_commit else None,
             require_stable=read_committed,
             member_info=member_info,
+            consumer_protocol=config.group_protocol == "consumer",
         )
-        assignors = [assignor_for_name(name) for name in config.partition_assignment_strategy]
-        membership = MembershipManager(
-            settings,
-            coordinator=coordinator,
-            subscription=subscription,
-            cluster=network.cluster,
-            metadata=network.metadata,
-            commits=commits,
-            assignors=assignors,
-            retry_backoff=backoff,
-            post_event=post_event,
-        )
+        if config.group_protocol == "consumer":
+            membership = ConsumerMembershipManager(
+                settings,
+                coordinator=coordinator,
+                subscription=subscription,
+                cluster=network.cluster,
+                metadata=network.metadata,
+                commits=commits,
+                remote_assignor=config.group_remote_assignor,
+                retry_backoff=backoff,
+                post_event=post_event,
+            )
+        else:
+            membership = MembershipManager(
+                settings,
+                coordinator=coordinator,
+                subscription=subscription,
+                cluster=network.cluster,
+                metadata=network.metadata,
+                commits=commits,
+                assignors=[assignor_for_name(name) for name in config.partition_assignment_strategy],
+                retry_backoff=backoff,
+                post_event=post_event,
+            )
     offsets = OffsetsRequestManager(
         subscription,
         network.cluster,

@@ -415,8 +415,15 @@ class Consumer(Closeable):
         return self._guarded(lambda: membership.group_metadata)
 
     def enforce_rebalance(self, reason: str | None = None) -> None:
-        """Ask the group to rebalance (at the next poll); no-op without a subscription."""
+        """Ask the group to rebalance (at the next poll); no-op without a subscription, and with
+        group.protocol=consumer, where the coordinator alone decides (as in Java)."""
         with self._in_use():
+            if self._config.group_protocol == "consumer":
+                log.warning(
+                    "enforce_rebalance() does nothing with group.protocol=consumer: the group "
+                    "coordinator decides when partitions move"
+                )
+                return
             if self._membership is not None:
                 self._thread.submit(EnforceRebalanceEvent(reason or "enforce_rebalance() was called"))
 

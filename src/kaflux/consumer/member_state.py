@@ -48,6 +48,11 @@ class MemberState(enum.Enum):
     """Left because the application did not poll within max.poll.interval.ms; rejoins on poll."""
     FATAL = "fatal"
     """A non-recoverable group error (fenced instance id, unsupported assignor...)."""
+    RECONCILING = "reconciling"
+    """KIP-848: the coordinator's target assignment differs from the member's; the revocation
+    and assignment steps (PREPARE_REVOCATION ... ASSIGNING_PARTITIONS) follow."""
+    ACKNOWLEDGING = "acknowledging"
+    """KIP-848: the target is in place; the next heartbeat tells the coordinator so."""
 
 
 _M = MemberState
@@ -102,6 +107,9 @@ _ALLOWED_SOURCES: dict[MemberState, frozenset[MemberState]] = {
     _M.LEAVING: frozenset({_M.PREPARE_LEAVING}),
     _M.STALE: frozenset({_M.LEAVING}),
     _M.FATAL: frozenset(set(MemberState) - {_M.FATAL}),
+    # KIP-848 only: never entered under the classic protocol
+    _M.RECONCILING: frozenset(),
+    _M.ACKNOWLEDGING: frozenset(),
 }
 
 #: the same table as "state -> states it may move to", the form StateMachine takes
@@ -111,12 +119,62 @@ MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
 }
 
 
-def new_member_state_machine(group_id: str) -> StateMachine[MemberState]:
-    """A state machine for one member, starting UNJOINED."""
-    return StateMachine(f"member of group {group_id!r}", MemberState.UNJOINED, MEMBER_TRANSITIONS)
+#: The KIP-848 (``group.protocol=consumer``) member, as "target -> allowed sources". The
+#: coordinator drives the assignment; the member reconciles towards its target:
+#:
+#:   UNJOINED -> JOINING -> RECONCILING -> [PREPARE_REVOCATION -> REVOKING_PARTITIONS ->
+#:   PARTITIONS_REVOKED] -> ASSIGNING_PARTITIONS -> ACKNOWLEDGING -> STABLE
+#:
+#: Java's FENCED is LOSING_PARTITIONS (``on_partitions_lost``, then JOINING at epoch 0) and its
+#: UNSUBSCRIBED is UNJOINED. There is no AWAITING_SYNC.
+_RECONCILING_STEPS = frozenset(
+    {
+        _M.RECONCILING,
+        _M.PREPARE_REVOCATION,
+        _M.REVOKING_PARTITIONS,
+        _M.PARTITIONS_REVOKED,
+        _M.ASSIGNING_PARTITIONS,
+    }
+)
+_CONSUMER_ALLOWED_SOURCES: dict[MemberState, frozenset[MemberState]] = {
+    _M.UNJOINED: frozenset({_M.PREPARE_LEAVING, _M.LEAVING}),
+    _M.JOINING: frozenset({_M.UNJOINED, _M.LOSING_PARTITIONS, _M.STALE}),
+    _M.RECONCILING: frozenset({_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING}),
+    _M.PREPARE_REVOCATION: frozenset({_M.RECONCILING}),
+    _M.REVOKING_PARTITIONS: frozenset({_M.PREPARE_REVOCATION}),
+    _M.PARTITIONS_REVOKED: frozenset({_M.PREPARE_REVOCATION, _M.REVOKING_PARTITIONS}),
+    _M.ASSIGNING_PARTITIONS: frozenset({_M.RECONCILING, _M.PARTITIONS_REVOKED}),
+    _M.ACKNOWLEDGING: frozenset({_M.ASSIGNING_PARTITIONS}),
+    _M.STABLE: frozenset({_M.ACKNOWLEDGING}),
+    _M.LOSING_PARTITIONS: frozenset({_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING, _M.STALE} | _RECONCILING_STEPS),
+    _M.PREPARE_LEAVING: frozenset(
+        {_M.UNJOINED, _M.JOINING, _M.STABLE, _M.ACKNOWLEDGING, _M.LOSING_PARTITIONS, _M.STALE}
+        | _RECONCILING_STEPS
+    ),
+    _M.LEAVING: frozenset({_M.PREPARE_LEAVING}),
+    _M.STALE: frozenset({_M.LEAVING}),
+    _M.FATAL: frozenset(set(MemberState) - {_M.FATAL, _M.AWAITING_SYNC}),
+    _M.AWAITING_SYNC: frozenset(),
+}
+
+#: the KIP-848 table as "state -> states it may move to"
+CONSUMER_MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
+    source: frozenset(target for target, sources in _CONSUMER_ALLOWED_SOURCES.items() if source in sources)
+    for source in MemberState
+}
+
+
+def new_member_state_machine(
+    group_id: str, transitions: dict[MemberState, frozenset[MemberState]] = MEMBER_TRANSITIONS
+) -> StateMachine[MemberState]:
+    """A state machine for one member (classic protocol unless told), starting UNJOINED."""
+    return StateMachine(f"member of group {group_id!r}", MemberState.UNJOINED, transitions)
 
 
 #: states in which the member holds a valid generation and must heartbeat
 HEARTBEAT_STATES = frozenset(
     {_M.STABLE, _M.ASSIGNING_PARTITIONS, _M.PREPARE_REVOCATION, _M.REVOKING_PARTITIONS, _M.PARTITIONS_REVOKED}
 )
+
+#: KIP-848: states in which a member with a positive epoch heartbeats (its epoch is valid)
+CONSUMER_HEARTBEAT_STATES = frozenset({_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING} | _RECONCILING_STEPS)

@@ -19,11 +19,16 @@ import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.events import BackgroundEvent, ErrorEvent, complete
-from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState, new_member_state_machine
+from kaflux.consumer.member_state import (
+    HEARTBEAT_STATES,
+    MEMBER_TRANSITIONS,
+    MemberState,
+    new_member_state_machine,
+)
 from kaflux.consumer.membership.callbacks import (
     ON_PARTITIONS_ASSIGNED,
     ON_PARTITIONS_LOST,
@@ -33,6 +38,7 @@ from kaflux.consumer.membership.callbacks import (
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings
 from kaflux.consumer.positions import SubscriptionType
 from kaflux.errors import BrokerError, KafkaError
+from kaflux.network.requests import RequestManager
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -65,8 +71,15 @@ class _Leave:
     stale: bool = False
 
 
-class MembershipCore:
-    """One consumer's membership in one group, whatever the protocol."""
+class MembershipCore(RequestManager):
+    """One consumer's membership in one group, whatever the protocol. A protocol's subclass is
+    the request manager the network thread polls for the group."""
+
+    #: the protocol's state table (the classic one unless a subclass says otherwise)
+    TRANSITIONS: ClassVar[dict[MemberState, frozenset[MemberState]]] = MEMBER_TRANSITIONS
+    #: KIP-848 members keep their client-made id for life; a classic member that left (but a
+    #: static one closing) rejoins as a new member
+    KEEPS_MEMBER_ID: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -87,7 +100,7 @@ class MembershipCore:
         self._metadata = metadata
         self._commits = commits
         self._post_event = post_event
-        self._machine = new_member_state_machine(self.group_id)
+        self._machine = new_member_state_machine(self.group_id, self.TRANSITIONS)
         self.member_id = ""
         self.generation = -1
         self.group_metadata = GroupMetadata(self.group_id, group_instance_id=self._instance_id)
@@ -124,7 +137,7 @@ class MembershipCore:
     def member_info(self) -> MemberInfo:
         """Who commits: the generation while it is valid (see CommitRequestManager)."""
         leave = self._leave
-        if self.state in HEARTBEAT_STATES or (
+        if self._in_generation() or (
             self.state is _M.PREPARE_LEAVING and leave is not None and leave.with_generation
         ):
             return MemberInfo(self.generation, self.member_id, self._instance_id)
@@ -239,9 +252,14 @@ class MembershipCore:
 
         def finish() -> None:
             self._subscription.set_awaiting_callback(added, False)
-            self._to(_M.STABLE)
+            self._assignment_done()
 
         self.callbacks.request(ON_PARTITIONS_ASSIGNED, added, finish, even_if_empty=True)
+
+    def _assignment_done(self) -> None:
+        """``on_partitions_assigned`` was acknowledged: the member is stable (the KIP-848
+        member acknowledges its assignment to the coordinator first)."""
+        self._to(_M.STABLE)
 
     def _on_assignment_applied(self) -> None:
         """The new assignment is in place (its callback not yet acknowledged); a hook."""
@@ -314,7 +332,7 @@ class MembershipCore:
             return
         self._join_requested = False
         owned = set(self._subscription.assigned_partitions())
-        valid = self.state in HEARTBEAT_STATES
+        valid = self._in_generation()
         # Partitions already handed to the application in a revoked/lost callback are not
         # handed over again: the leave waits for that callback's acknowledgement instead.
         released = set(self.callbacks.released)
@@ -342,15 +360,28 @@ class MembershipCore:
     def _finish_leave_prepare(self) -> None:
         self._subscription_cleared()
         self._to(_M.LEAVING)
-        if self._leave is not None and self._leave.on_close and self._instance_id is not None:
-            # A static member keeps its place (and partitions) until its session times out.
+        if not self._tells_coordinator_on_leave(self._leave):
             self.finish_leave()
-        elif not self.member_id or self._coordinator.coordinator_id is None:
+        elif not self._has_joined() or self._coordinator.coordinator_id is None:
             # Never joined, or no coordinator to tell (as Java, the leave request is skipped and
             # the broker expires the member after its session): nothing to wait for.
             if self.member_id:
                 log.info("group %s: coordinator unknown; leaving without a LeaveGroup request", self.group_id)
             self.finish_leave()
+
+    def _in_generation(self) -> bool:
+        """The member holds a valid generation (or epoch): its commits count, it revokes
+        rather than loses its partitions when it leaves."""
+        return self.state in HEARTBEAT_STATES
+
+    def _has_joined(self) -> bool:
+        """The coordinator knows this member (there is something to leave)."""
+        return bool(self.member_id)
+
+    def _tells_coordinator_on_leave(self, leave: _Leave | None) -> bool:
+        """Whether leaving sends a request: not for a static member closing, which keeps its
+        place (and partitions) until its session times out."""
+        return not (leave is not None and leave.on_close and self._instance_id is not None)
 
     def leave_on_poll_timeout(self) -> None:
         """The poll timer expired: stop fetching and leave at once (no callbacks, no commit);
@@ -365,14 +396,15 @@ class MembershipCore:
         """The coordinator was told (or need not be): the member is out of the group."""
         leave, self._leave = self._leave, None
         if leave is not None and leave.stale:
-            if self._instance_id is None:
+            if self._instance_id is None and not self.KEEPS_MEMBER_ID:
                 self.member_id = ""  # it left: rejoin as a new member (as Java resets it)
             self.generation = -1
             self._publish_metadata()  # outside a generation: poll() wakes us for the rejoin
             self._to(_M.STALE)
             return
         on_close = leave is not None and leave.on_close
-        self.member_id = "" if self._instance_id is None or not on_close else self.member_id
+        if not self.KEEPS_MEMBER_ID and (self._instance_id is None or not on_close):
+            self.member_id = ""
         self.generation = -1
         self._publish_metadata()
         self._to(_M.UNJOINED)

@@ -1,0 +1,290 @@
+"""The KIP-848 consumer protocol's ConsumerGroupHeartbeat requests. [bg, pure: takes now_ms]
+
+Java's ``ConsumerHeartbeatRequestManager``. One request does everything: joining (epoch 0),
+staying in the group, receiving the target assignment, acknowledging it and leaving (epoch -1,
+or -2 for a static member closing). Each ``poll(now_ms)``:
+
+* checks the poll timer (``max.poll.interval.ms``): once it expired the member leaves;
+* sends a heartbeat at once when joining (until the first answer of this join), when
+  acknowledging an assignment, or when leaving; otherwise every heartbeat interval, which the
+  coordinator sets in its answers. At most one heartbeat is in flight, but a leave does not wait.
+* builds the request with every field when joining or after any failure, and otherwise only
+  what changed: the subscription when it changed, the owned partitions when acknowledging.
+  The subscribed names always go with a regex (``""`` when subscribing by name): real brokers
+  take that, and librdkafka's mock cluster aborts on names without one.
+
+Errors are classified by their classes in :mod:`kaflux.errors`: coordinator errors look the
+coordinator up again; COORDINATOR_LOAD_IN_PROGRESS backs off; FENCED_MEMBER_EPOCH and
+UNKNOWN_MEMBER_ID fence the member (partitions lost, rejoin at epoch 0); anything else
+(authorization, unsupported version or assignor, fenced instance id...) is fatal. A response
+to a heartbeat sent before the member rejoined or left is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, MemberState
+from kaflux.consumer.membership.poll_timer import PollTimer
+from kaflux.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedMemberEpochError,
+    KafkaConnectionError,
+    NotCoordinatorError,
+    UnknownMemberIdError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.requests import (
+    MAX_POLL_TIMEOUT_MS,
+    ClientResponse,
+    PollResult,
+    RequestManager,
+    UnsentRequest,
+)
+from kaflux.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
+if TYPE_CHECKING:
+    from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+    from kaflux.consumer.membership.consumer_membership import ConsumerMembershipManager
+    from kaflux.consumer.membership.group import GroupSettings
+
+log = logging.getLogger(__name__)
+
+_M = MemberState
+#: v1 (Kafka 4.0) carries the subscribed regex; the mock cluster serves only v1.
+MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
+#: how long a leave heartbeat may wait for a connection before the member leaves without it
+LEAVE_SEND_TIMEOUT_MS = 1000
+#: states in which the poll timer runs
+_POLL_TIMER_STATES = CONSUMER_HEARTBEAT_STATES
+#: the coordinator moved or is gone: look it up again
+_COORDINATOR_GONE = (NotCoordinatorError, CoordinatorNotAvailableError)
+_FENCED = (FencedMemberEpochError, UnknownMemberIdError)
+
+
+@dataclass(eq=False, slots=True)
+class _Sent:
+    """A heartbeat in flight, with the member incarnation it was sent in."""
+
+    incarnation: int
+    leave: bool = False
+
+
+class ConsumerHeartbeatRequestManager(RequestManager):
+    """ConsumerGroupHeartbeat for one KIP-848 group member."""
+
+    def __init__(
+        self,
+        membership: ConsumerMembershipManager,
+        coordinator: CoordinatorRequestManager,
+        settings: GroupSettings,
+        retry_backoff: ExponentialBackoff,
+        remote_assignor: str | None,
+    ) -> None:
+        self._membership = membership
+        self._coordinator = coordinator
+        self._group_id = settings.group_id
+        self._rebalance_timeout_ms = settings.rebalance_timeout_ms
+        self._rack = settings.client_rack or None
+        self._remote_assignor = remote_assignor
+        self.poll_timer = PollTimer(settings.rebalance_timeout_ms)
+        self._retry = RequestState(retry_backoff)
+        #: set by the coordinator's answers (0: none yet, heartbeat at once)
+        self.interval_ms = 0
+        self._next_heartbeat_ms = 0
+        self._in_flight: _Sent | None = None
+        self._leave_in_flight: _Sent | None = None
+        #: the next heartbeat carries every field (joining, or after a failure)
+        self._send_all = True
+        #: the incarnation whose join the coordinator answered (joining heartbeats then wait
+        #: for the interval, as librdkafka's do, instead of repeating at once)
+        self._answered_join = -1
+        self.heartbeats_sent = 0
+
+    # -- request manager ---------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        membership = self._membership
+        if membership.state is _M.FATAL:
+            return PollResult()
+        self._check_poll_timer(now_ms)
+        membership.maybe_rejoin(now_ms)
+        node = self._coordinator.coordinator_id
+        state = membership.state
+        if node is None:
+            if state is _M.LEAVING and self._leave_in_flight is None:
+                # No coordinator to tell: leave without the request (the broker expires us).
+                membership.finish_leave()
+            return PollResult()
+        if state is _M.LEAVING:
+            if self._leave_in_flight is not None:
+                return PollResult()
+            return PollResult(MAX_POLL_TIMEOUT_MS, [self._leave_request(node, now_ms)])
+        if state not in CONSUMER_HEARTBEAT_STATES or self._in_flight is not None:
+            return PollResult()  # the response (or a state change) brings the next pass
+        backoff_ms = self._retry.remaining_backoff_ms(now_ms)
+        if backoff_ms > 0:
+            return PollResult(backoff_ms)
+        due = (
+            state is _M.ACKNOWLEDGING
+            or (state is _M.JOINING and self._answered_join != membership.incarnation)
+            or now_ms >= self._next_heartbeat_ms
+        )
+        if not due:
+            return PollResult(self._next_heartbeat_ms - now_ms)
+        return PollResult(max(1, self.interval_ms), [self._heartbeat(node, now_ms)])
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return self.poll(now_ms)
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        """The application comes back in time for the next heartbeat (each poll feeds the poll
+        timer), and at once when the poll timer has run out."""
+        state = self._membership.state
+        if state not in CONSUMER_HEARTBEAT_STATES:
+            return MAX_POLL_TIMEOUT_MS
+        if self.poll_timer.is_expired(now_ms):
+            return 0
+        return max(0, min(MAX_POLL_TIMEOUT_MS, self._next_heartbeat_ms - now_ms))
+
+    def _check_poll_timer(self, now_ms: int) -> None:
+        if self._membership.state not in _POLL_TIMER_STATES or not self.poll_timer.is_expired(now_ms):
+            return
+        log.warning(
+            "group %s: no poll() for more than max.poll.interval.ms=%d; leaving the group. Its "
+            "partitions go to other members and this consumer rejoins on its next poll(). Process "
+            "records faster, lower max.poll.records or raise max.poll.interval.ms; for long work, "
+            "pause the partitions and keep calling poll() (README: 'Long processing').",
+            self._group_id,
+            self.poll_timer.interval_ms,
+        )
+        self._in_flight = None  # its answer belongs to the member that is leaving
+        self._membership.leave_on_poll_timeout()
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def _heartbeat(self, node: int, now_ms: int) -> UnsentRequest[ConsumerGroupHeartbeatResponse]:
+        membership = self._membership
+        state = membership.state
+        joining = state is _M.JOINING
+        full = joining or self._send_all
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=self._group_id,
+            member_id=membership.member_id,
+            member_epoch=membership.epoch,
+            instance_id=membership.instance_id,
+        )
+        if membership.take_subscription_change() or full:
+            request.subscribed_topic_names = membership.subscribed_topics()
+            request.subscribed_topic_regex = ""
+        if full:
+            request.rebalance_timeout_ms = self._rebalance_timeout_ms
+            request.server_assignor = self._remote_assignor
+            request.rack_id = self._rack
+            request.topic_partitions = [] if joining else membership.owned_topic_partitions()
+        elif state is _M.ACKNOWLEDGING:
+            request.topic_partitions = membership.owned_topic_partitions()
+        self._send_all = False
+        self._next_heartbeat_ms = now_ms + self.interval_ms
+        sent = self._in_flight = _Sent(membership.incarnation)
+        self.heartbeats_sent += 1
+        membership.on_acknowledgement_sent()
+        return UnsentRequest(
+            request,
+            node,
+            lambda response: self._on_response(response, sent),
+            MAX_CONSUMER_GROUP_HEARTBEAT_VERSION,
+        )
+
+    def _leave_request(self, node: int, now_ms: int) -> UnsentRequest[ConsumerGroupHeartbeatResponse]:
+        membership = self._membership
+        # Every optional field null, as librdkafka leaves (the mock aborts on an empty
+        # subscription without a regex).
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=self._group_id,
+            member_id=membership.member_id,
+            member_epoch=membership.leave_epoch(),
+            instance_id=membership.instance_id,
+        )
+        sent = self._leave_in_flight = _Sent(membership.incarnation, leave=True)
+
+        def on_response(response: ClientResponse[ConsumerGroupHeartbeatResponse]) -> None:
+            if self._leave_in_flight is sent:
+                self._leave_in_flight = None
+            self._send_all = True
+            if membership.state is _M.LEAVING:
+                membership.finish_leave()
+
+        # Best effort, as in Java: without a connection to the coordinator soon, the member
+        # leaves without telling it (the broker expires it after its session).
+        return UnsentRequest(
+            request,
+            node,
+            on_response,
+            MAX_CONSUMER_GROUP_HEARTBEAT_VERSION,
+            deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS,
+        )
+
+    # -- responses ----------------------------------------------------------------------------------
+
+    def _on_response(self, response: ClientResponse[ConsumerGroupHeartbeatResponse], sent: _Sent) -> None:
+        if self._in_flight is sent:
+            self._in_flight = None
+        membership = self._membership
+        if sent.incarnation != membership.incarnation:
+            return  # sent before the member rejoined or left: its answer is out of date
+        now_ms = response.received_ms
+        if isinstance(response.error, UnsupportedVersionError):
+            membership.fail(
+                UnsupportedVersionError(
+                    f"group {self._group_id!r}: the coordinator does not support ConsumerGroupHeartbeat, "
+                    f"so the consumer group protocol (KIP-848) cannot be used ({response.error}); set "
+                    "group.protocol=classic"
+                )
+            )
+            return
+        if response.error is not None:
+            self._send_all = True
+            self._retry.on_failure(now_ms)
+            if isinstance(response.error, KafkaConnectionError):
+                self._coordinator.mark_unknown(str(response.error))
+            return
+        body = response.body
+        if body.error_code == 0:
+            self._retry.on_success()
+            if body.heartbeat_interval_ms > 0 and body.heartbeat_interval_ms != self.interval_ms:
+                self._next_heartbeat_ms += body.heartbeat_interval_ms - self.interval_ms
+                self.interval_ms = body.heartbeat_interval_ms
+            if membership.state is _M.JOINING:
+                self._answered_join = membership.incarnation
+            membership.on_heartbeat_success(body.member_epoch, body.assignment, now_ms)
+            return
+        self._send_all = True
+        self._next_heartbeat_ms = now_ms  # the next heartbeat (after any backoff) goes at once
+        error = error_for_code(body.error_code)
+        detail = f"heartbeat of member {membership.member_id!r} in group {self._group_id!r}"
+        if body.error_message:
+            detail += f": {body.error_message}"
+        if issubclass(error, _COORDINATOR_GONE):
+            self._coordinator.mark_unknown(error.__name__)
+        elif issubclass(error, CoordinatorLoadInProgressError):
+            self._retry.on_failure(now_ms)
+        elif issubclass(error, _FENCED):
+            membership.fence(error, forget_member_id=False)
+        elif issubclass(error, UnsupportedVersionError):
+            membership.fail(
+                error(
+                    f"{detail}: the cluster does not support the consumer group protocol (KIP-848); "
+                    "set group.protocol=classic"
+                )
+            )
+        else:
+            membership.fail(error(detail))

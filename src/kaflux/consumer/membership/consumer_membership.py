@@ -1,0 +1,281 @@
+"""Group membership with the KIP-848 consumer protocol. [bg, pure: takes now_ms]
+
+Java's ``ConsumerMembershipManager``: the broker computes every member's assignment and hands
+it out in ConsumerGroupHeartbeat responses; the member reconciles towards that *target* and
+acknowledges it in its next heartbeat. It shares everything else with the classic member
+through :class:`~kaflux.consumer.membership.core.MembershipCore` (the state machine, the
+rebalance callbacks, revoke-then-assign, leaving, fencing) and runs on its own state table,
+``CONSUMER_MEMBER_TRANSITIONS``:
+
+* **Identity.** The member id is made here once (KIP-1082) and kept for the consumer's life,
+  through fencing and rejoining. The *member epoch* plays the classic generation's part.
+* **Joining.** ``subscribe()`` and the next ``poll()`` move to JOINING; the heartbeat manager
+  sends epoch 0 with every field. A subscription change while in the group needs no rejoin:
+  the next heartbeat carries the new topics.
+* **Reconciling.** A new target (topic ids and partitions) moves the member to RECONCILING.
+  Each pass resolves the ids to names through metadata; then the core revokes what left the
+  target (fetching stops, auto-commit commits, ``on_partitions_revoked``) and assigns what is
+  new (``on_partitions_assigned``, even for nothing new), and the member moves to
+  ACKNOWLEDGING; the heartbeat sent then carries the assignment, and the member is STABLE, or
+  RECONCILING again if a newer target came meanwhile.
+* **Fencing** (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): ``on_partitions_lost``, then JOINING at
+  epoch 0 with the same member id. **Leaving** sends epoch -1 (a static member closing: -2,
+  keeping its place until its session expires); the poll timer's leave ends STALE.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kaflux.consumer.commit_request_manager import MemberInfo
+from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, CONSUMER_MEMBER_TRANSITIONS, MemberState
+from kaflux.consumer.membership.consumer_heartbeat import ConsumerHeartbeatRequestManager
+from kaflux.consumer.membership.core import MembershipCore
+from kaflux.consumer.membership.group import GroupSettings
+from kaflux.network.requests import PollResult
+from kaflux.protocol.messages.consumer_group_heartbeat import (
+    Assignment,
+    ConsumerGroupHeartbeatRequestTopicPartitions,
+)
+from kaflux.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.commit_request_manager import CommitRequestManager
+    from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+    from kaflux.consumer.events import BackgroundEvent
+    from kaflux.consumer.subscription_state import SubscriptionState
+    from kaflux.network.backoff import ExponentialBackoff
+    from kaflux.network.cluster import ClusterMetadata
+    from kaflux.network.metadata_manager import MetadataManager
+
+log = logging.getLogger(__name__)
+
+_M = MemberState
+#: the epoch a member leaves with; a static member closing keeps its place with -2
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+#: A target assignment: topic id -> partitions.
+Target = dict[uuid.UUID, frozenset[int]]
+
+
+def new_member_id() -> str:
+    """A member id made by the client (KIP-1082), in the form of Kafka's ``Uuid.toString()``:
+    16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+class ConsumerMembershipManager(MembershipCore):
+    """One consumer's membership in one group, with the KIP-848 consumer protocol."""
+
+    TRANSITIONS = CONSUMER_MEMBER_TRANSITIONS
+    KEEPS_MEMBER_ID = True
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        *,
+        coordinator: CoordinatorRequestManager,
+        subscription: SubscriptionState,
+        cluster: ClusterMetadata,
+        metadata: MetadataManager,
+        commits: CommitRequestManager,
+        remote_assignor: str | None,
+        retry_backoff: ExponentialBackoff,
+        post_event: Callable[[BackgroundEvent], None],
+    ) -> None:
+        super().__init__(
+            settings,
+            coordinator=coordinator,
+            subscription=subscription,
+            metadata=metadata,
+            commits=commits,
+            post_event=post_event,
+        )
+        self.member_id = new_member_id()
+        self._cluster = cluster
+        #: the coordinator's latest target; None until one arrives (after each join)
+        self._target: Target | None = None
+        #: bumped whenever the target's partitions change
+        self._target_version = 0
+        #: the target version in place (and to acknowledge); -1: none
+        self._current_version = -1
+        self._current: Target = {}
+        self._reconciling_version = -1
+        self._reconciling_target: Target = {}
+        #: the subscription changed since the last heartbeat that carried it
+        self._subscription_changed = True
+        #: bumped on every (re)join and leave: responses to older heartbeats are dropped
+        self.incarnation = 0
+        #: names of assigned topic ids, for a topic that left the metadata while assigned
+        self._topic_names: dict[uuid.UUID, str] = {}
+        self.heartbeat = ConsumerHeartbeatRequestManager(
+            self, coordinator, settings, retry_backoff, remote_assignor
+        )
+
+    # -- request manager: the heartbeat manager's requests ---------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        self._maybe_reconcile(now_ms)
+        return self.heartbeat.poll(now_ms)
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return self.heartbeat.poll_on_close(now_ms)
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        return self.heartbeat.maximum_time_to_wait(now_ms)
+
+    def on_poll(self, now_ms: int) -> None:
+        """The application polled: reset the poll timer; a stale member rejoins."""
+        self.heartbeat.poll_timer.reset(now_ms)
+        super().on_poll(now_ms)
+
+    # -- what the heartbeat carries ---------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The member epoch to send: 0 until the coordinator gave one in this join."""
+        return max(0, self.generation)
+
+    def subscribed_topics(self) -> list[str]:
+        """The subscribed topic names (a pattern's: those it matches in the metadata now)."""
+        return sorted(self._subscription.subscription())
+
+    def take_subscription_change(self) -> bool:
+        """Whether the subscription changed since the last heartbeat that carried it."""
+        changed, self._subscription_changed = self._subscription_changed, False
+        return changed
+
+    def owned_topic_partitions(self) -> list[ConsumerGroupHeartbeatRequestTopicPartitions]:
+        """The assignment in place, as the heartbeat acknowledges it."""
+        return [
+            ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+            for topic_id, partitions in sorted(self._current.items(), key=lambda item: str(item[0]))
+        ]
+
+    def leave_epoch(self) -> int:
+        """-1, or -2 for a static member closing (it keeps its place until its session expires)."""
+        leave = self._leave
+        if self._instance_id is not None and leave is not None and leave.on_close:
+            return LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        return LEAVE_GROUP_MEMBER_EPOCH
+
+    def member_info(self) -> MemberInfo:
+        """Who commits: the member epoch while it is valid. A subscribed member without one
+        (joining, fenced, stale, leaving) cannot commit, as in Java."""
+        leave = self._leave
+        if self._in_generation() or (
+            self.state is _M.PREPARE_LEAVING and leave is not None and leave.with_generation
+        ):
+            return MemberInfo(self.generation, self.member_id, self._instance_id)
+        excluded = self.state is not _M.UNJOINED and self._is_group_subscription()
+        return MemberInfo(-1, "", self._instance_id, excluded=excluded)
+
+    # -- hooks of the core --------------------------------------------------------------------------
+
+    def _in_generation(self) -> bool:
+        return (
+            self.generation > 0 and self.state in CONSUMER_HEARTBEAT_STATES and self.state is not _M.JOINING
+        )
+
+    def _has_joined(self) -> bool:
+        return self.generation > 0
+
+    def _tells_coordinator_on_leave(self, leave: object) -> bool:
+        return True  # a static member closing says so with epoch -2
+
+    def request_rejoin(self, reason: str) -> None:
+        """The subscription (or a pattern's matches) changed: a member in the group sends the
+        new topics in its next heartbeat; one outside joins on the next poll."""
+        self._subscription_changed = True
+        super().request_rejoin(reason)
+
+    def maybe_rejoin(self, now_ms: int) -> None:
+        if self._join_requested and self.state in CONSUMER_HEARTBEAT_STATES:
+            self._join_requested = False  # the heartbeat carries the change; no rejoin
+
+    def _start_join(self, now_ms: int) -> None:
+        self._join_requested = False
+        self._subscription_changed = True
+        self._forget_assignment()
+        self._to(_M.JOINING)
+
+    def _lose_partitions(self) -> None:
+        self._forget_assignment()
+        super()._lose_partitions()
+
+    def leave_on_poll_timeout(self) -> None:
+        self.incarnation += 1
+        super().leave_on_poll_timeout()
+
+    def finish_leave(self) -> None:
+        self._forget_assignment()
+        super().finish_leave()
+
+    def _forget_assignment(self) -> None:
+        self.incarnation += 1
+        self._target = None
+        self._current = {}
+        self._current_version = -1
+
+    # -- heartbeat outcomes ---------------------------------------------------------------------------
+
+    def on_heartbeat_success(self, epoch: int, assignment: Assignment | None, now_ms: int) -> None:
+        """A heartbeat was answered without error: the epoch, and a new target if it carries one
+        (``None`` means unchanged, never empty)."""
+        if self.state not in CONSUMER_HEARTBEAT_STATES:
+            return  # leaving, fenced, stale or fatal: the answer changes nothing
+        self.generation = epoch
+        self._publish_metadata()
+        if assignment is not None:
+            target = {
+                t.topic_id: frozenset(t.partitions) for t in assignment.topic_partitions if t.partitions
+            }
+            if target != self._target:
+                self._target = target
+                self._target_version += 1
+        if self._needs_reconciling() and self.state in (_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING):
+            self._to(_M.RECONCILING)
+
+    def _needs_reconciling(self) -> bool:
+        return self._target is not None and self._target_version != self._current_version
+
+    def on_acknowledgement_sent(self) -> None:
+        """The heartbeat acknowledging the assignment in place was built."""
+        if self.state is not _M.ACKNOWLEDGING:
+            return
+        self._to(_M.RECONCILING if self._needs_reconciling() else _M.STABLE)
+
+    # -- reconciling ---------------------------------------------------------------------------------
+
+    def _maybe_reconcile(self, now_ms: int) -> None:
+        if self.state is not _M.RECONCILING or self._target is None:
+            return
+        target = self._target
+        resolved: list[TopicPartition] = []
+        missing = False
+        for topic_id, partitions in target.items():
+            name = self._cluster.topic_name(topic_id) or self._topic_names.get(topic_id)
+            if name is None:
+                missing = True
+                continue
+            self._topic_names[topic_id] = name
+            resolved.extend(TopicPartition(name, p) for p in sorted(partitions))
+        if missing:
+            # The metadata of every subscribed topic carries its id: ask again and wait.
+            self._metadata.request_update()
+            return
+        self._topic_names = {i: n for i, n in self._topic_names.items() if i in target}
+        self._reconciling_version = self._target_version
+        self._reconciling_target = dict(target)
+        log.debug("group %s member %s: reconciling towards %s", self.group_id, self.member_id, resolved)
+        self._reconcile(resolved, now_ms)
+
+    def _assignment_done(self) -> None:
+        self._current = self._reconciling_target
+        self._current_version = self._reconciling_version
+        self._to(_M.ACKNOWLEDGING)
