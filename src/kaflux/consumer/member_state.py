@@ -10,6 +10,9 @@ The first bracket is the eager protocol (everything is revoked before joining); 
 is the cooperative one (only partitions that moved are revoked, after the assignment).
 Partitions being revoked stop being fetched in PREPARE_REVOCATION; REVOKING_PARTITIONS and
 ASSIGNING_PARTITIONS wait for the application thread to run the listener and acknowledge.
+
+The KIP-848 protocol runs on its own table (``CONSUMER_MEMBER_TRANSITIONS``) over the same
+states plus RECONCILING and ACKNOWLEDGING; each table is data, and an illegal move raises.
 """
 
 from __future__ import annotations

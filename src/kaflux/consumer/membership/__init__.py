@@ -18,8 +18,10 @@ the KIP-848 protocols can share everything but their requests:
 ``kaflux.consumer.membership_manager.MembershipManager`` puts them together for the classic
 protocol: it is the membership core plus the classic decisions (eager or cooperative
 rebalances, the leader's assignment), and the request manager the network thread polls (its
-``poll`` is its heartbeat request manager's). The KIP-848 protocol adds its own membership on
-the same core and a ``ConsumerGroupHeartbeat`` request manager beside the classic one.
+``poll`` is its heartbeat request manager's). The KIP-848 protocol (``group.protocol=consumer``)
+has its own membership on the same core, :mod:`.consumer_membership` (the coordinator assigns;
+the member reconciles towards its target and acknowledges it), and its own request manager,
+:mod:`.consumer_heartbeat` (ConsumerGroupHeartbeat), each protocol with its own state table.
 
 How the parts talk: the heartbeat request manager builds requests from the membership's state
 and hands every response to a membership method (``on_join_succeeded``, ``fence``, ``fail``...);
