@@ -78,6 +78,11 @@ APIS: Final[tuple[str, ...]] = (
     "AddOffsetsToTxn",
     "EndTxn",
     "TxnOffsetCommit",
+    "DeleteGroups",
+    "ConsumerGroupDescribe",
+    "DescribeCluster",
+    "CreatePartitions",
+    "DeleteRecords",
 )
 
 # Modules that are not request/response pairs: module name -> spec names.

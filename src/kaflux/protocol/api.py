@@ -15,9 +15,14 @@ from kaflux.errors import UnsupportedVersionError
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kaflux.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest
+from kaflux.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from kaflux.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from kaflux.protocol.messages.create_partitions import CreatePartitionsRequest
 from kaflux.protocol.messages.create_topics import CreateTopicsRequest
+from kaflux.protocol.messages.delete_groups import DeleteGroupsRequest
+from kaflux.protocol.messages.delete_records import DeleteRecordsRequest
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest
+from kaflux.protocol.messages.describe_cluster import DescribeClusterRequest
 from kaflux.protocol.messages.describe_groups import DescribeGroupsRequest
 from kaflux.protocol.messages.end_txn import EndTxnRequest
 from kaflux.protocol.messages.fetch import FetchRequest
@@ -69,6 +74,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
@@ -76,7 +82,11 @@ class ApiKey(IntEnum):
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # Values are the generated request classes; each has API_KEY, MIN_VERSION, MAX_VERSION,
@@ -107,6 +117,11 @@ REQUESTS: Final[dict[ApiKey, type[Any]]] = {
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
+    ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
+    ApiKey.DELETE_GROUPS: DeleteGroupsRequest,
+    ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeRequest,
 }
 
 CLIENT_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {
