@@ -98,8 +98,9 @@ class MockCluster:
                 proc.wait(timeout=min(2.0, timeout))
             except (OSError, subprocess.TimeoutExpired):
                 stop_process(proc, timeout)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):  # closed even when the process died by itself
+            if pipe is not None and not pipe.closed:
+                pipe.close()
         self._proc = None
 
     def kill(self) -> None:
