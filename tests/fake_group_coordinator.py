@@ -28,6 +28,12 @@ the Python path through ``pythonpath = ["tests"]`` in the pytest config).
   Responses can be held back (:meth:`GroupDriver.hold`) or lost (:meth:`GroupDriver.drop`); an
   unanswered request fails with KafkaTimeoutError at its timeout, as the network client would.
 
+What does not depend on the group protocol is shared with the KIP-848 fake
+(``fake_consumer_group_coordinator.py``): :class:`CoordinatorBase` (the fake cluster, supported
+versions, injected faults, the log, request dispatch) and :class:`DriverBase` (the members, the
+loop, the network and its faults); :class:`Member` builds whichever membership the settings
+choose (``group.protocol``).
+
 Nothing reads a clock or opens a socket: time is ``GroupDriver.now_ms``.
 """
 
@@ -184,11 +190,13 @@ class _Fault:
     member_id: str | None
 
 
-_GROUP_APIS = (JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest)
+class CoordinatorBase:
+    """What every fake group coordinator shares: the :class:`FakeCluster` it answers Metadata,
+    FindCoordinator and OffsetFetch from, the versions it supports, injected faults, its log and
+    the dispatch of decoded requests to the handlers a protocol's coordinator lists."""
 
-
-class FakeGroupCoordinator:
-    """Classic group coordinator semantics over a :class:`FakeCluster` (see the module doc)."""
+    #: the request classes the coordinator itself answers (and takes injected faults for)
+    GROUP_APIS: tuple[type[Any], ...] = ()
 
     def __init__(
         self,
@@ -199,21 +207,12 @@ class FakeGroupCoordinator:
         self.cluster = cluster if cluster is not None else FakeCluster()
         #: the highest version the "broker" supports, per request class (default: all)
         self.max_versions: dict[type[Any], int] = dict(max_versions or {})
-        self.groups: dict[str, FakeGroup] = {}
         self.faults: list[_Fault] = []
-        #: protocol name to select regardless of the members' votes (fault injection)
-        self.forced_protocol: str | None = None
         #: (time, group, what) for every rebalance-relevant event, in order
         self.log: list[tuple[int, str, str]] = []
-        self._ids = itertools.count(1)
         self._now_ms = 0
 
-    # -- inspection --------------------------------------------------------------------------------
-
-    def group(self, group_id: str) -> FakeGroup:
-        return self.groups.setdefault(group_id, FakeGroup(group_id))
-
-    def _log(self, group: FakeGroup, what: str) -> None:
+    def _log(self, group: Any, what: str) -> None:
         self.log.append((self._now_ms, group.group_id, what))
 
     # -- faults --------------------------------------------------------------------------------------
@@ -224,7 +223,7 @@ class FakeGroupCoordinator:
         """Answer the next ``count`` (-1: all) requests of class ``api`` (of ``member_id`` if given)
         with ``error_code`` without applying them. Metadata, FindCoordinator and OffsetFetch faults
         go to the fake cluster."""
-        if api in _GROUP_APIS:
+        if api in self.GROUP_APIS:
             self.faults.append(_Fault(api, error_code, count, member_id))
         else:
             self.cluster.inject(api, error_code, count=count)
@@ -238,6 +237,66 @@ class FakeGroupCoordinator:
                         self.faults.remove(fault)
                 return fault.error_code
         return NONE
+
+    # -- time and dispatch ---------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Let time pass on the coordinator (session expiry...)."""
+        self._now_ms = now_ms
+
+    def group(self, group_id: str) -> Any:
+        raise NotImplementedError
+
+    def _handlers(self) -> dict[type[Any], Callable[[int, Any, int, int, Reply], None]]:
+        """The handler of each request class in :attr:`GROUP_APIS`."""
+        raise NotImplementedError
+
+    def handle(self, broker_id: int, request: Any, version: int, now_ms: int, reply: Reply) -> None:
+        """Apply ``request`` (decoded at ``version``) received by broker ``broker_id`` at ``now_ms``;
+        ``reply(response)`` is called now, or later for a request that has to wait."""
+        self._now_ms = now_ms
+        handler = self._handlers().get(type(request))
+        if handler is not None:
+            if broker_id in self.cluster.stopped or broker_id not in self.cluster.brokers:
+                raise BrokerDownError(f"broker {broker_id} is down")
+            handler(broker_id, request, version, now_ms, reply)
+            return
+        if isinstance(request, MetadataRequest | FindCoordinatorRequest | OffsetFetchRequest):
+            reply(self.cluster.handle(broker_id, request, version))
+            return
+        raise NotImplementedError(f"{type(self).__name__} does not answer {type(request).__name__}")
+
+    def _is_coordinator(self, broker_id: int, group_id: str) -> bool:
+        return self.cluster.coordinator_for(group_id) == broker_id
+
+
+class FakeGroupCoordinator(CoordinatorBase):
+    """Classic group coordinator semantics over a :class:`FakeCluster` (see the module doc)."""
+
+    GROUP_APIS = (
+        JoinGroupRequest,
+        SyncGroupRequest,
+        HeartbeatRequest,
+        LeaveGroupRequest,
+        OffsetCommitRequest,
+    )
+
+    def __init__(
+        self,
+        cluster: FakeCluster | None = None,
+        *,
+        max_versions: Mapping[type[Any], int] | None = None,
+    ) -> None:
+        super().__init__(cluster, max_versions=max_versions)
+        self.groups: dict[str, FakeGroup] = {}
+        #: protocol name to select regardless of the members' votes (fault injection)
+        self.forced_protocol: str | None = None
+        self._ids = itertools.count(1)
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def group(self, group_id: str) -> FakeGroup:
+        return self.groups.setdefault(group_id, FakeGroup(group_id))
 
     def remove_member(self, group_id: str, member_id: str, now_ms: int) -> None:
         """Remove a member as if its session expired (or an admin removed it)."""
@@ -272,30 +331,15 @@ class FakeGroupCoordinator:
 
     # -- dispatch ------------------------------------------------------------------------------------
 
-    def handle(self, broker_id: int, request: Any, version: int, now_ms: int, reply: Reply) -> None:
-        """Apply ``request`` (decoded at ``version``) received by broker ``broker_id`` at ``now_ms``;
-        ``reply(response)`` is called now, or later for a JoinGroup/SyncGroup that has to wait."""
-        self._now_ms = now_ms
-        handlers: dict[type[Any], Callable[[int, Any, int, int, Reply], None]] = {
+    def _handlers(self) -> dict[type[Any], Callable[[int, Any, int, int, Reply], None]]:
+        """JoinGroup and SyncGroup may answer later (the join completes when every member rejoined)."""
+        return {
             JoinGroupRequest: self._join_group,
             SyncGroupRequest: self._sync_group,
             HeartbeatRequest: self._heartbeat,
             LeaveGroupRequest: self._leave_group,
             OffsetCommitRequest: self._offset_commit,
         }
-        handler = handlers.get(type(request))
-        if handler is not None:
-            if broker_id in self.cluster.stopped or broker_id not in self.cluster.brokers:
-                raise BrokerDownError(f"broker {broker_id} is down")
-            handler(broker_id, request, version, now_ms, reply)
-            return
-        if isinstance(request, MetadataRequest | FindCoordinatorRequest | OffsetFetchRequest):
-            reply(self.cluster.handle(broker_id, request, version))
-            return
-        raise NotImplementedError(f"FakeGroupCoordinator does not answer {type(request).__name__}")
-
-    def _is_coordinator(self, broker_id: int, group_id: str) -> bool:
-        return self.cluster.coordinator_for(group_id) == broker_id
 
     def _new_member_id(self, instance_id: str | None) -> str:
         return f"{instance_id or 'member'}-{next(self._ids):04d}"
@@ -821,8 +865,13 @@ class TracingStateMachine(StateMachine[MemberState]):
 
     __slots__ = ("_on_transition",)
 
-    def __init__(self, name: str, on_transition: Callable[[MemberState, MemberState], None]) -> None:
-        super().__init__(name, MemberState.UNJOINED, MEMBER_TRANSITIONS)
+    def __init__(
+        self,
+        name: str,
+        on_transition: Callable[[MemberState, MemberState], None],
+        transitions: dict[MemberState, frozenset[MemberState]] = MEMBER_TRANSITIONS,
+    ) -> None:
+        super().__init__(name, MemberState.UNJOINED, transitions)
         self._on_transition = on_transition
 
     def transition_to(self, target: MemberState) -> None:
@@ -849,42 +898,29 @@ class Member:
 
     def __init__(
         self,
-        driver: GroupDriver,
+        driver: DriverBase,
         name: str,
         *,
         group_id: str,
-        assignors: Iterable[str],
-        instance_id: str | None,
-        auto_commit: bool,
-        auto_commit_interval_ms: int,
-        session_timeout_ms: int,
-        heartbeat_interval_ms: int,
-        max_poll_interval_ms: int,
-        request_timeout_ms: int,
-        metadata_max_age_ms: int,
+        settings: Mapping[str, Any],
         has_listener: bool,
     ) -> None:
+        """``settings``: the consumer's Kafka settings besides ``bootstrap.servers`` and
+        ``group.id`` (which the driver's fake cluster and group give)."""
         self.driver = driver
         self.name = name
         self.group_id = group_id
-        self.request_timeout_ms = request_timeout_ms
         fake = driver.coordinator.cluster
         brokers = [(b.host, b.port) for _, b in sorted(fake.brokers.items())]
         config = ConsumerConfig.from_dict(
             {
                 "bootstrap.servers": [f"{host}:{port}" for host, port in brokers],
                 "group.id": group_id,
-                "group.instance.id": instance_id,
-                "partition.assignment.strategy": list(assignors),
-                "enable.auto.commit": auto_commit,
-                "auto.commit.interval.ms": auto_commit_interval_ms,
-                "session.timeout.ms": session_timeout_ms,
-                "heartbeat.interval.ms": heartbeat_interval_ms,
-                "max.poll.interval.ms": max_poll_interval_ms,
-                "request.timeout.ms": request_timeout_ms,
-                "metadata.max.age.ms": metadata_max_age_ms,
+                **settings,
             }
         )
+        self.config = config
+        self.request_timeout_ms = config.request_timeout_ms
         backoff = exact_backoff()
         self.cluster = ClusterMetadata(brokers)
         self.subscription = SubscriptionState(ResetStrategy.EARLIEST)
@@ -909,7 +945,9 @@ class Member:
         self.manager = parts.membership
         # Observe every transition of the real table (the manager's own machine is replaced by
         # an identical one that also records).
-        self.manager._machine = TracingStateMachine(f"member {name}", self._on_transition)
+        self.manager._machine = TracingStateMachine(
+            f"member {name}", self._on_transition, type(self.manager).TRANSITIONS
+        )
         self.has_listener = has_listener
         #: the application calls poll() every step (sends PollEvents, runs callbacks)
         self.polling = True
@@ -1067,12 +1105,13 @@ class Member:
         return f"<Member {self.name} {self.state.name} {self.member_id!r} gen {self.manager.generation}>"
 
 
-class GroupDriver:
-    """Plays the application and network threads of several members over a fake coordinator."""
+class DriverBase:
+    """Plays the application and network threads of several members over a fake coordinator
+    (whatever its group protocol): the members, the loop, the network and its faults."""
 
     def __init__(
         self,
-        coordinator: FakeGroupCoordinator | None = None,
+        coordinator: CoordinatorBase,
         *,
         topics: Mapping[str, int] | None = None,
         group_id: str = "g",
@@ -1080,7 +1119,7 @@ class GroupDriver:
         latency_ms: int = 0,
         now_ms: int = 0,
     ) -> None:
-        self.coordinator = coordinator if coordinator is not None else FakeGroupCoordinator()
+        self.coordinator = coordinator
         for name, partitions in (topics if topics is not None else {"t": 6}).items():
             self.coordinator.cluster.create_topic(name, partitions)
         self.group_id = group_id
@@ -1091,45 +1130,22 @@ class GroupDriver:
         self.exchanges: list[Exchange] = []
         self.log: list[LogEntry] = []
         #: called after every action (a manager poll, a delivered response, an acknowledged callback)
-        self.observers: list[Callable[[GroupDriver], None]] = []
+        self.observers: list[Callable[[DriverBase], None]] = []
         self._holds: list[tuple[type[Any], Member | None]] = []
         self._drops: list[list[Any]] = []
 
     # -- members ---------------------------------------------------------------------------------------
 
-    def add_member(
+    def _add(
         self,
         name: str,
+        settings: Mapping[str, Any],
         *,
-        topics: Iterable[str] = ("t",),
-        assignors: Iterable[str] = ("range",),
-        instance_id: str | None = None,
-        auto_commit: bool = False,
-        auto_commit_interval_ms: int = 60_000,
-        session_timeout_ms: int = 10_000,
-        heartbeat_interval_ms: int = 1_000,
-        max_poll_interval_ms: int = 30_000,
-        request_timeout_ms: int = 30_000,
-        metadata_max_age_ms: int = 300_000,
-        has_listener: bool = True,
-        subscribe: bool = True,
+        topics: Iterable[str],
+        has_listener: bool,
+        subscribe: bool,
     ) -> Member:
-        """A new member; it subscribes to ``topics`` (and joins at its first poll) by default."""
-        member = Member(
-            self,
-            name,
-            group_id=self.group_id,
-            assignors=assignors,
-            instance_id=instance_id,
-            auto_commit=auto_commit,
-            auto_commit_interval_ms=auto_commit_interval_ms,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms,
-            request_timeout_ms=request_timeout_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            has_listener=has_listener,
-        )
+        member = Member(self, name, group_id=self.group_id, settings=settings, has_listener=has_listener)
         self.members[name] = member
         if subscribe:
             member.subscribe(topics)
@@ -1138,7 +1154,7 @@ class GroupDriver:
     def active(self) -> list[Member]:
         return [m for m in self.members.values() if not m.stopped]
 
-    def group(self) -> FakeGroup:
+    def group(self) -> Any:
         return self.coordinator.group(self.group_id)
 
     # -- network faults -----------------------------------------------------------------------------------
@@ -1148,12 +1164,23 @@ class GroupDriver:
         until :meth:`release`. The coordinator still applies the requests."""
         self._holds.append((api, member))
 
+    def unhold(self, api: type[Any], member: Member | None = None) -> None:
+        """Stop holding responses to requests of class ``api`` (of ``member``) sent from now on;
+        those already held stay held until :meth:`release` (or their ``held`` is cleared)."""
+        self._holds = [(a, m) for a, m in self._holds if not (a is api and m is member)]
+
     def release(self, api: type[Any], member: Member | None = None) -> None:
         """Stop holding ``api`` responses and deliver the held ones at the next step."""
         self._holds = [(a, m) for a, m in self._holds if not (a is api and m is member)]
         for e in self.exchanges:
             if e.held and e.api is api and (member is None or e.member is member):
                 e.held = False
+
+    def release_all(self) -> None:
+        """Stop every hold and deliver every held response at the next step."""
+        self._holds = []
+        for e in self.exchanges:
+            e.held = False
 
     def drop(self, api: type[Any], *, count: int = 1, member: Member | None = None) -> None:
         """Lose the responses to the next ``count`` requests of class ``api``."""
@@ -1202,24 +1229,14 @@ class GroupDriver:
 
     def stable(self, *members: Member) -> bool:
         """The group and these (default: all active) members are stable with nothing pending."""
-        chosen = members or tuple(self.active())
-        group = self.group()
-        return (
-            group.state is GroupState.STABLE
-            and all(m.state is MemberState.STABLE and not m.pending_callbacks for m in chosen)
-            and all(m.member_id in group.members and m.manager.generation == group.generation for m in chosen)
-            and not any(m.manager.join_requested for m in chosen)
-        )
+        raise NotImplementedError
 
     def settle(self, *members: Member, timeout_ms: int = 60_000) -> int:
         """Run until :meth:`stable`."""
         return self.run_until(lambda: self.stable(*members), timeout_ms)
 
     def describe(self) -> str:
-        group = self.group()
-        return f"group {group.state.name} gen {group.generation} members {list(group.members)}; " + ", ".join(
-            repr(m) for m in self.members.values()
-        )
+        return ", ".join(repr(m) for m in self.members.values())
 
     # -- the network -----------------------------------------------------------------------------------------
 
@@ -1299,7 +1316,83 @@ class GroupDriver:
         self.observe()
 
 
-def exclusive_ownership(driver: GroupDriver) -> None:
+class GroupDriver(DriverBase):
+    """Members of a classic group (``group.protocol=classic``) over a :class:`FakeGroupCoordinator`."""
+
+    coordinator: FakeGroupCoordinator
+
+    def __init__(
+        self,
+        coordinator: FakeGroupCoordinator | None = None,
+        *,
+        topics: Mapping[str, int] | None = None,
+        group_id: str = "g",
+        step_ms: int = 10,
+        latency_ms: int = 0,
+        now_ms: int = 0,
+    ) -> None:
+        super().__init__(
+            coordinator if coordinator is not None else FakeGroupCoordinator(),
+            topics=topics,
+            group_id=group_id,
+            step_ms=step_ms,
+            latency_ms=latency_ms,
+            now_ms=now_ms,
+        )
+
+    def add_member(
+        self,
+        name: str,
+        *,
+        topics: Iterable[str] = ("t",),
+        assignors: Iterable[str] = ("range",),
+        instance_id: str | None = None,
+        auto_commit: bool = False,
+        auto_commit_interval_ms: int = 60_000,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 1_000,
+        max_poll_interval_ms: int = 30_000,
+        request_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 300_000,
+        has_listener: bool = True,
+        subscribe: bool = True,
+    ) -> Member:
+        """A new member; it subscribes to ``topics`` (and joins at its first poll) by default."""
+        settings = {
+            "group.instance.id": instance_id,
+            "partition.assignment.strategy": list(assignors),
+            "enable.auto.commit": auto_commit,
+            "auto.commit.interval.ms": auto_commit_interval_ms,
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": heartbeat_interval_ms,
+            "max.poll.interval.ms": max_poll_interval_ms,
+            "request.timeout.ms": request_timeout_ms,
+            "metadata.max.age.ms": metadata_max_age_ms,
+        }
+        return self._add(name, settings, topics=topics, has_listener=has_listener, subscribe=subscribe)
+
+    def group(self) -> FakeGroup:
+        return self.coordinator.group(self.group_id)
+
+    def stable(self, *members: Member) -> bool:
+        """The group and these (default: all active) members are stable with nothing pending."""
+        chosen = members or tuple(self.active())
+        group = self.group()
+        return (
+            group.state is GroupState.STABLE
+            and all(m.state is MemberState.STABLE and not m.pending_callbacks for m in chosen)
+            and all(m.member_id in group.members and m.manager.generation == group.generation for m in chosen)
+            and not any(m.manager.join_requested for m in chosen)
+        )
+
+    def describe(self) -> str:
+        group = self.group()
+        return f"group {group.state.name} gen {group.generation} members {list(group.members)}; " + ", ".join(
+            repr(m) for m in self.members.values()
+        )
+
+
+def exclusive_ownership(driver: DriverBase) -> None:
     """Observer: no partition is in the assignment of two running members."""
     owners: dict[TopicPartition, str] = {}
     for member in driver.active():

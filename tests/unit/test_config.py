@@ -163,7 +163,7 @@ def test_group_protocol_consumer_is_accepted_with_its_remote_assignor() -> None:
 def test_classic_only_settings_with_group_protocol_consumer_are_named_in_the_error(
     classic_only: dict[str, object],
 ) -> None:
-    with pytest.raises(ConfigError, match="cannot be set when group.protocol=consumer") as info:
+    with pytest.raises(ConfigError, match=r"cannot be set when group\.protocol=consumer") as info:
         ConsumerConfig.from_dict({**BOOT, "group.id": "g", "group.protocol": "consumer", **classic_only})
     for key in classic_only:
         assert key in str(info.value)
@@ -171,7 +171,7 @@ def test_classic_only_settings_with_group_protocol_consumer_are_named_in_the_err
 
 
 def test_group_remote_assignor_with_the_classic_protocol_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="group.protocol=classic") as info:
+    with pytest.raises(ConfigError, match=r"group\.protocol=classic") as info:
         ConsumerConfig.from_dict({**BOOT, "group.id": "g", "group.remote.assignor": "uniform"})
     assert info.value.key == "group.remote.assignor"
 

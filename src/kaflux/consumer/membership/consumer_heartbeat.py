@@ -7,7 +7,8 @@ or -2 for a static member closing). Each ``poll(now_ms)``:
 * checks the poll timer (``max.poll.interval.ms``): once it expired the member leaves;
 * sends a heartbeat at once when joining (until the first answer of this join), when
   acknowledging an assignment, or when leaving; otherwise every heartbeat interval, which the
-  coordinator sets in its answers. At most one heartbeat is in flight, but a leave does not wait.
+  coordinator sets in its answers, also while the leave's callbacks run (PREPARE_LEAVING with a
+  valid epoch). At most one heartbeat is in flight, but a leave does not wait.
 * builds the request with every field when joining or after any failure, and otherwise only
   what changed: the subscription when it changed, the owned partitions when acknowledging.
   The subscribed names always go with a regex (``""`` when subscribing by name): real brokers
@@ -107,6 +108,9 @@ class ConsumerHeartbeatRequestManager(RequestManager):
         #: the incarnation whose join the coordinator answered (joining heartbeats then wait
         #: for the interval, as librdkafka's do, instead of repeating at once)
         self._answered_join = -1
+        #: the incarnation in which a joining heartbeat was sent: the coordinator may know the
+        #: member from then on, even before it answers
+        self._join_sent = -1
         self.heartbeats_sent = 0
 
     # -- request manager ---------------------------------------------------------------------------
@@ -128,7 +132,7 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             if self._leave_in_flight is not None:
                 return PollResult()
             return PollResult(MAX_POLL_TIMEOUT_MS, [self._leave_request(node, now_ms)])
-        if state not in CONSUMER_HEARTBEAT_STATES or self._in_flight is not None:
+        if not self._heartbeats_in(state) or self._in_flight is not None:
             return PollResult()  # the response (or a state change) brings the next pass
         backoff_ms = self._retry.remaining_backoff_ms(now_ms)
         if backoff_ms > 0:
@@ -144,6 +148,19 @@ class ConsumerHeartbeatRequestManager(RequestManager):
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         return self.poll(now_ms)
+
+    def _heartbeats_in(self, state: MemberState) -> bool:
+        """The heartbeat states, and PREPARE_LEAVING while the member keeps a valid epoch (as
+        Java): a slow ``on_partitions_revoked`` in unsubscribe() or close() must not let its
+        session expire before the leave heartbeat goes."""
+        return state in CONSUMER_HEARTBEAT_STATES or (
+            state is _M.PREPARE_LEAVING and self._membership.epoch > 0
+        )
+
+    def join_sent(self) -> bool:
+        """A joining heartbeat went out since the member last (re)joined: the coordinator may
+        have added it, so leaving must say so."""
+        return self._join_sent == self._membership.incarnation
 
     def maximum_time_to_wait(self, now_ms: int) -> int:
         """The application comes back in time for the next heartbeat (each poll feeds the poll
@@ -192,6 +209,8 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             request.topic_partitions = [] if joining else membership.owned_topic_partitions()
         elif state is _M.ACKNOWLEDGING:
             request.topic_partitions = membership.owned_topic_partitions()
+        if joining:
+            self._join_sent = membership.incarnation
         self._send_all = False
         self._next_heartbeat_ms = now_ms + self.interval_ms
         sent = self._in_flight = _Sent(membership.incarnation)

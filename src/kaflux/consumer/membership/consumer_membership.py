@@ -183,7 +183,10 @@ class ConsumerMembershipManager(MembershipCore):
         )
 
     def _has_joined(self) -> bool:
-        return self.generation > 0
+        # With a join in flight the coordinator may have added the member already: it is told
+        # that the member leaves (as Java does from JOINING), else it would keep the member and
+        # its partitions until the session expires.
+        return self.generation > 0 or self.heartbeat.join_sent()
 
     def _tells_coordinator_on_leave(self, leave: object) -> bool:
         return True  # a static member closing says so with epoch -2
@@ -227,6 +230,12 @@ class ConsumerMembershipManager(MembershipCore):
     def on_heartbeat_success(self, epoch: int, assignment: Assignment | None, now_ms: int) -> None:
         """A heartbeat was answered without error: the epoch, and a new target if it carries one
         (``None`` means unchanged, never empty)."""
+        if self.state is _M.PREPARE_LEAVING and self.generation > 0:
+            # Still heartbeating while the leave's callbacks run: keep the epoch current (the
+            # commit and the leave that follow use it), but take no new assignment.
+            self.generation = epoch
+            self._publish_metadata()
+            return
         if self.state not in CONSUMER_HEARTBEAT_STATES:
             return  # leaving, fenced, stale or fatal: the answer changes nothing
         self.generation = epoch
