@@ -8,9 +8,13 @@ Python path: ``pythonpath = ["tests"]`` in the pytest config, or ``PYTHONPATH=te
   sessions. :meth:`FakeCluster.handle` answers the generated request classes of
   :mod:`kaflux.protocol.messages` with generated response objects. Faults are injected per
   request kind: error codes (:meth:`FakeCluster.inject`), lost responses
-  (:meth:`FakeCluster.drop`), leader moves (:meth:`FakeCluster.move_leader`), stopped
+  (:meth:`FakeCluster.drop`), leader moves (:meth:`FakeCluster.move_leader`), logs cut back
+  as an unclean leader election does (:meth:`FakeCluster.truncate`), stopped
   brokers (:meth:`FakeCluster.stop_broker`) and a Tansu-like Fetch that fills the response
-  from the first listed partition only (``fill_first_partition_only=True``).
+  from the first listed partition only (``fill_first_partition_only=True``). Each partition
+  keeps its leader epoch history, which OffsetForLeaderEpoch answers from; Fetch (v12+) and
+  Produce (v10+) answers to a request that missed the leader name the current one (KIP-951)
+  unless ``report_current_leader=False``.
 * :class:`FakeNetwork` stands where the ``NetworkClientDelegate`` stands: it takes
   :class:`~kaflux.network.network_client_delegate.UnsentRequest` objects, picks the version
   the real client would negotiate, encodes every request to bytes and decodes it back before
@@ -53,6 +57,8 @@ from kaflux.protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
+from kaflux.protocol.messages.fetch import LeaderIdAndEpoch as FetchLeader
+from kaflux.protocol.messages.fetch import NodeEndpoint as FetchNodeEndpoint
 from kaflux.protocol.messages.find_coordinator import (
     Coordinator,
     FindCoordinatorRequest,
@@ -87,6 +93,14 @@ from kaflux.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from kaflux.protocol.messages.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+from kaflux.protocol.messages.produce import LeaderIdAndEpoch as ProduceLeader
+from kaflux.protocol.messages.produce import NodeEndpoint as ProduceNodeEndpoint
 from kaflux.protocol.messages.produce import (
     PartitionProduceResponse,
     ProduceRequest,
@@ -120,6 +134,11 @@ _BASE_OFFSET = struct.Struct(">q")
 _OFFSET_FETCH_BATCHED_VERSION = 8
 _FIND_COORDINATOR_BATCHED_VERSION = 4
 _DELETE_TOPICS_BY_STATE_VERSION = 6
+#: the first versions whose answers name the current leader (KIP-951) and the brokers' endpoints
+_FETCH_CURRENT_LEADER_VERSION = 12
+_FETCH_NODE_ENDPOINTS_VERSION = 16
+_PRODUCE_CURRENT_LEADER_VERSION = 10
+_LEADER_MOVED = (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH)
 
 
 # -- logs ---------------------------------------------------------------------------------
@@ -146,6 +165,8 @@ class FakePartition:
     leader_epoch: int = 0
     log_start_offset: int = 0
     batches: list[StoredBatch] = field(default_factory=list)
+    #: the leader epoch history: (epoch, first offset written in it), oldest first
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
     #: producer id -> first offset of its open transaction
     open_transactions: dict[int, int] = field(default_factory=dict)
     #: (producer_id, first_offset, last_offset) of aborted transactions
@@ -225,8 +246,10 @@ class FakeCluster:
         auto_create_topics: bool = False,
         cluster_id: str = "fake-cluster",
         api_versions: dict[ApiKey, tuple[int, int]] | None = None,
+        report_current_leader: bool = True,
     ) -> None:
         self.brokers: dict[int, Node] = {i: Node(i, f"broker{i}.fake", 9092 + i) for i in range(brokers)}
+        self.report_current_leader = report_current_leader
         self.stopped: set[int] = set()
         self.sessions_enabled = sessions
         self.fill_first_partition_only = fill_first_partition_only
@@ -346,10 +369,24 @@ class FakeCluster:
         part.batches = [b for b in part.batches if b.last_offset >= before]
 
     def move_leader(self, tp: TopicPartition, new_leader: int) -> None:
-        """Make ``new_leader`` lead ``tp`` and bump the leader epoch."""
+        """Make ``new_leader`` lead ``tp`` and bump the leader epoch (the new epoch starts at the
+        end of the log)."""
         part = self.partition(tp)
         part.leader = new_leader
         part.leader_epoch += 1
+        part.epochs.append((part.leader_epoch, part.high_watermark))
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Lose the records from ``offset`` on, and the leader epochs that began there or later:
+        the log of a replica elected uncleanly (follow with :meth:`move_leader`). ``offset``
+        must be a batch boundary."""
+        part = self.partition(tp)
+        assert any(b.base_offset == offset for b in part.batches) or offset == part.high_watermark
+        part.batches = [b for b in part.batches if b.base_offset < offset]
+        part.epochs = [(e, start) for e, start in part.epochs if start < offset] or [(0, 0)]
+        part.open_transactions = {
+            pid: first for pid, first in part.open_transactions.items() if first < offset
+        }
 
     def commit(
         self, group: str, tp: TopicPartition, offset: int, metadata: str = "", leader_epoch: int = -1
@@ -443,6 +480,7 @@ class FakeCluster:
             CreateTopicsRequest: self._create_topics,
             DeleteTopicsRequest: self._delete_topics,
             InitProducerIdRequest: self._init_producer_id,
+            OffsetForLeaderEpochRequest: self._offset_for_leader_epoch,
         }
         handler = handlers.get(type(request))
         if handler is None:
@@ -545,6 +583,7 @@ class FakeCluster:
         budget = request.max_bytes
         filled = False
         by_topic: dict[str, list[PartitionData]] = {}
+        leaders: set[int] = set()
         session_state = self.fetch_sessions.get(response_session)
         for tp, (offset, max_bytes, leader_epoch) in wanted.items():
             data = self._fetch_partition(
@@ -566,12 +605,39 @@ class FakeCluster:
                     continue
             if session_state is not None:
                 session_state.reported_hw[tp] = data.high_watermark
+            leader = self._current_leader(tp, data.error_code, version, _FETCH_CURRENT_LEADER_VERSION)
+            if leader is not None:
+                data.current_leader = FetchLeader(leader_id=leader[0], leader_epoch=leader[1])
+                leaders.add(leader[0])
             by_topic.setdefault(tp.topic, []).append(data)
+        endpoints = []
+        if version >= _FETCH_NODE_ENDPOINTS_VERSION:
+            endpoints = [
+                FetchNodeEndpoint(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                for n in (self.brokers[b] for b in sorted(leaders) if b in self.brokers)
+            ]
         return FetchResponse(
             error_code=NONE,
             session_id=response_session,
             responses=[FetchableTopicResponse(topic=t, partitions=p) for t, p in by_topic.items()],
+            node_endpoints=endpoints,
         )
+
+    def _current_leader(
+        self, tp: TopicPartition, error_code: int, version: int, since_version: int
+    ) -> tuple[int, int] | None:
+        """The (leader, epoch) a broker names when a request for ``tp`` missed the leader."""
+        topic = self.topics.get(tp.topic)
+        if (
+            not self.report_current_leader
+            or version < since_version
+            or error_code not in _LEADER_MOVED
+            or topic is None
+            or tp.partition not in topic.partitions
+        ):
+            return None
+        part = topic.partitions[tp.partition]
+        return part.leader, part.leader_epoch
 
     def _fetch_partition(
         self,
@@ -810,6 +876,7 @@ class FakeCluster:
 
     def _produce(self, node: int, request: ProduceRequest, version: int) -> ProduceResponse | None:
         responses = []
+        leaders: set[int] = set()
         for t in request.topic_data:
             partitions = []
             for p in t.partition_data:
@@ -820,9 +887,12 @@ class FakeCluster:
                     or self._partition_error(node, tp)
                 )
                 if error:
-                    partitions.append(
-                        PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1)
-                    )
+                    answer = PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1)
+                    leader = self._current_leader(tp, error, version, _PRODUCE_CURRENT_LEADER_VERSION)
+                    if leader is not None:
+                        answer.current_leader = ProduceLeader(leader_id=leader[0], leader_epoch=leader[1])
+                        leaders.add(leader[0])
+                    partitions.append(answer)
                     continue
                 base = -1
                 for batch in iter_batches(memoryview(bytes(p.records or b""))):
@@ -836,7 +906,57 @@ class FakeCluster:
             responses.append(TopicProduceResponse(name=t.name, partition_responses=partitions))
         if request.acks == 0:
             return None
-        return ProduceResponse(responses=responses)
+        endpoints = [
+            ProduceNodeEndpoint(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+            for n in (self.brokers[b] for b in sorted(leaders) if b in self.brokers)
+        ]
+        return ProduceResponse(responses=responses, node_endpoints=endpoints)
+
+    # OffsetForLeaderEpoch
+
+    def _offset_for_leader_epoch(
+        self, node: int, request: OffsetForLeaderEpochRequest, version: int
+    ) -> OffsetForLeaderEpochResponse:
+        topics = []
+        for t in request.topics:
+            partitions = []
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                error = (
+                    self._fault(OffsetForLeaderEpochRequest, tp, node)
+                    or self._fault(OffsetForLeaderEpochRequest, None, node)
+                    or self._partition_error(node, tp)
+                )
+                if not error and p.current_leader_epoch >= 0:
+                    current = self.partition(tp).leader_epoch
+                    if p.current_leader_epoch != current:
+                        error = (
+                            FENCED_LEADER_EPOCH if p.current_leader_epoch < current else UNKNOWN_LEADER_EPOCH
+                        )
+                if error:
+                    partitions.append(EpochEndOffset(error_code=error, partition=p.partition))
+                    continue
+                epoch, end_offset = self.end_offset_for(tp, p.leader_epoch)
+                partitions.append(
+                    EpochEndOffset(partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
+                )
+            topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=partitions))
+        return OffsetForLeaderEpochResponse(topics=topics)
+
+    def end_offset_for(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as a Kafka leader answers OffsetForLeaderEpoch: the largest
+        epoch at or below ``epoch`` it knows and the offset where the next epoch begins (the log
+        end for the latest epoch); ``(-1, -1)`` when it cannot tell."""
+        part = self.partition(tp)
+        if epoch < 0:
+            return -1, -1
+        if epoch == part.epochs[-1][0]:
+            return epoch, part.high_watermark
+        higher = [(e, start) for e, start in part.epochs if e > epoch]
+        if not higher:
+            return -1, -1
+        floor = [e for e, _ in part.epochs if e <= epoch]
+        return (floor[-1] if floor else epoch), higher[0][1]
 
     def _init_producer_id(
         self, node: int, request: InitProducerIdRequest, version: int

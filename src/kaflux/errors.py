@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import ClassVar, Literal, TypeVar
 
-from kaflux.structs import TopicPartition
+from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 
 class KafkaError(Exception):
@@ -343,6 +343,59 @@ class OffsetOutOfRangeError(BrokerError, InvalidOffsetError):
         self.offsets: dict[TopicPartition, int] = dict(offsets or {})
         self.partitions = frozenset(self.offsets)
         self.detail = message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.detail,), self.__dict__)
+
+
+class LogTruncationError(InvalidOffsetError):
+    """The log of some partitions was truncated below the consumer's position: records it had
+    read are gone (an unclean leader election), and ``auto.offset.reset`` is ``none``.
+
+    Java's ``LogTruncationException``, an ``OffsetOutOfRangeException`` there. Here it is no broker
+    error (no code of its own), so it derives from the root both offset errors share,
+    :class:`InvalidOffsetError`, and carries what :class:`OffsetOutOfRangeError` carries:
+    ``offsets`` (also ``offset_out_of_range_partitions``) maps each truncated partition to its
+    fetch offset, ``partitions`` holds its keys. ``divergent_offsets`` gives, for the partitions
+    whose leader could tell, the first offset (with its leader epoch) where the leader's log
+    differs from what the consumer read. The partitions are not fetched until they are seeked.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        divergent_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+    ) -> None:
+        fetch_offsets = dict(offsets or {})
+        divergent = dict(divergent_offsets or {})
+        if not message:
+            where = "; ".join(
+                f"{tp} at offset {offset}: "
+                + (
+                    f"the leader's log diverges from offset {divergent[tp].offset} "
+                    f"(leader epoch {divergent[tp].leader_epoch})"
+                    if tp in divergent
+                    else "where the leader's log diverges is unknown"
+                )
+                for tp, offset in sorted(fetch_offsets.items())
+            )
+            message = (
+                "log truncation detected, records the consumer read are gone (an unclean leader "
+                f"election): {where or 'no partition named'}. auto.offset.reset is 'none', so the "
+                "consumer does not move on its own: seek() each partition (to its divergent offset to "
+                "read what the log holds now), or set auto.offset.reset to 'earliest' or 'latest'"
+            )
+        super().__init__(message, fetch_offsets)
+        self.offsets: dict[TopicPartition, int] = fetch_offsets
+        self.divergent_offsets: dict[TopicPartition, OffsetAndMetadata] = divergent
+        self.detail = message
+
+    @property
+    def offset_out_of_range_partitions(self) -> dict[TopicPartition, int]:
+        """Each truncated partition's fetch offset (Java's ``offsetOutOfRangePartitions()``)."""
+        return self.offsets
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.detail,), self.__dict__)

@@ -119,3 +119,53 @@ def test_every_change_bumps_the_version() -> None:
     cluster.forget_topics({"orders"})
     assert "orders" not in cluster.topics
     assert cluster.version == before + 1
+
+
+# -- leaders from Fetch and Produce responses (KIP-951) ----------------------------------------------
+
+
+def test_a_newer_leader_from_a_response_replaces_the_known_one_and_adds_its_broker() -> None:
+    cluster = updated(orders=topic("orders", {0: 1, 1: 1}, epoch=3))
+    version = cluster.version
+    tp = TopicPartition("orders", 0)
+    moved = cluster.update_partition_leadership({tp: (9, 4)}, [Node(9, "b9", 9099)])
+    assert moved == {tp}
+    assert (cluster.leader_for(tp), cluster.leader_epoch(tp)) == (9, 4)
+    assert cluster.node(9) == Node(9, "b9", 9099)
+    assert cluster.leader_for(TopicPartition("orders", 1)) == 1
+    assert cluster.version == version + 1
+
+
+@pytest.mark.parametrize(
+    "leader",
+    [(2, 3), (2, 2), (9, 4), (2, -1), (-1, 4)],
+    ids=["same-epoch", "older-epoch", "unknown-broker", "no-epoch", "no-leader"],
+)
+def test_a_response_leader_that_is_not_newer_or_not_reachable_is_ignored(leader: tuple[int, int]) -> None:
+    cluster = updated(orders=topic("orders", {0: 1}, epoch=3))
+    version = cluster.version
+    tp = TopicPartition("orders", 0)
+    assert cluster.update_partition_leadership({tp: leader}) == set()
+    assert (cluster.leader_for(tp), cluster.leader_epoch(tp), cluster.version) == (1, 3, version)
+    assert cluster.update_partition_leadership({TopicPartition("nope", 0): (2, 9)}) == set()
+
+
+def test_metadata_with_an_older_leader_epoch_does_not_take_leadership_back() -> None:
+    cluster = updated(orders=topic("orders", {0: 1, 1: 1}, epoch=3))
+    tp = TopicPartition("orders", 0)
+    cluster.update_partition_leadership({tp: (2, 5)})
+    cluster.update(
+        dict(BROKERS),
+        {"orders": topic("orders", {0: 1, 1: 2}, epoch=4)},
+        cluster_id="c",
+        controller_id=1,
+        now_ms=20,
+        full=True,
+    )
+    assert (cluster.leader_for(tp), cluster.leader_epoch(tp)) == (2, 5)  # kept: epoch 4 < 5
+    assert cluster.leader_for(TopicPartition("orders", 1)) == 2  # epoch 4 > 3: taken
+    recreated = topic("orders", {0: 1, 1: 1}, topic_id=uuid.UUID(int=8), epoch=0)
+    cluster.update(
+        dict(BROKERS), {"orders": recreated}, cluster_id="c", controller_id=1, now_ms=30, full=True
+    )
+    assert (cluster.leader_for(tp), cluster.leader_epoch(tp)) == (1, 0)  # a new topic starts afresh

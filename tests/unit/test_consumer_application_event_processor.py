@@ -138,8 +138,8 @@ def test_check_and_update_positions_completes_once_positions_are_known(fake: Fak
     rig.processor.process(event, 0)
     rig.run(0, passes=4)
     assert event.future.result(0) is True
-    assert rig.subscription.position(A0) == FetchPosition(2, None, 0)  # committed
-    assert rig.subscription.position(A1) == FetchPosition(0, None, 0)  # reset to earliest
+    assert rig.subscription.position(A0) == FetchPosition(2, None, 0, 0)  # committed
+    assert rig.subscription.position(A1) == FetchPosition(0, None, 0, 0)  # reset to earliest
 
 
 def test_sync_commit_without_offsets_commits_every_consumed_position(fake: FakeCluster) -> None:

@@ -347,7 +347,7 @@ def test_fetching_resumes_after_a_leader_change_before_any_record_was_consumed(f
     rig = Fetching(fake, [T0], reset=ResetStrategy.LATEST, sessions=False)
     for now in range(3):  # ListOffsets(latest) positions T0 at 2 with the current leader epoch
         rig.run(now)
-    assert rig.subscription.position(T0) == FetchPosition(2, None, 0)
+    assert rig.subscription.position(T0) == FetchPosition(2, None, 0, 0)
     fake.move_leader(T0, 1)
     fake.produce(T0, [b"after-the-move"])
     consumed: list[bytes | None] = []

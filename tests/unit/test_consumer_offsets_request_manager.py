@@ -29,6 +29,7 @@ from kaflux.errors import (
 from kaflux.network.backoff import RequestState
 from kaflux.protocol.messages.list_offsets import ListOffsetsRequest
 from kaflux.protocol.messages.offset_fetch import OffsetFetchRequest
+from kaflux.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kaflux.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -116,14 +117,33 @@ def test_initial_position_is_the_committed_offset_when_the_group_has_one(fake: F
     fake.commit("g", TP, 3, leader_epoch=0)
     rig = Offsets(fake)
     rig.run_until(lambda: rig.position() is not None)
-    assert rig.position() == FetchPosition(3, 0, 0)
+    assert rig.position() == FetchPosition(3, 0, 0, 0)
     assert rig.net.sent(ListOffsetsRequest) == []
+
+
+def test_a_committed_offset_with_a_leader_epoch_is_validated_before_fetching(fake: FakeCluster) -> None:
+    fake.move_leader(TP, 0)  # epoch 1 since offset 4
+    fake.commit("g", TP, 3, leader_epoch=0)
+    rig = Offsets(fake)
+    rig.run_until(lambda: rig.subscription.has_all_positions([TP]))
+    assert rig.position() == FetchPosition(3, 0, 1, 0)
+    (validation,) = rig.net.sent(OffsetForLeaderEpochRequest)
+    asked = validation.topics[0].partitions[0]
+    assert (asked.current_leader_epoch, asked.leader_epoch) == (1, 0)
+
+
+def test_a_committed_offset_whose_epoch_the_leader_cannot_place_is_reset(fake: FakeCluster) -> None:
+    fake.commit("g", TP, 3, leader_epoch=5)  # the leader is at epoch 0: it cannot tell
+    rig = Offsets(fake, reset=ResetStrategy.EARLIEST)
+    rig.run_until(lambda: rig.subscription.has_all_positions([TP]))
+    assert rig.position() == FetchPosition(1, None, 0, 0)  # the log start, not the commit
+    assert len(rig.net.sent(OffsetForLeaderEpochRequest)) == 1
 
 
 def test_without_a_committed_offset_the_partition_is_reset(fake: FakeCluster) -> None:
     rig = Offsets(fake, reset=ResetStrategy.EARLIEST)
     rig.run_until(lambda: rig.position() is not None)
-    assert rig.position() == FetchPosition(1, None, 0)
+    assert rig.position() == FetchPosition(1, None, 0, 0)
     (lookup,) = rig.net.sent(ListOffsetsRequest)
     assert lookup.topics[0].partitions[0].timestamp == -2
 
@@ -139,7 +159,7 @@ def test_without_a_group_the_partition_is_reset_at_once(fake: FakeCluster) -> No
     rig.run(0)
     assert rig.net.sent(OffsetFetchRequest) == []
     assert len(rig.net.sent(ListOffsetsRequest)) == 1
-    assert rig.position() == FetchPosition(1, None, 0)
+    assert rig.position() == FetchPosition(1, None, 0, 0)
 
 
 def test_reset_policy_none_reports_no_offset_for_partition_once(fake: FakeCluster) -> None:
@@ -159,7 +179,7 @@ def test_seek_to_beginning_is_resolved_with_list_offsets(fake: FakeCluster) -> N
     rig.subscription.seek(TP, FetchPosition(3))
     rig.subscription.request_reset(TP, ResetStrategy.EARLIEST)
     rig.run(0)
-    assert rig.position() == FetchPosition(1, None, 0)
+    assert rig.position() == FetchPosition(1, None, 0, 0)
 
 
 def test_reset_result_is_ignored_if_the_position_moved_meanwhile(fake: FakeCluster) -> None:
@@ -190,7 +210,7 @@ def test_reset_is_retried_after_a_retriable_error(fake: FakeCluster) -> None:
     rig.run(BACKOFF_MS - 1)
     assert len(rig.net.sent(ListOffsetsRequest)) == 1
     rig.run(BACKOFF_MS)
-    assert rig.position() == FetchPosition(1, None, 0)
+    assert rig.position() == FetchPosition(1, None, 0, 0)
 
 
 def test_partition_left_out_of_a_reset_answer_is_asked_for_again(fake: FakeCluster) -> None:
@@ -200,7 +220,7 @@ def test_partition_left_out_of_a_reset_answer_is_asked_for_again(fake: FakeClust
     assert rig.position() is None
     for now in range(1, 20 * BACKOFF_MS, BACKOFF_MS):
         rig.run(now)
-    assert rig.position() == FetchPosition(1, None, 0)
+    assert rig.position() == FetchPosition(1, None, 0, 0)
 
 
 def test_await_positions_completes_once_every_partition_has_one(fake: FakeCluster) -> None:

@@ -98,10 +98,19 @@ def test_group_assignment_needs_a_subscription() -> None:
 def test_seek_makes_the_partition_fetchable_and_bumps_the_position_version() -> None:
     state = assigned(A0)
     version = state.position_version(A0)
-    state.seek(A0, FetchPosition(10, 3, 4))
+    state.seek(A0, FetchPosition(10))
     assert state.is_fetchable(A0)
-    assert state.position(A0) == FetchPosition(10, 3, 4)
+    assert state.position(A0) == FetchPosition(10)
     assert state.position_version(A0) == version + 1
+
+
+def test_seek_with_a_leader_epoch_awaits_validation_before_fetching() -> None:
+    state = assigned(A0)
+    changes = state.position_changes
+    state.seek(A0, FetchPosition(10, 3))
+    assert not state.is_fetchable(A0)
+    assert state.positions_awaiting_validation() == {A0: FetchPosition(10, 3)}
+    assert state.position_changes == changes + 1
 
 
 def test_seek_on_an_unassigned_partition_raises() -> None:
@@ -195,7 +204,8 @@ def test_fetchable_partitions_skip_excluded_and_unpositioned_ones() -> None:
 
 def test_all_consumed_lists_positioned_partitions_with_their_epochs() -> None:
     state = assigned(A0, A1, B0)
-    state.seek(A0, FetchPosition(5, 2))
+    state.seek(A0, FetchPosition(3))
+    state.advance(A0, FetchPosition(5, 2), expected_offset=3)
     state.seek(B0, FetchPosition(7))
     state.request_reset(B0)
     assert state.all_consumed() == {A0: OffsetAndMetadata(5, "", 2)}

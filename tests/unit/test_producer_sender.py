@@ -24,7 +24,7 @@ from kaflux.producer.accumulator import RecordAccumulator
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.protocol.messages.metadata import MetadataRequest
 from kaflux.protocol.messages.produce import ProduceRequest
-from kaflux.structs import RecordMetadata, TopicPartition
+from kaflux.structs import Node, RecordMetadata, TopicPartition
 
 TP = TopicPartition("t", 0)
 MESSAGE_TOO_LARGE = 10
@@ -240,3 +240,28 @@ def test_expired_records_are_not_counted_complete_before_their_futures_fail() ->
     assert len(accumulator.expire(1_000)) == 1
     assert not future.done()
     assert accumulator.await_all_complete(0.0, lambda: 1.0) is False
+
+
+def test_the_current_leader_in_a_produce_response_moves_the_retry_at_once_without_metadata(
+    fake: FakeCluster,
+) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER names the new leader, here a broker the client has not
+    heard of (its address comes in the response's node endpoints); the retry goes there at
+    once, without a backoff and before any metadata response."""
+    producer = Producer(fake)
+    fake.brokers[2] = Node(2, "broker2.fake", 9094)
+    fake.move_leader(TP, 2)
+    future = producer.send(b"a")
+    (first,) = producer.net.add_all(producer.sender.poll(0), 0)
+    producer.net.deliver(first, received_ms=0)
+    answer = first.response.responses[0].partition_responses[0]
+    assert (first.broker_id, answer.error_code) == (0, NOT_LEADER_OR_FOLLOWER)
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (2, 1)
+    assert producer.side.cluster.leader_for(TP) == 2
+    assert producer.side.cluster.node(2) == Node(2, "broker2.fake", 9094)
+    (retry,) = producer.net.add_all(producer.sender.poll(0), 0)  # same millisecond: no backoff
+    producer.net.deliver(retry, received_ms=0)
+    assert retry.broker_id == 2
+    assert future.result(0).offset == 2
+    assert len(producer.net.sent(MetadataRequest)) == 1  # connect's only
+    assert producer.side.metadata.poll(1).unsent, "a metadata refresh is still asked for, as Java does"

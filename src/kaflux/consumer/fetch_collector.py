@@ -175,16 +175,17 @@ class FetchCollector:
                 self.released_fetches += 1
 
     def _initialize(self, fetch: CompletedFetch) -> bool:
-        """Check the fetch still matches the partition's position; record its offsets."""
+        """Check the fetch still matches the partition's position; record its offsets. Data of
+        a partition without a valid position (awaiting validation against a new leader, or a
+        reset) is dropped, as Java does: it is fetched again once the position is settled."""
         tp = fetch.tp
         if self._kernel is not None:
             fetch.kernel = self._kernel
-        if not self._subscription.is_readable(tp):
+        valid = self._subscription.valid_position(tp)
+        if valid is None:
             return False
-        position = self._subscription.position(tp)
-        if position is None or position.offset != fetch.fetch_offset:
-            return False
-        if self._subscription.position_version(tp) != fetch.position_version:
+        position, version = valid
+        if position.offset != fetch.fetch_offset or version != fetch.position_version:
             return False
         self._subscription.update_fetch_offsets(
             tp, fetch.high_watermark, fetch.last_stable_offset, fetch.log_start_offset
@@ -201,11 +202,10 @@ class FetchCollector:
         )
 
     def _still_current(self, fetch: CompletedFetch) -> bool:
-        """Whether the partition is still assigned and positioned where this fetch continues."""
-        if not self._subscription.is_readable(fetch.tp):
-            return False
-        position = self._subscription.position(fetch.tp)
-        return position is not None and position.offset == fetch.next_fetch_offset
+        """Whether the partition is still assigned, with a valid position where this fetch
+        continues."""
+        valid = self._subscription.valid_position(fetch.tp)
+        return valid is not None and valid[0].offset == fetch.next_fetch_offset
 
     def _drain(self, fetch: CompletedFetch, max_records: int, sink: _Sink) -> int | None:
         """Records from ``fetch`` into ``sink``; how many, or None when it failed after

@@ -7,7 +7,10 @@ the fetch buffer holds ``fetch.buffer.max.bytes`` or more, which bounds memory.
 
 Responses become :class:`~kaflux.consumer.completed_fetch.CompletedFetch` objects without
 touching record bytes. Partition errors: stale metadata (leader moved, unknown partition...)
-triggers a metadata refresh and a retry; OFFSET_OUT_OF_RANGE requests a reset by
+triggers a metadata refresh and a retry; NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
+carrying the partition's current leader (KIP-951) also move the partition to that leader at
+once, so the next fetch goes there without waiting for the refresh, after the position is
+validated against it (see the offsets request manager); OFFSET_OUT_OF_RANGE requests a reset by
 ``auto.offset.reset`` (or, with ``none``, reaches the application as
 :class:`~kaflux.errors.OffsetOutOfRangeError`); anything else reaches the application
 through the buffer and is raised by ``poll()``.
@@ -15,13 +18,20 @@ through the buffer and is raised by ``poll()``.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kaflux.consumer.completed_fetch import CompletedFetch
 from kaflux.consumer.fetch_session import FetchPlan, FetchSession, PartitionFetchData
-from kaflux.consumer.positions import ResetStrategy
-from kaflux.errors import KafkaError, OffsetOutOfRangeError, error_for_code
+from kaflux.consumer.positions import LeaderAndEpoch, ResetStrategy
+from kaflux.errors import (
+    FencedLeaderEpochError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
@@ -34,13 +44,17 @@ from kaflux.protocol.messages.fetch import (
     ForgottenTopic,
     PartitionData,
 )
-from kaflux.structs import TopicPartition
+from kaflux.structs import Node, TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.fetch_buffer import FetchBuffer
     from kaflux.consumer.subscription_state import SubscriptionState
 
-#: v13+ addresses topics by id; v12 (flexible, sessions, names) is what kaflux sends.
+log = logging.getLogger(__name__)
+
+#: v13+ addresses topics by id; v12 (flexible, sessions, names) is what kaflux sends. v12
+#: responses carry a partition's current leader (KIP-951); the brokers' endpoints come only
+#: from v16, so a leader the client does not know yet waits for the metadata refresh.
 MAX_FETCH_VERSION = 12
 
 _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.code
@@ -48,6 +62,8 @@ _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.code
 #: broker still has a backlog (see FetchRequestManager._nodes_to_hurry)
 SHORT_WAIT_MS = 10
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+#: partition errors whose response may name the current leader (KIP-951)
+_LEADER_MOVED = {NotLeaderOrFollowerError.code, FencedLeaderEpochError.code}
 
 
 class FetchRequestManager(RequestManager):
@@ -200,16 +216,43 @@ class FetchRequestManager(RequestManager):
             return
         state.on_success()
         completed: list[CompletedFetch] = []
+        new_leaders: dict[TopicPartition, tuple[int, int]] = {}
         for topic in body.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
                 data = plan.partitions.get(tp)
                 if data is not None:
+                    leader = p.current_leader
+                    if p.error_code in _LEADER_MOVED and leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                        new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
                     fetch = self._completed_fetch(tp, data, p)
                     if fetch is not None:
                         completed.append(fetch)
+        if new_leaders:
+            self._apply_current_leaders(
+                new_leaders, [Node(e.node_id, e.host, e.port, e.rack) for e in body.node_endpoints]
+            )
         if completed:
             self._buffer.add(completed)
+
+    def _apply_current_leaders(
+        self, leaders: dict[TopicPartition, tuple[int, int]], nodes: list[Node]
+    ) -> None:
+        """KIP-951: take the leaders a response named as the partitions' own; their positions
+        are validated against the new leader before they are fetched again (Java's
+        ``AbstractFetch.handleFetchSuccess``)."""
+        updated = self._cluster.update_partition_leadership(leaders, nodes)
+        if not updated:
+            return
+        log.debug(
+            "leaders moved (from a Fetch response): %s", {str(tp): leaders[tp] for tp in sorted(updated)}
+        )
+        self._subscription.maybe_validate_positions(
+            {
+                tp: LeaderAndEpoch(self._cluster.leader_for(tp), self._cluster.leader_epoch(tp))
+                for tp in updated
+            }
+        )
 
     def _completed_fetch(
         self, tp: TopicPartition, data: PartitionFetchData, p: PartitionData

@@ -1,6 +1,6 @@
-"""ListOffsets: offset lookups and fetch positions. [bg, pure: takes now_ms]
+"""ListOffsets and OffsetForLeaderEpoch: offset lookups and fetch positions. [bg, pure: takes now_ms]
 
-Two jobs:
+Three jobs:
 
 * answer ``offsets_for_times``, ``beginning_offsets`` and ``end_offsets`` (ListOffsets grouped
   by partition leader, retriable errors retried until the caller's deadline);
@@ -9,23 +9,51 @@ Two jobs:
   it is reset by ``auto.offset.reset``; a partition awaiting a reset (AWAIT_RESET, from
   ``seek_to_beginning``/``seek_to_end`` or an out-of-range fetch) is resolved with ListOffsets
   at -2 (earliest) or -1 (latest). With ``auto.offset.reset=none`` the partition is reported
-  through ``on_error`` as :class:`~kaflux.errors.NoOffsetForPartitionError`.
+  through ``on_error`` as :class:`~kaflux.errors.NoOffsetForPartitionError`;
+* check positions against their partition's current leader (KIP-320, Java's position
+  validation): a position carrying the leader epoch of the last record consumed
+  (``offset_epoch``), once its partition's leader changed (a metadata refresh, a Fetch
+  response naming the new leader, a seek or a committed offset with an epoch), awaits
+  validation and is not fetched. OffsetForLeaderEpoch asks the leader where that epoch ends in
+  its log. Ending below the position means the log was truncated (an unclean leader
+  election lost records the consumer read): with a reset policy the position moves to where
+  the log diverges (or, when the leader cannot tell, is reset by ``auto.offset.reset``); with
+  ``auto.offset.reset=none`` the application gets :class:`~kaflux.errors.LogTruncationError`
+  and the partition waits for a seek. A leader that cannot answer (no OffsetForLeaderEpoch
+  v2+, which carries the current leader epoch) is not asked: fetching goes on unvalidated, as
+  Java does for brokers without a usable version.
 
 Results apply only if the partition's position did not move meanwhile (position versions).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.events import complete, fail
-from kaflux.consumer.positions import FetchPosition, FetchState, ResetStrategy
-from kaflux.errors import KafkaError, KafkaTimeoutError, NoOffsetForPartitionError, error_for_code
+from kaflux.consumer.positions import (
+    FetchPosition,
+    FetchState,
+    LeaderAndEpoch,
+    ResetStrategy,
+    ValidationOutcome,
+)
+from kaflux.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    TopicAuthorizationFailedError,
+    UnsupportedVersionError,
+    error_for_code,
+)
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
@@ -36,10 +64,28 @@ from kaflux.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from kaflux.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.subscription_state import SubscriptionState
+
+log = logging.getLogger(__name__)
+
+#: OffsetForLeaderEpoch v2 added the current leader epoch, which fences a request sent with stale
+#: metadata; an older version cannot validate a position. (Java asks for v3, where the request
+#: needs only the topic's DESCRIBE permission; a v2 broker that wants CLUSTER_ACTION instead
+#: answers CLUSTER_AUTHORIZATION_FAILED, and its partitions go on unvalidated, as Java's would.)
+MIN_VALIDATION_VERSION = 2
+#: the first OffsetForLeaderEpoch version authorized by topic (KIP-320)
+_TOPIC_PERMISSION_VERSION = 3
+_TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
+_CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailedError.code
 
 #: (offset, timestamp, leader_epoch) for a partition; None when no such offset exists
 OffsetResult = tuple[int, int, int | None] | None
@@ -93,6 +139,13 @@ class OffsetsRequestManager(RequestManager):
         self._reset_retry = RequestState(retry_backoff)
         self._reported: set[tuple[TopicPartition, int]] = set()
         self._last_reset_error: KafkaError | None = None
+        #: per partition awaiting validation: its request in flight and its retry backoff
+        self._validations: dict[TopicPartition, RequestState] = {}
+        #: truncations reported to the application: not asked again until the position moves
+        self._truncations_reported: set[tuple[TopicPartition, FetchPosition]] = set()
+        self._last_validation_error: KafkaError | None = None
+        #: (cluster version, subscription position changes) at the last leader check
+        self._leaders_checked: tuple[int, int] = (-1, -1)
 
     # -- called by the event processor ---------------------------------------------------------
 
@@ -124,9 +177,11 @@ class OffsetsRequestManager(RequestManager):
         return PollResult()
 
     def poll(self, now_ms: int) -> PollResult:
-        unsent: list[UnsentRequest[ListOffsetsResponse]] = []
+        unsent: list[UnsentRequest[Any]] = []
+        self._check_leaders()
         self._initialize_positions(now_ms)
         unsent += self._reset_requests(now_ms)
+        unsent += self._validation_requests(now_ms)
         for lookup in list(self._lookups):
             if lookup.in_flight == 0 and lookup.retry.can_send(now_ms):
                 unsent += self._lookup_requests(lookup, now_ms)
@@ -134,6 +189,9 @@ class OffsetsRequestManager(RequestManager):
         wait = 5000
         if self._lookups or self._resetting or self._waiters:
             wait = 50
+        waiting = [s.remaining_backoff_ms(now_ms) for s in self._validations.values() if not s.in_flight]
+        if waiting:  # come back when a backoff ends (or soon, while a leader is unknown)
+            wait = min(wait, min(ms if ms > 0 else 50 for ms in waiting))
         return PollResult(wait, unsent)
 
     def fail_all(self, error: BaseException) -> None:
@@ -172,10 +230,11 @@ class OffsetsRequestManager(RequestManager):
             for tp, committed in f.result().items():
                 version = versions[tp]
                 if committed is not None:
-                    position = FetchPosition(
-                        committed.offset, committed.leader_epoch, self._cluster.leader_epoch(tp)
+                    # Java's refreshCommittedOffsets: validated first when it carries an epoch
+                    position = FetchPosition(committed.offset, committed.leader_epoch).with_leader(
+                        self._current_leader(tp)
                     )
-                    self._subscription.seek_if_version(tp, position, version)
+                    self._subscription.seek_unvalidated_if_version(tp, position, version)
                 else:
                     self._subscription.request_reset_if_version(tp, version)
 
@@ -241,9 +300,8 @@ class OffsetsRequestManager(RequestManager):
                 continue
             if result is not None and tp in versions:
                 offset = result[0]
-                self._subscription.seek_if_version(
-                    tp, FetchPosition(offset, None, self._cluster.leader_epoch(tp)), versions[tp]
-                )
+                position = FetchPosition(offset).with_leader(self._current_leader(tp))
+                self._subscription.seek_if_version(tp, position, versions[tp])
         if failed:
             errors = [r for r in results.values() if isinstance(r, KafkaError)]
             if errors:
@@ -260,6 +318,229 @@ class OffsetsRequestManager(RequestManager):
             self._on_error(error)
         self._reset_retry.on_failure(now_ms)
         self._metadata.request_update()
+
+    # -- validation (OffsetForLeaderEpoch) ------------------------------------------------------
+
+    def _current_leader(self, tp: TopicPartition) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self._cluster.leader_for(tp), self._cluster.leader_epoch(tp))
+
+    def _check_leaders(self) -> None:
+        """After a metadata change or a new position, compare every position with its
+        partition's current leader (Java's ``validatePositionsOnMetadataChange``)."""
+        key = (self._cluster.version, self._subscription.position_changes)
+        if key == self._leaders_checked:
+            return
+        self._leaders_checked = key  # read first: a change from now on is seen next time
+        self._subscription.maybe_validate_positions(
+            {tp: self._current_leader(tp) for tp in self._subscription.assigned_partitions()}
+        )
+
+    def _validation_requests(self, now_ms: int) -> list[UnsentRequest[OffsetForLeaderEpochResponse]]:
+        positions = self._subscription.positions_awaiting_validation()
+        for tp in [
+            tp for tp, state in self._validations.items() if tp not in positions and not state.in_flight
+        ]:
+            del self._validations[tp]
+        self._truncations_reported = {
+            (tp, p) for tp, p in self._truncations_reported if positions.get(tp) == p
+        }
+        by_leader: dict[int, dict[TopicPartition, FetchPosition]] = defaultdict(dict)
+        unknown_leader = False
+        for tp, position in positions.items():
+            if position.offset_epoch is None or (tp, position) in self._truncations_reported:
+                continue
+            state = self._validations.setdefault(tp, RequestState(self._backoff))
+            if not state.can_send(now_ms):
+                continue
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                unknown_leader = True
+                continue
+            by_leader[leader][tp] = position
+        if unknown_leader:
+            self._metadata.request_update()
+        requests: list[UnsentRequest[OffsetForLeaderEpochResponse]] = []
+        for leader, sent in by_leader.items():
+            topics: dict[str, list[OffsetForLeaderPartition]] = defaultdict(list)
+            for tp, position in sent.items():
+                self._validations[tp].on_send(now_ms)
+                assert position.offset_epoch is not None
+                topics[tp.topic].append(
+                    OffsetForLeaderPartition(
+                        partition=tp.partition,
+                        current_leader_epoch=-1
+                        if position.current_leader_epoch is None
+                        else position.current_leader_epoch,
+                        leader_epoch=position.offset_epoch,
+                    )
+                )
+            request = OffsetForLeaderEpochRequest(
+                replica_id=-1,
+                topics=[OffsetForLeaderTopic(topic=t, partitions=p) for t, p in topics.items()],
+            )
+            log.debug(
+                "validating positions %s with broker %d",
+                {str(tp): p.offset for tp, p in sent.items()},
+                leader,
+            )
+            requests.append(
+                UnsentRequest(
+                    request,
+                    leader,
+                    self._validation_handler(sent),
+                    max_version=OffsetForLeaderEpochRequest.MAX_VERSION,
+                )
+            )
+        return requests
+
+    def _validation_handler(
+        self, sent: dict[TopicPartition, FetchPosition]
+    ) -> Callable[[ClientResponse[OffsetForLeaderEpochResponse]], None]:
+        return lambda response: self._on_validation_response(sent, response)
+
+    def _validation_done(self, tp: TopicPartition) -> None:
+        state = self._validations.get(tp)
+        if state is not None:
+            state.on_success()
+
+    def _validation_failed(self, tp: TopicPartition, now_ms: int) -> None:
+        state = self._validations.get(tp)
+        if state is not None:
+            state.on_failure(now_ms)
+
+    def _skip_validation(self, sent: dict[TopicPartition, FetchPosition], why: str) -> None:
+        """The leader cannot validate: fetch on unvalidated (Java's
+        ``updatePositionLeaderNoValidation``)."""
+        log.debug("not validating the positions of %s: %s", sorted(str(tp) for tp in sent), why)
+        for tp, position in sent.items():
+            self._validation_done(tp)
+            self._subscription.skip_validation(tp, position)
+
+    def _on_validation_response(
+        self,
+        sent: dict[TopicPartition, FetchPosition],
+        response: ClientResponse[OffsetForLeaderEpochResponse],
+    ) -> None:
+        now_ms = response.received_ms
+        error = response.error
+        if isinstance(error, UnsupportedVersionError):
+            self._skip_validation(sent, f"the broker does not support OffsetForLeaderEpoch ({error})")
+            return
+        if error is not None:
+            self._last_validation_error = error
+            for tp in sent:
+                self._validation_failed(tp, now_ms)
+            self._metadata.request_update()
+            if not error.retriable:
+                self._on_error(error)
+            return
+        if response.api_version < MIN_VALIDATION_VERSION:
+            self._skip_validation(
+                sent, f"the broker supports OffsetForLeaderEpoch only up to v{response.api_version}"
+            )
+            return
+        retry = set(sent)
+        unauthorized: set[str] = set()
+        truncated: dict[TopicPartition, tuple[FetchPosition, OffsetAndMetadata | None]] = {}
+        for topic in response.body.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                position = sent.get(tp)
+                if position is None:
+                    continue
+                if p.error_code == 0:
+                    retry.discard(tp)
+                    self._validation_done(tp)
+                    self._apply_validation(tp, position, p.end_offset, p.leader_epoch, truncated)
+                elif p.error_code == _TOPIC_AUTHORIZATION_FAILED:
+                    unauthorized.add(tp.topic)
+                elif (
+                    p.error_code == _CLUSTER_AUTHORIZATION_FAILED
+                    and response.api_version < _TOPIC_PERMISSION_VERSION
+                ):
+                    retry.discard(tp)
+                    self._skip_validation(
+                        {tp: position}, "the broker wants CLUSTER_ACTION for OffsetForLeaderEpoch v2"
+                    )
+                else:
+                    # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION...
+                    self._last_validation_error = error_for_code(p.error_code)(
+                        f"validating the position of {tp}"
+                    )
+                    log.debug("validating the position of %s: %s; retrying", tp, self._last_validation_error)
+        for tp in retry:  # failed, or left out of the answer: ask again after the backoff
+            self._validation_failed(tp, now_ms)
+        if retry:
+            self._metadata.request_update()
+        if unauthorized:
+            error = TopicAuthorizationFailedError(
+                f"topics {sorted(unauthorized)}: not authorized to validate the consumer's positions "
+                "(OffsetForLeaderEpoch needs DESCRIBE on the topic)"
+            )
+            self._last_validation_error = error
+            self._on_error(error)
+        if truncated:
+            self._report_truncation(truncated)
+
+    def _apply_validation(
+        self,
+        tp: TopicPartition,
+        position: FetchPosition,
+        end_offset: int,
+        end_epoch: int,
+        truncated: dict[TopicPartition, tuple[FetchPosition, OffsetAndMetadata | None]],
+    ) -> None:
+        result = self._subscription.maybe_complete_validation(tp, position, end_offset, end_epoch)
+        outcome = result.outcome
+        if outcome is ValidationOutcome.SEEK:
+            log.info(
+                "truncation detected for %s at offset %d (leader epoch %s): the leader's log diverges from "
+                "offset %d (epoch %d); fetching from there",
+                tp,
+                position.offset,
+                position.offset_epoch,
+                end_offset,
+                end_epoch,
+            )
+        elif outcome is ValidationOutcome.RESET:
+            log.info(
+                "truncation detected for %s at offset %d (leader epoch %s), where the leader's log diverges "
+                "is unknown (end offset %d, epoch %d): resetting by auto.offset.reset=%s",
+                tp,
+                position.offset,
+                position.offset_epoch,
+                end_offset,
+                end_epoch,
+                self._subscription.default_reset().value,
+            )
+        elif outcome is ValidationOutcome.TRUNCATED:
+            log.warning(
+                "truncation detected for %s at offset %d (leader epoch %s; the leader answered end offset "
+                "%d, epoch %d), and auto.offset.reset=none: the application must seek",
+                tp,
+                position.offset,
+                position.offset_epoch,
+                end_offset,
+                end_epoch,
+            )
+            truncated[tp] = (position, result.divergent)
+
+    def _report_truncation(
+        self, truncated: dict[TopicPartition, tuple[FetchPosition, OffsetAndMetadata | None]]
+    ) -> None:
+        """Tell the application, once per position, and fail the position waits it concerns."""
+        self._truncations_reported |= {(tp, position) for tp, (position, _) in truncated.items()}
+        for tp in truncated:
+            self._validations.pop(tp, None)
+        error = LogTruncationError(
+            offsets={tp: position.offset for tp, (position, _) in truncated.items()},
+            divergent_offsets={tp: d for tp, (_, d) in truncated.items() if d is not None},
+        )
+        self._on_error(error)
+        for waiter in list(self._waiters):
+            if waiter.partitions is None or any(tp in waiter.partitions for tp in truncated):
+                self._waiters.remove(waiter)
+                fail(waiter.future, error)
 
     def _check_waiters(self, now_ms: int) -> None:
         for waiter in list(self._waiters):
@@ -298,6 +579,10 @@ class OffsetsRequestManager(RequestManager):
                 f"no leader is known for {tp} (no metadata for it yet: the brokers may be unreachable, "
                 "or the partition does not exist)"
             )
+        if tp in self._subscription.positions_awaiting_validation():
+            cause = "its position awaits validation against its new leader (OffsetForLeaderEpoch)"
+            error = self._last_validation_error
+            return cause + (f", which failed: {error}" if error is not None else "")
         if self._last_reset_error is not None:
             return f"listing offsets failed: {self._last_reset_error}"
         leader = self._cluster.leader_for(tp)

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from kaflux.consumer.positions import (
     FetchPosition,
     FetchState,
+    LeaderAndEpoch,
     PartitionState,
     ResetStrategy,
     SubscriptionType,
+    ValidationOutcome,
+    ValidationResult,
+    validate_position,
 )
 from kaflux.errors import IllegalStateError
 from kaflux.structs import OffsetAndMetadata, TopicPartition
@@ -29,6 +33,7 @@ from kaflux.structs import OffsetAndMetadata, TopicPartition
 __all__ = [
     "FetchPosition",
     "FetchState",
+    "LeaderAndEpoch",
     "PartitionState",
     "ResetStrategy",
     "SubscriptionState",
@@ -48,6 +53,9 @@ class SubscriptionState:
         self._default_reset = default_reset
         #: bumped on every assignment change
         self.assignment_version = 0
+        #: bumped whenever a position is set (seek, reset, committed offset): the network thread
+        #: then checks the new positions against the partitions' current leaders
+        self.position_changes = 0
 
     # -- subscription ---------------------------------------------------------------------
 
@@ -145,16 +153,29 @@ class SubscriptionState:
     # -- positions -------------------------------------------------------------------------
 
     def seek(self, tp: TopicPartition, position: FetchPosition) -> None:
-        """Set the position (the fetch state becomes FETCHING)."""
+        """Set the position, as the application's ``seek()`` (Java's ``seekUnvalidated``): the
+        fetch state becomes FETCHING, or AWAIT_VALIDATION when the position carries the leader
+        epoch of the record before it (``offset_epoch``): the network thread then checks it
+        against the partition's current leader before fetching from it."""
         with self._lock:
-            self._set_position(self._state(tp), position)
+            self._set_position(self._state(tp), position, validate=position.offset_epoch is not None)
 
     def seek_if_version(self, tp: TopicPartition, position: FetchPosition, version: int) -> bool:
-        """Seek only if nothing else moved the position since ``version`` (for async results)."""
+        """Seek, position trusted (a reset), only if nothing else moved the position since
+        ``version`` (for async results)."""
         with self._lock:
             state = self._at_version(tp, version)
             if state is not None:
                 self._set_position(state, position)
+            return state is not None
+
+    def seek_unvalidated_if_version(self, tp: TopicPartition, position: FetchPosition, version: int) -> bool:
+        """As :meth:`seek_if_version` for a position to validate first if it can be (a
+        committed offset with its leader epoch, the current leader's epoch known)."""
+        with self._lock:
+            state = self._at_version(tp, version)
+            if state is not None:
+                self._set_position(state, position, validate=position.needs_validation)
             return state is not None
 
     def _at_version(self, tp: TopicPartition, version: int) -> PartitionState | None:
@@ -162,12 +183,14 @@ class SubscriptionState:
         state = self._assignment.get(tp)
         return state if state is not None and state.position_version == version else None
 
-    @staticmethod
-    def _set_position(state: PartitionState, position: FetchPosition) -> None:
+    def _set_position(
+        self, state: PartitionState, position: FetchPosition, *, validate: bool = False
+    ) -> None:
         state.position = position
-        state.fetch_state = FetchState.FETCHING
+        state.fetch_state = FetchState.AWAIT_VALIDATION if validate else FetchState.FETCHING
         state.reset_strategy = None
         state.position_version += 1
+        self.position_changes += 1
 
     @staticmethod
     def _await_reset(state: PartitionState, strategy: ResetStrategy) -> None:
@@ -177,11 +200,15 @@ class SubscriptionState:
         state.position_version += 1
 
     def advance(self, tp: TopicPartition, position: FetchPosition, expected_offset: int) -> bool:
-        """Move the position forward after records were returned (if still at ``expected_offset``)."""
+        """Move the position forward after records were returned (if still at ``expected_offset``).
+        A ``position`` naming no current leader keeps the one of the position it replaces:
+        reading records does not change who leads."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is None or state.position is None or state.position.offset != expected_offset:
                 return False
+            if position.current_leader_id is None and position.current_leader_epoch is None:
+                position = position.with_leader(state.position.current_leader)
             state.position = position
             return True
 
@@ -208,18 +235,105 @@ class SubscriptionState:
                 FetchState.INITIALIZING,
             )
 
-    def request_validation(self, tp: TopicPartition) -> None:
-        """The leader changed: validate the position before fetching again."""
-        with self._lock:
-            state = self._assignment.get(tp)
-            if state is not None and state.fetch_state is FetchState.FETCHING:
-                state.fetch_state = FetchState.AWAIT_VALIDATION
+    # -- validation against the current leader (KIP-320) ---------------------------------------
 
-    def complete_validation(self, tp: TopicPartition) -> None:
+    def maybe_validate_positions(
+        self, leaders: Mapping[TopicPartition, LeaderAndEpoch]
+    ) -> list[TopicPartition]:
+        """Compare positions with their partitions' current ``leaders`` (Java's
+        ``maybeValidatePositionForCurrentLeader``). A position validated against another leader
+        (or none yet) takes the new one, and awaits validation if it can be validated (it has
+        an offset epoch and the leader epoch is known), else fetching goes on. Partitions
+        without a position, awaiting a reset, or whose leader is unknown are left alone.
+        Returns the partitions that now await validation."""
+        waiting: list[TopicPartition] = []
+        with self._lock:
+            for tp, leader in leaders.items():
+                state = self._assignment.get(tp)
+                if (
+                    state is None
+                    or state.position is None
+                    or state.fetch_state is FetchState.AWAIT_RESET
+                    or leader.leader is None
+                    or state.position.current_leader == leader
+                ):
+                    continue
+                state.position = state.position.with_leader(leader)
+                if state.position.needs_validation:
+                    state.fetch_state = FetchState.AWAIT_VALIDATION
+                    waiting.append(tp)
+                else:
+                    state.fetch_state = FetchState.FETCHING
+        return waiting
+
+    def positions_awaiting_validation(self) -> dict[TopicPartition, FetchPosition]:
+        """The positions to check with OffsetForLeaderEpoch, in assignment order."""
+        with self._lock:
+            return {
+                tp: s.position
+                for tp, s in self._assignment.items()
+                if s.fetch_state is FetchState.AWAIT_VALIDATION and s.position is not None
+            }
+
+    def maybe_complete_validation(
+        self, tp: TopicPartition, position: FetchPosition, end_offset: int, end_epoch: int
+    ) -> ValidationResult:
+        """Apply the leader's answer (the end offset of the largest epoch at or below the
+        position's offset epoch) to ``tp``, if it still awaits validation at ``position``
+        (see :func:`~kaflux.consumer.positions.validate_position`). A truncation moves the
+        position to where the log diverges, or resets it by ``auto.offset.reset`` when that
+        point is unknown; with ``auto.offset.reset=none`` the partition keeps awaiting
+        validation (and is not fetched) until the application seeks it."""
         with self._lock:
             state = self._assignment.get(tp)
-            if state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION:
+            if (
+                state is None
+                or state.fetch_state is not FetchState.AWAIT_VALIDATION
+                or state.position != position
+            ):
+                return ValidationResult(ValidationOutcome.STALE)
+            result = validate_position(
+                position,
+                end_offset,
+                end_epoch,
+                has_reset_policy=self._default_reset is not ResetStrategy.NONE,
+            )
+            if result.outcome is ValidationOutcome.VALID:
                 state.fetch_state = FetchState.FETCHING
+            elif result.outcome is ValidationOutcome.SEEK:
+                assert result.position is not None
+                self._set_position(state, result.position)
+            elif result.outcome is ValidationOutcome.RESET:
+                self._await_reset(state, self._default_reset)
+            return result
+
+    def skip_validation(self, tp: TopicPartition, position: FetchPosition) -> bool:
+        """Fetch from ``position`` without validating it (its leader cannot answer
+        OffsetForLeaderEpoch), if ``tp`` still awaits validation there."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or state.fetch_state is not FetchState.AWAIT_VALIDATION
+                or state.position != position
+            ):
+                return False
+            state.fetch_state = FetchState.FETCHING
+            return True
+
+    def valid_position(self, tp: TopicPartition) -> tuple[FetchPosition, int] | None:
+        """The position and its version if ``tp`` is assigned, not being revoked, and has a
+        valid position (FETCHING): fetched data may be returned from there."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or state.pending_revocation
+                or state.fetch_state is not FetchState.FETCHING
+                or state.position is None
+            ):
+                return None
+            return state.position, state.position_version
 
     def position(self, tp: TopicPartition) -> FetchPosition | None:
         """The current position, or None if it is not known yet."""

@@ -7,7 +7,8 @@ Readers on other threads get immutable snapshots through events, never this obje
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from kaflux.structs import Node, PartitionInfo, TopicPartition
 
@@ -120,7 +121,14 @@ class ClusterMetadata:
         now_ms: int,
         full: bool,
     ) -> None:
-        """Apply a Metadata response. ``full`` replaces all topics, else merges these."""
+        """Apply a Metadata response. ``full`` replaces all topics, else merges these.
+
+        A partition reported with an older leader epoch than the one known (the answering
+        broker has not heard of the election yet, or the leader came from a Fetch or Produce
+        response, KIP-951) keeps what is known, as Java's ``Metadata`` does: leadership never
+        goes back in time. A topic with a new id (deleted and re-created) starts afresh.
+        """
+        topics = {name: self._without_stale_leaders(info) for name, info in topics.items()}
         self.brokers = brokers
         if full:
             self.topics = dict(topics)
@@ -130,6 +138,51 @@ class ClusterMetadata:
         self.controller_id = controller_id
         self.last_refresh_ms = now_ms
         self.version += 1
+
+    def _without_stale_leaders(self, info: TopicInfo) -> TopicInfo:
+        known = self.topics.get(info.name)
+        if known is None or (
+            known.topic_id != info.topic_id and ZERO_UUID not in (known.topic_id, info.topic_id)
+        ):
+            return info
+        kept = dict(info.partitions)
+        for index, partition in info.partitions.items():
+            old = known.partitions.get(index)
+            if old is not None and 0 <= partition.leader_epoch < old.leader_epoch:
+                kept[index] = old
+        return info if kept == info.partitions else replace(info, partitions=kept)
+
+    def update_partition_leadership(
+        self, leaders: Mapping[TopicPartition, tuple[int, int]], nodes: Iterable[Node] = ()
+    ) -> set[TopicPartition]:
+        """Apply the current leaders a Fetch or Produce response carried with
+        NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (KIP-951): ``leaders`` maps partitions to
+        ``(leader id, leader epoch)``, ``nodes`` are the brokers the response described.
+
+        As Java's ``Metadata.updatePartitionLeadership``, a partition is updated only if its
+        leader and epoch are both given, the epoch is newer than the known one, the leader is
+        a known broker or one of ``nodes``, and the partition itself is known. The brokers of
+        ``nodes`` are added (or refreshed) only when some partition was updated. Returns the
+        partitions updated; the caller still asks for a metadata refresh.
+        """
+        merged = dict(self.brokers)
+        merged.update({n.node_id: n for n in nodes if n.node_id >= 0})
+        updated: set[TopicPartition] = set()
+        for tp, (leader, epoch) in leaders.items():
+            topic = self.topics.get(tp.topic)
+            info = topic.partitions.get(tp.partition) if topic is not None else None
+            if topic is None or info is None or leader < 0 or epoch < 0 or leader not in merged:
+                continue
+            if info.leader_epoch >= 0 and epoch <= info.leader_epoch:
+                continue
+            partitions = dict(topic.partitions)
+            partitions[tp.partition] = info._replace(leader=leader, leader_epoch=epoch)
+            self.topics[tp.topic] = replace(topic, partitions=partitions)
+            updated.add(tp)
+        if updated:
+            self.brokers = merged
+            self.version += 1
+        return updated
 
     def forget_topics(self, names: set[str]) -> None:
         """Drop topics the client no longer cares about or that no longer exist."""

@@ -12,6 +12,11 @@ says to retry) put the batch back in its partition's queue after ``retry.backoff
 (exponential, jittered) while ``retries`` and ``delivery.timeout.ms`` allow; other errors fail
 the batch's futures with the broker's error class. After a fatal error (a fenced producer) no
 batch is sent any more: the queued ones fail with that error.
+
+NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers that name the partition's current leader
+(Produce v10+, KIP-951) move the partition to that leader in the cluster metadata at once (with
+the broker's address, from the response's node endpoints, if it is new), and its batch is
+retried there without a backoff, as Java does; a metadata refresh is still requested.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from typing import TYPE_CHECKING
 
 from kaflux.errors import (
     DuplicateSequenceNumberError,
+    FencedLeaderEpochError,
     KafkaError,
     KafkaTimeoutError,
+    NotLeaderOrFollowerError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff
@@ -32,11 +39,14 @@ from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.producer.transaction_manager import TransactionAbortedError, TransactionManager, TxnState
 from kaflux.protocol.messages.produce import (
+    NodeEndpoint,
     PartitionProduceData,
+    PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     TopicProduceData,
 )
+from kaflux.structs import Node, TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.producer.accumulator import ProducerBatch, RecordAccumulator
@@ -47,6 +57,8 @@ log = logging.getLogger("kaflux.producer")
 MAX_PRODUCE_VERSION = 11
 #: How soon to look again while a fatal error holds everything back.
 _FATAL_POLL_MS = 1000
+#: partition errors whose answer may name the current leader (KIP-951)
+_LEADER_MOVED = {NotLeaderOrFollowerError.code, FencedLeaderEpochError.code}
 
 
 class ProduceRequestManager(RequestManager):
@@ -209,6 +221,7 @@ class ProduceRequestManager(RequestManager):
             return
         body = response.body
         results = {(t.name, p.index): p for t in body.responses for p in t.partition_responses}
+        moved = self._apply_current_leaders(batches, results, body.node_endpoints)
         for batch in batches:
             result = results.get((batch.tp.topic, batch.tp.partition))
             if result is None:
@@ -217,9 +230,37 @@ class ProduceRequestManager(RequestManager):
                 )
             elif result.error_code != 0:
                 error = error_for_code(result.error_code)(result.error_message or None)
-                self._complete_with_error(batch, error, result.log_start_offset, now_ms)
+                self._complete_with_error(
+                    batch, error, result.log_start_offset, now_ms, leader_moved=batch.tp in moved
+                )
             else:
                 self._complete_ok(batch, result.base_offset, result.log_append_time_ms)
+
+    def _apply_current_leaders(
+        self,
+        batches: list[ProducerBatch],
+        results: dict[tuple[str, int], PartitionProduceResponse],
+        endpoints: list[NodeEndpoint],
+    ) -> set[TopicPartition]:
+        """KIP-951: take the leaders the answer named for partitions it refused as not led
+        there; returns the partitions whose leader changed."""
+        leaders: dict[TopicPartition, tuple[int, int]] = {}
+        for batch in batches:
+            result = results.get((batch.tp.topic, batch.tp.partition))
+            if result is None or result.error_code not in _LEADER_MOVED:
+                continue
+            leader = result.current_leader
+            if leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                leaders[batch.tp] = (leader.leader_id, leader.leader_epoch)
+        if not leaders:
+            return set()
+        nodes = [Node(e.node_id, e.host, e.port, e.rack) for e in endpoints]
+        moved = self._cluster.update_partition_leadership(leaders, nodes)
+        if moved:
+            log.debug(
+                "leaders moved (from a Produce response): %s", {str(tp): leaders[tp] for tp in sorted(moved)}
+            )
+        return moved
 
     # -- outcomes -------------------------------------------------------------------------------
 
@@ -232,7 +273,13 @@ class ProduceRequestManager(RequestManager):
         self._accumulator.deallocate(batch)
 
     def _complete_with_error(
-        self, batch: ProducerBatch, error: KafkaError, log_start_offset: int, now_ms: int
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        log_start_offset: int,
+        now_ms: int,
+        *,
+        leader_moved: bool = False,
     ) -> None:
         if batch.done:
             return  # failed meanwhile (at close)
@@ -240,7 +287,9 @@ class ProduceRequestManager(RequestManager):
             self._metadata.request_update()
         age = now_ms - batch.created_ms
         if self._can_retry(batch, error, log_start_offset, age):
-            self._accumulator.reenqueue(batch, now_ms + self._retry_backoff.backoff_ms(batch.attempts))
+            # A retry to a new leader goes at once (Java's shouldBackoff, KIP-951).
+            backoff = 0 if leader_moved else self._retry_backoff.backoff_ms(batch.attempts)
+            self._accumulator.reenqueue(batch, now_ms + backoff)
             return
         if isinstance(error, DuplicateSequenceNumberError):
             # The broker has the batch but no longer its offset: success, offset unknown (Java).
