@@ -109,6 +109,8 @@ class ConsumerMembershipManager(MembershipCore):
         self._reconciling_target: Target = {}
         #: the subscription changed since the last heartbeat that carried it
         self._subscription_changed = True
+        #: a join waits for the subscribed pattern to match a topic
+        self._waiting_for_matches = False
         #: bumped on every (re)join and leave: responses to older heartbeats are dropped
         self.incarnation = 0
         #: names of assigned topic ids, for a topic that left the metadata while assigned
@@ -202,10 +204,32 @@ class ConsumerMembershipManager(MembershipCore):
             self._join_requested = False  # the heartbeat carries the change; no rejoin
 
     def _start_join(self, now_ms: int) -> None:
+        if self._pattern_unmatched():
+            # A pattern is matched on the client, against metadata: joining before it matched
+            # anything would send an empty subscription (which librdkafka's mock aborts on, and
+            # which gets a real member nothing until its next heartbeat). Join once it matches.
+            self._waiting_for_matches = True
+            self._metadata.request_update()
+            return
+        self._waiting_for_matches = False
         self._join_requested = False
         self._subscription_changed = True
         self._forget_assignment()
         self._to(_M.JOINING)
+
+    def _pattern_unmatched(self) -> bool:
+        return self._subscription.pattern() is not None and not self._subscription.subscription()
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        super()._on_metadata(cluster)
+        if (
+            self._waiting_for_matches
+            and self._join_requested
+            and self.state is _M.UNJOINED
+            and self._is_group_subscription()
+            and not self._pattern_unmatched()
+        ):
+            self._start_join(0)  # the poll that asked for the join has passed already
 
     def _lose_partitions(self) -> None:
         self._forget_assignment()
