@@ -8,7 +8,7 @@ Public API::
 from kaflux.admin import AdminClient, NewTopic
 from kaflux.consumer.consumer import Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
-from kaflux.consumer.membership_manager import GroupMetadata
+from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.errors import KafkaError
 from kaflux.producer.producer import Producer
@@ -30,6 +30,7 @@ __all__ = [
     "ConsumerRecord",
     "ConsumerRecords",
     "GroupMetadata",
+    "GroupState",
     "KafkaError",
     "NewTopic",
     "Node",

@@ -141,6 +141,23 @@ def test_group_metadata_has_generation_and_member_id_after_joining(tansu: Broker
         consumer.close(10.0)
 
 
+def test_group_state_follows_the_member_from_joining_to_stable(tansu: Broker, topic_name: str):
+    group = new_group()
+    consumer, _ = subscribed(tansu, topic_name, group)
+    try:
+        before = consumer.group_state()
+        assert (before.group_id, before.protocol, before.state) == (group, "classic", "UNJOINED")
+        assert before.assignment == frozenset()
+        poll_until(consumer, consumer.assignment, WAIT_S, lambda: "no assignment")
+        after = consumer.group_state()
+        assert (after.state, after.member_id) == ("STABLE", consumer.group_metadata().member_id)
+        assert after.generation == consumer.group_metadata().generation_id
+        assert after.assignment == frozenset(consumer.assignment())
+        assert after.reason == "the subscription changed"
+    finally:
+        consumer.close(10.0)
+
+
 def test_enforce_rebalance_starts_a_new_generation(tansu: Broker, topic_name: str):
     consumer, events = subscribed(tansu, topic_name, new_group())
     try:

@@ -677,3 +677,23 @@ def test_a_pattern_subscription_polled_at_once_joins_with_its_matches(
         assert consumer.assignment() == {TopicPartition(topic, p) for p in range(PARTITIONS)}
     finally:
         consumer.close(2.0)
+
+
+def test_group_state_reports_the_member_epoch_under_the_consumer_protocol(
+    mock_cluster: MockCluster, topic_name: str
+) -> None:
+    feed(mock_cluster, topic_name, 8)
+    consumer = Consumer(consumer_config(mock_cluster, new_group()))
+    try:
+        consumer.subscribe([topic_name])
+        deadline = time.monotonic() + WAIT_S
+        while len(consumer.assignment()) < PARTITIONS:
+            assert time.monotonic() < deadline, consumer.group_state()
+            consumer.poll(POLL_S)
+        state = consumer.group_state()
+        assert (state.protocol, state.state) == ("consumer", "STABLE")
+        assert state.generation > 0 and state.member_id == consumer.group_metadata().member_id
+        assert state.assignment == frozenset(consumer.assignment())
+        assert state.reason.startswith("new target assignment from the coordinator")
+    finally:
+        consumer.close(2.0)

@@ -1332,3 +1332,46 @@ SCENARIOS: list[tuple[Callable[..., None], dict[str, Any]]] = [
         for s in LEAVE_STATES
     ),
 ]
+
+
+# -- observability ---------------------------------------------------------------------------------
+
+
+def test_group_state_reports_the_epoch_member_id_assignment_and_reason() -> None:
+    _, (_, b) = stable_group("a", "b", partitions=4)
+    state = b.manager.group_state()
+    assert (state.protocol, state.state, state.member_id) == ("consumer", "STABLE", b.member_id)
+    assert state.generation == b.manager.epoch > 0
+    assert state.assignment == frozenset(b.assignment()) and state.assignment
+    assert state.reason.startswith("new target assignment from the coordinator at epoch")
+
+
+def test_group_state_names_a_fence_as_the_reason() -> None:
+    driver, (a,) = stable_group("a", partitions=4)
+    a.auto_ack = False
+    driver.coordinator.inject(HB, 110, member_id=a.member_id)
+    driver.run_until(lambda: a.state is M.LOSING_PARTITIONS, timeout_ms=2 * HEARTBEAT_MS)
+    state = a.manager.group_state()
+    assert (state.state, state.reason) == (
+        "LOSING_PARTITIONS",
+        "fenced by the coordinator: FencedMemberEpochError",
+    )
+
+
+def test_every_state_change_is_logged_at_info_with_its_reason(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="kaflux.consumer.membership"):
+        driver, (a,) = stable_group("a", partitions=4)
+        a.leave()
+        driver.run_until(lambda: a.state is M.UNJOINED, timeout_ms=4 * HEARTBEAT_MS)
+    changes = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelname == "INFO"
+        and r.name.startswith("kaflux.consumer.membership")
+        and " -> " in r.getMessage()
+    ]
+    states = [M.UNJOINED, *a.states()]
+    moved = list(itertools.pairwise(states))
+    assert len(changes) == len(moved), changes
+    assert all(f"{s.name} -> {t.name}" in line for line, (s, t) in zip(changes, moved, strict=True))
+    assert "(unsubscribe())" in changes[-1]

@@ -20,6 +20,7 @@ from kaflux.consumer.events import (
     CompletableEvent,
     EnforceRebalanceEvent,
     FetchCommittedOffsetsEvent,
+    GroupStateEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
     PollEvent,
@@ -102,6 +103,11 @@ class ApplicationEventProcessor:
                 self._offsets.list_offsets(event.timestamps, event.deadline_ms, event.future)
             case TopicMetadataEvent():
                 self._topic_metadata(event)
+            case GroupStateEvent():
+                if self._membership is None:
+                    fail(event.future, InvalidGroupIdError("group_state() needs a group.id in the config"))
+                else:
+                    complete(event.future, self._membership.group_state())
             case _:
                 assert_never(event)
 

@@ -37,6 +37,7 @@ from kaflux.consumer.events import (
     EnforceRebalanceEvent,
     ErrorEvent,
     FetchCommittedOffsetsEvent,
+    GroupStateEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
     PollEvent,
@@ -48,7 +49,7 @@ from kaflux.consumer.events import (
 )
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.membership_manager import GroupMetadata
+from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.offsets_request_manager import OffsetResult
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.consumer.subscription_state import (
@@ -413,6 +414,22 @@ class Consumer(Closeable):
         if membership is None:
             raise InvalidGroupIdError("group_metadata() needs a group.id in the config")
         return self._guarded(lambda: membership.group_metadata)
+
+    def group_state(self, timeout: float | None = None) -> GroupState:
+        """Where this member is in its group: its state, generation (classic) or member epoch
+        (KIP-848), member id, assignment and why the last rebalance started. A snapshot taken
+        on the network thread, which owns the membership.
+
+        Raises:
+            InvalidGroupIdError: there is no group.id in the config.
+            KafkaTimeoutError: the network thread did not answer within ``timeout`` seconds.
+        """
+        with self._in_use():
+            if self._membership is None:
+                raise InvalidGroupIdError("group_state() needs a group.id in the config")
+            timeout_s = self._timeout_s(timeout)
+            state: GroupState = self._call(GroupStateEvent(self._deadline_ms(timeout_s)), timeout_s)
+            return state
 
     def enforce_rebalance(self, reason: str | None = None) -> None:
         """Ask the group to rebalance (at the next poll); no-op without a subscription, and with

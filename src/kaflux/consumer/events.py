@@ -114,6 +114,11 @@ class LeaveGroupEvent(CompletableEvent):
 
 
 @dataclass(slots=True)
+class GroupStateEvent(CompletableEvent):
+    """``group_state()``: a snapshot of the membership, taken on the network thread."""
+
+
+@dataclass(slots=True)
 class EnforceRebalanceEvent:
     """``enforce_rebalance()``: rejoin the group."""
 
@@ -141,6 +146,7 @@ ApplicationEvent = (
     | FetchCommittedOffsetsEvent
     | ListOffsetsEvent
     | TopicMetadataEvent
+    | GroupStateEvent
 )
 
 

@@ -145,6 +145,7 @@ class MembershipManager(MembershipCore):
         if self.protocol is RebalanceProtocol.EAGER and owned and self.state is _M.STABLE:
             # Eager: everything is revoked before joining.
             self._join_requested = False
+            self._cause = self._rejoin_reason or "joining"
             self._begin_revocation(owned, now_ms, then=lambda: self._to(_M.JOINING))
         else:
             super()._start_join(now_ms)

@@ -74,6 +74,7 @@ class ConsumerMembershipManager(MembershipCore):
 
     TRANSITIONS = CONSUMER_MEMBER_TRANSITIONS
     KEEPS_MEMBER_ID = True
+    PROTOCOL = "consumer"
 
     def __init__(
         self,
@@ -215,7 +216,7 @@ class ConsumerMembershipManager(MembershipCore):
         self._join_requested = False
         self._subscription_changed = True
         self._forget_assignment()
-        self._to(_M.JOINING)
+        self._to(_M.JOINING, self._rejoin_reason or "joining")
 
     def _pattern_unmatched(self) -> bool:
         return self._subscription.pattern() is not None and not self._subscription.subscription()
@@ -231,9 +232,9 @@ class ConsumerMembershipManager(MembershipCore):
         ):
             self._start_join(0)  # the poll that asked for the join has passed already
 
-    def _lose_partitions(self) -> None:
+    def _lose_partitions(self, cause: str) -> None:
         self._forget_assignment()
-        super()._lose_partitions()
+        super()._lose_partitions(cause)
 
     def leave_on_poll_timeout(self) -> None:
         self.incarnation += 1
@@ -272,7 +273,7 @@ class ConsumerMembershipManager(MembershipCore):
                 self._target = target
                 self._target_version += 1
         if self._needs_reconciling() and self.state in (_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING):
-            self._to(_M.RECONCILING)
+            self._to(_M.RECONCILING, f"new target assignment from the coordinator at epoch {epoch}")
 
     def _needs_reconciling(self) -> bool:
         return self._target is not None and self._target_version != self._current_version

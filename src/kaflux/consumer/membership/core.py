@@ -35,7 +35,7 @@ from kaflux.consumer.membership.callbacks import (
     ON_PARTITIONS_REVOKED,
     RebalanceCallbacks,
 )
-from kaflux.consumer.membership.group import GroupMetadata, GroupSettings
+from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
 from kaflux.consumer.positions import SubscriptionType
 from kaflux.errors import BrokerError, KafkaError
 from kaflux.network.requests import RequestManager
@@ -80,6 +80,8 @@ class MembershipCore(RequestManager):
     #: KIP-848 members keep their client-made id for life; a classic member that left (but a
     #: static one closing) rejoins as a new member
     KEEPS_MEMBER_ID: ClassVar[bool] = False
+    #: ``group.protocol``, as ``group_state()`` reports it
+    PROTOCOL: ClassVar[str] = "classic"
 
     def __init__(
         self,
@@ -111,6 +113,8 @@ class MembershipCore(RequestManager):
         self._after_revocation: Callable[[], None] | None = None
         self._commit_future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None
         self._leave: _Leave | None = None
+        #: why the current rebalance or leave started (logged with every state change)
+        self._cause = "not joined yet"
         metadata.add_listener(self._on_metadata)
 
     # -- state -----------------------------------------------------------------------------------
@@ -130,9 +134,33 @@ class MembershipCore(RequestManager):
         """A (re)join waits for its turn (the next poll, or the end of the current rebalance)."""
         return self._join_requested
 
-    def _to(self, target: MemberState) -> None:
-        log.debug("group %s member %s: %s -> %s", self.group_id, self.member_id, self.state.name, target.name)
+    def _to(self, target: MemberState, cause: str | None = None) -> None:
+        """Move to ``target``; ``cause`` says why a rebalance or leave started (the steps that
+        follow are logged with it), so that every change is logged at INFO with its reason."""
+        if cause is not None:
+            self._cause = cause
+        log.info(
+            "group %s member %s: %s -> %s (%s)",
+            self.group_id,
+            self.member_id,
+            self.state.name,
+            target.name,
+            self._cause,
+        )
         self._machine.transition_to(target)
+
+    def group_state(self) -> GroupState:
+        """A snapshot of the membership, for ``Consumer.group_state()``."""
+        return GroupState(
+            group_id=self.group_id,
+            protocol=self.PROTOCOL,
+            state=self.state.name,
+            generation=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self._instance_id,
+            assignment=frozenset(self._subscription.assigned_partitions()),
+            reason=self._cause,
+        )
 
     def member_info(self) -> MemberInfo:
         """Who commits: the generation while it is valid (see CommitRequestManager)."""
@@ -161,7 +189,7 @@ class MembershipCore(RequestManager):
     def on_poll(self, now_ms: int) -> None:
         """The application polled: a stale member rejoins, a requested first join starts."""
         if self.state is _M.STALE:
-            self._lose_partitions()
+            self._lose_partitions("rejoining after leaving on the poll timeout")
         elif self.state is _M.UNJOINED and self._join_requested and self._is_group_subscription():
             self._start_join(now_ms)
 
@@ -183,7 +211,7 @@ class MembershipCore(RequestManager):
     def _start_join(self, now_ms: int) -> None:
         """Join; a protocol that revokes before joining overrides this."""
         self._join_requested = False
-        self._to(_M.JOINING)
+        self._to(_M.JOINING, self._rejoin_reason or "joining")
 
     # -- reconciling --------------------------------------------------------------------------------
 
@@ -280,9 +308,9 @@ class MembershipCore(RequestManager):
         )
         if forget_member_id:
             self.member_id = ""
-        self._lose_partitions()
+        self._lose_partitions(f"fenced by the coordinator: {error.__name__}")
 
-    def _lose_partitions(self) -> None:
+    def _lose_partitions(self, cause: str) -> None:
         self.generation = -1
         self._publish_metadata()
         self.callbacks.cancel()
@@ -290,7 +318,7 @@ class MembershipCore(RequestManager):
         self._commit_future = None
         owned = set(self._subscription.assigned_partitions())
         self._subscription.mark_pending_revocation(owned)
-        self._to(_M.LOSING_PARTITIONS)
+        self._to(_M.LOSING_PARTITIONS, cause)
 
         def finish() -> None:
             self._subscription.assign_from_subscription([])
@@ -305,7 +333,7 @@ class MembershipCore(RequestManager):
         self.callbacks.cancel()
         owned = set(self._subscription.assigned_partitions()) if self._is_group_subscription() else set()
         self._subscription.mark_pending_revocation(owned)
-        self._to(_M.FATAL)
+        self._to(_M.FATAL, f"fatal: {error}")
         self._post_event(ErrorEvent(error))
         leave, self._leave = self._leave, None
         if leave is not None and leave.future is not None:
@@ -337,7 +365,7 @@ class MembershipCore(RequestManager):
         # handed over again: the leave waits for that callback's acknowledgement instead.
         released = set(self.callbacks.released)
         self._leave = _Leave(future, on_close=on_close, with_generation=valid)
-        self._to(_M.PREPARE_LEAVING)
+        self._to(_M.PREPARE_LEAVING, "close()" if on_close else "unsubscribe()")
         self._subscription.mark_pending_revocation(owned)
         remaining = owned - released
 
@@ -389,7 +417,7 @@ class MembershipCore(RequestManager):
         self.callbacks.cancel()
         self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())
         self._leave = _Leave(None, stale=True)
-        self._to(_M.PREPARE_LEAVING)
+        self._to(_M.PREPARE_LEAVING, "no poll() within max.poll.interval.ms")
         self._to(_M.LEAVING)
 
     def finish_leave(self) -> None:

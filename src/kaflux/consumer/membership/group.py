@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kaflux.structs import TopicPartition
+
 
 @dataclass(frozen=True, slots=True)
 class GroupSettings:
@@ -29,3 +31,21 @@ class GroupMetadata:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """What ``Consumer.group_state()`` returns: where the member is in its group."""
+
+    group_id: str
+    #: ``group.protocol``: "classic" or "consumer" (KIP-848)
+    protocol: str
+    #: the member's state (a ``MemberState`` name, e.g. "STABLE", "RECONCILING")
+    state: str
+    #: the classic generation, or the KIP-848 member epoch (-1: none)
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+    assignment: frozenset[TopicPartition]
+    #: why the last rebalance or leave started
+    reason: str
