@@ -1,23 +1,38 @@
-"""``kaflux.AdminClient``: create, delete and list topics. [app: public methods; the network
-thread owns all I/O]
+"""``kaflux.AdminClient``: topics, partitions, consumer groups and their offsets, the cluster.
+[app: public methods; the network thread owns all I/O]
 
-Each call becomes an :class:`~kaflux.admin.request_manager.AdminCall` event; on the network
-thread the :class:`~kaflux.admin.request_manager.AdminRequestManager` sends it to the
-controller (or any broker), retrying retriable failures until the call's deadline, and completes
-its future with the decoded response, which the application thread turns into results or errors.
+Each call becomes an event on the network thread: an :class:`~kaflux.admin.request_manager.AdminCall`
+(one request to the controller or any broker) or an :class:`~kaflux.admin.operation.AdminOperation`
+(keys looked up and fanned out: groups to their coordinators, partitions to their leaders,
+ListGroups to every broker). The :class:`~kaflux.admin.request_manager.AdminRequestManager` retries
+retriable failures until the call's deadline and completes its future; this thread turns the
+answer into results, or raises each broker error as its kaflux error class.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
+from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
+from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
+from kaflux.admin.results import ClusterDescription, TopicDescription
+from kaflux.admin.topics import (
+    EARLIEST,
+    LATEST,
+    CreatePartitionsApi,
+    DeleteRecordsApi,
+    ListOffsetsApi,
+    describe_cluster,
+    describe_topics,
+)
 from kaflux.closeable import Closeable
 from kaflux.config import AdminConfig
 from kaflux.errors import (
     IllegalStateError,
+    InvalidArgumentError,
     KafkaError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -33,10 +48,12 @@ from kaflux.protocol.messages.create_topics import (
     CreateTopicsResponse,
 )
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
-from kaflux.structs import PartitionInfo
+from kaflux.structs import PartitionInfo, TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
 
 _client_ids = itertools.count(1)
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class NewTopic(NamedTuple):
@@ -54,7 +71,7 @@ class _AdminEventProcessor:
     def __init__(self, manager: AdminRequestManager) -> None:
         self._manager = manager
 
-    def process(self, event: AdminCall, now_ms: int) -> None:
+    def process(self, event: AdminCall | AdminOperation[Any, Any], now_ms: int) -> None:
         self._manager.submit(event)
 
     def expire(self, now_ms: int) -> None:
@@ -67,8 +84,10 @@ class _AdminEventProcessor:
         self._manager.fail_all(error)
 
 
-class AdminClient(Closeable):
-    """Manages topics. A minimal admin client for tests, demos and tooling."""
+class AdminClient(ConsumerGroupCalls, Closeable):
+    """Administers topics, partitions, consumer groups and their offsets, as Java's ``Admin``
+    does (Pythonic names, the same semantics). Every call has a deadline: ``timeout`` seconds,
+    or ``default.api.timeout.ms`` when None."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
         """Validate ``config`` and start the network thread. Raises ConfigError."""
@@ -79,7 +98,7 @@ class AdminClient(Closeable):
         self._thread = NetworkThread(
             f"kaflux-admin-network-{client_id}",
             network.delegate,
-            [network.metadata, manager],
+            [manager, network.metadata],  # the metadata manager sends this one's lookups at once
             _AdminEventProcessor(manager),
         )
         self._closed = False
@@ -95,6 +114,20 @@ class AdminClient(Closeable):
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
+
+    def _deadline_ms(self, timeout: float | None) -> tuple[float, int]:
+        """``timeout`` in seconds (checked; the default when None) and the deadline it sets."""
+        seconds = self._timeout(timeout)
+        return seconds, monotonic_ms() + int(seconds * 1000)
+
+    def _run(self, what: str, api: AdminApi[K, V], deadline_ms: int) -> AdminResult[K, V]:
+        """Run one operation on the network thread and wait for its result (each key retried
+        until ``deadline_ms``)."""
+        if self._closed:
+            raise IllegalStateError("the admin client is closed")
+        operation = AdminOperation(what, deadline_ms, api)
+        self._thread.submit(operation)
+        return await_future(operation.future, max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0, what)
 
     def create_topics(
         self, topics: Iterable[NewTopic | str], *, timeout: float | None = None, exist_ok: bool = False
@@ -173,6 +206,98 @@ class AdminClient(Closeable):
             for name, info in sorted(answer.topics.items())
             if include_internal or not info.is_internal
         }
+
+    def describe_cluster(self, timeout: float | None = None) -> ClusterDescription:
+        """The cluster id, the controller and every broker, from a Metadata request.
+
+        Raises:
+            KafkaTimeoutError: no broker answered in time.
+        """
+        _, deadline = self._deadline_ms(timeout)
+        answer = self._run("describe_cluster()", MetadataApi([]), deadline).values()[None]
+        return describe_cluster(answer)
+
+    def describe_topics(
+        self, topics: Iterable[str], timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        """Describe topics: id, partitions with leader, replicas, in-sync replicas and
+        watermarks (ListOffsets EARLIEST and LATEST to each leader).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist.
+            BrokerError: a broker refused (e.g. ``TopicAuthorizationFailedError``).
+            KafkaTimeoutError: not answered in time.
+        """
+        if isinstance(topics, (str, bytes)):
+            raise InvalidArgumentError("describe_topics() takes an iterable of topic names, not one string")
+        names = list(dict.fromkeys(topics))
+        if not names:
+            return {}
+        _, deadline = self._deadline_ms(timeout)
+        answer = self._run("describe_topics()", MetadataApi(names), deadline).values()[None]
+        for name in names:
+            code = answer.topic_errors.get(name)
+            if code == UnknownTopicOrPartitionError.code or (code is None and name not in answer.topics):
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist: check its name")
+            if code is not None:
+                raise error_for_code(code)(f"topic {name!r}")
+        keys = [
+            (TopicPartition(name, p), timestamp)
+            for name in names
+            for p in sorted(answer.topics[name].partitions)
+            for timestamp in (EARLIEST, LATEST)
+        ]
+        watermarks = self._run("describe_topics()", ListOffsetsApi(keys), deadline).values()
+        return describe_topics(answer, names, watermarks)
+
+    def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> None:
+        """Raise the partition count of topics to new totals (CreatePartitions to the
+        controller); existing partitions keep their data and leaders.
+
+        Raises:
+            InvalidArgumentError: a count is not a positive int.
+            InvalidPartitionsError: a new total does not exceed the topic's current count.
+            UnknownTopicOrPartitionError: a topic does not exist.
+            UnsupportedVersionError: the broker does not offer CreatePartitions.
+            KafkaTimeoutError: not answered in time.
+        """
+        for topic, count in new_totals.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidArgumentError(
+                    f"create_partitions(): the total for {topic!r} must be an int >= 1"
+                )
+        if not new_totals:
+            return
+        seconds, deadline = self._deadline_ms(timeout)
+        api = CreatePartitionsApi(new_totals, int(seconds * 1000))
+        self._run("create_partitions()", api, deadline).values()
+
+    def delete_records(
+        self, before_offsets: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete the records of each partition before an offset (-1: the high watermark, so
+        all of them), with DeleteRecords to each leader. Returns each partition's new low
+        watermark.
+
+        Raises:
+            InvalidArgumentError: an offset is below -1.
+            OffsetOutOfRangeError: an offset is beyond the partition's high watermark.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            KafkaTimeoutError: not answered in time.
+        """
+        what = "delete_records()"
+        before: dict[TopicPartition, int] = {}
+        for tp, offset in zip(partitions_of(before_offsets, what), before_offsets.values(), strict=True):
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < -1:
+                raise InvalidArgumentError(
+                    f"{what}: the offset for {tp} must be an int >= -1, got {offset!r}"
+                )
+            before[tp] = offset
+        if not before:
+            return {}
+        seconds, deadline = self._deadline_ms(timeout)
+        low_watermarks = self._run(what, DeleteRecordsApi(before, int(seconds * 1000)), deadline).values()
+        return dict(sorted(low_watermarks.items()))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the network thread. Idempotent."""
