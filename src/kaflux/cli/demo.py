@@ -1,0 +1,54 @@
+"""``kaflux demo``: the plain-client demo of :mod:`kaflux.demo`. [app]"""
+
+from __future__ import annotations
+
+import click
+
+from kaflux import demo as demo_job
+from kaflux.cli.main import ENV_BOOTSTRAP
+
+
+@click.command()
+@click.option(
+    "-b",
+    "--bootstrap-servers",
+    metavar="HOST:PORT[,...]",
+    envvar=ENV_BOOTSTRAP,
+    show_envvar=True,
+    help="A cluster to use instead of an embedded broker.",
+)
+@click.option("--topic", default="page-views", show_default=True)
+@click.option("--records", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=6, show_default=True)
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+    default="lz4",
+    show_default=True,
+)
+@click.option(
+    "--exactly-once",
+    is_flag=True,
+    help="Then run an exactly-once consume-transform-produce loop (embedded broker: noida-db).",
+)
+def demo(
+    bootstrap_servers: str | None,
+    topic: str,
+    records: int,
+    partitions: int,
+    compression: str,
+    exactly_once: bool,
+) -> None:
+    """Produce page-view events and read them back with the plain clients.
+
+    Starts an embedded broker (Tansu; noida-db with --exactly-once) unless -b names a cluster.
+    """
+    argv = ["--topic", topic, "--records", str(records), "--partitions", str(partitions)]
+    argv += ["--compression", compression]
+    if bootstrap_servers:
+        argv += ["--bootstrap-servers", bootstrap_servers]
+    if exactly_once:
+        argv.append("--exactly-once")
+    status = demo_job.main(argv)
+    if status:
+        raise click.exceptions.Exit(status)

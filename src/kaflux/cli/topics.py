@@ -1,0 +1,149 @@
+"""``kaflux topics``: list, describe, create and delete topics. [app]"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import click
+from rich.console import RenderableType
+
+from kaflux.admin import NewTopic, TopicDescription
+from kaflux.cli.clients import admin_client, broker_id, broker_ids
+from kaflux.cli.main import CliError, client_options, client_options_without_config, client_settings
+from kaflux.cli.output import cell, emit, format_option, key_values_callback, table
+from kaflux.structs import PartitionInfo
+
+
+@click.group()
+def topics() -> None:
+    """List, describe, create and delete topics."""
+
+
+@topics.command("list")
+@click.option("--internal", is_flag=True, help="Include internal topics.")
+@format_option
+@client_options
+def list_topics(internal: bool, fmt: str | None) -> None:
+    """List the topics with their partition counts."""
+    with admin_client(client_settings()) as admin:
+        found = admin.list_topics(include_internal=internal)
+    data = [
+        {"name": name, "partitions": len(parts), "replication_factor": _replication(parts)}
+        for name, parts in found.items()
+    ]
+
+    def render() -> Iterable[RenderableType]:
+        rows = table("TOPIC", "PARTITIONS", "REPLICATION", numeric=("PARTITIONS", "REPLICATION"))
+        for topic in data:
+            rows.add_row(str(topic["name"]), cell(topic["partitions"]), cell(topic["replication_factor"]))
+        return [rows]
+
+    emit(fmt, data, render)
+
+
+def _replication(partitions: list[PartitionInfo]) -> int | None:
+    return len(partitions[0].replicas) if partitions else None
+
+
+def topic_json(description: TopicDescription) -> dict[str, object]:
+    """One topic's description as ``topics describe --format json`` prints it."""
+    return {
+        "name": description.name,
+        "topic_id": None if description.topic_id is None else str(description.topic_id),
+        "is_internal": description.is_internal,
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": broker_id(p.leader),
+                "replicas": broker_ids(p.replicas),
+                "isr": broker_ids(p.isr),
+                "low_watermark": p.low_watermark,
+                "high_watermark": p.high_watermark,
+            }
+            for p in sorted(description.partitions, key=lambda p: p.partition)
+        ],
+    }
+
+
+@topics.command()
+@click.argument("names", metavar="TOPIC...", nargs=-1, required=True)
+@format_option
+@client_options
+def describe(names: tuple[str, ...], fmt: str | None) -> None:
+    """Show each partition's leader, replicas, in-sync replicas and watermarks."""
+    wanted = list(dict.fromkeys(names))
+    with admin_client(client_settings()) as admin:
+        found = admin.describe_topics(wanted)
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        raise CliError(f"no such topic: {', '.join(missing)}")
+    data = [topic_json(found[name]) for name in wanted]
+
+    def render() -> Iterable[RenderableType]:
+        for topic in data:
+            internal = ", internal" if topic["is_internal"] else ""
+            title = f"{topic['name']}  (id {cell(topic['topic_id'])}{internal})"
+            rows = table(
+                "PARTITION",
+                "LEADER",
+                "REPLICAS",
+                "ISR",
+                "LOW",
+                "HIGH",
+                title=title,
+                numeric=("PARTITION", "LEADER", "LOW", "HIGH"),
+            )
+            partitions = topic["partitions"]
+            assert isinstance(partitions, list)
+            for p in partitions:
+                rows.add_row(
+                    *(
+                        cell(p[k])
+                        for k in ("partition", "leader", "replicas", "isr", "low_watermark", "high_watermark")
+                    )
+                )
+            yield rows
+
+    emit(fmt, data, render)
+
+
+@topics.command()
+@click.argument("name", metavar="TOPIC")
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--config",
+    "configs",
+    metavar="KEY=VALUE",
+    callback=key_values_callback,
+    multiple=True,
+    help="A topic setting, e.g. --config retention.ms=60000 (repeatable).",
+)
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the topic exists already.")
+@client_options_without_config
+def create(
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: tuple[tuple[str, str], ...],
+    if_not_exists: bool,
+) -> None:
+    """Create TOPIC. (Client settings from a file: --command-config FILE.)"""
+    with admin_client(client_settings()) as admin:
+        admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, dict(configs))], exist_ok=if_not_exists
+        )
+    click.echo(
+        f"created topic {name} ({partitions} partitions, replication factor {replication_factor})", err=True
+    )
+
+
+@topics.command()
+@click.argument("names", metavar="TOPIC...", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="Succeed when a topic does not exist.")
+@client_options
+def delete(names: tuple[str, ...], if_exists: bool) -> None:
+    """Delete topics."""
+    with admin_client(client_settings()) as admin:
+        admin.delete_topics(names, missing_ok=if_exists)
+    click.echo(f"deleted {', '.join(names)}", err=True)
