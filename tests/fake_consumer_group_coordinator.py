@@ -74,9 +74,6 @@ from kaflux.protocol.messages.consumer_group_heartbeat import (
 )
 from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
 )
 from kaflux.structs import TopicPartition
 
@@ -191,6 +188,7 @@ class FakeConsumerGroupCoordinator(CoordinatorBase):
     """KIP-848 group coordinator semantics over a :class:`FakeCluster` (see the module doc)."""
 
     GROUP_APIS = (ConsumerGroupHeartbeatRequest, OffsetCommitRequest)
+    GENERATION_WORD = "epoch"
     ASSIGNORS = ("range", "uniform")
 
     def __init__(
@@ -549,41 +547,6 @@ class FakeConsumerGroupCoordinator(CoordinatorBase):
         if epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH
         return NONE
-
-    def _offset_commit(
-        self, broker: int, req: OffsetCommitRequest, version: int, now: int, reply: Reply
-    ) -> None:
-        code = self._take_fault(OffsetCommitRequest, req.member_id)
-        if not code and not self._is_coordinator(broker, req.group_id):
-            code = NOT_COORDINATOR
-        if not code:
-            code = self._commit_error(req, version)
-        topics = []
-        for t in req.topics:
-            for p in t.partitions:
-                if not code:
-                    self.cluster.commit(
-                        req.group_id,
-                        TopicPartition(t.name, p.partition_index),
-                        p.committed_offset,
-                        p.committed_metadata or "",
-                        p.committed_leader_epoch,
-                    )
-            topics.append(
-                OffsetCommitResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-                        for p in t.partitions
-                    ],
-                )
-            )
-        group = self.groups.get(req.group_id)
-        if group is not None:
-            self._log(
-                group, f"commit by {req.member_id or '-'} epoch {req.generation_id_or_member_epoch}: {code}"
-            )
-        reply(OffsetCommitResponse(topics=topics))
 
 
 # -- the driver -------------------------------------------------------------------------------------------

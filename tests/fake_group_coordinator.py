@@ -266,6 +266,46 @@ class CoordinatorBase:
             return
         raise NotImplementedError(f"{type(self).__name__} does not answer {type(request).__name__}")
 
+    #: how the logs name what an OffsetCommit carries: a generation, or a member epoch
+    GENERATION_WORD = "gen"
+
+    def _commit_error(self, req: OffsetCommitRequest, version: int) -> int:
+        raise NotImplementedError
+
+    def _offset_commit(
+        self, broker: int, req: OffsetCommitRequest, version: int, now: int, reply: Reply
+    ) -> None:
+        code = self._take_fault(OffsetCommitRequest, req.member_id)
+        if not code and not self._is_coordinator(broker, req.group_id):
+            code = NOT_COORDINATOR
+        if not code:
+            code = self._commit_error(req, version)
+        topics = []
+        for t in req.topics:
+            for p in t.partitions:
+                if not code:
+                    self.cluster.commit(
+                        req.group_id,
+                        TopicPartition(t.name, p.partition_index),
+                        p.committed_offset,
+                        p.committed_metadata or "",
+                        p.committed_leader_epoch,
+                    )
+            topics.append(
+                OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+            )
+        group = self.groups.get(req.group_id)
+        if group is not None:
+            who = f"{req.member_id or '-'} {self.GENERATION_WORD} {req.generation_id_or_member_epoch}"
+            self._log(group, f"commit by {who}: {code}")
+        reply(OffsetCommitResponse(topics=topics))
+
     def _is_coordinator(self, broker_id: int, group_id: str) -> bool:
         return self.cluster.coordinator_for(group_id) == broker_id
 
@@ -771,41 +811,6 @@ class FakeGroupCoordinator(CoordinatorBase):
         if group.state is GroupState.COMPLETING_REBALANCE:
             return REBALANCE_IN_PROGRESS
         return NONE
-
-    def _offset_commit(
-        self, broker: int, req: OffsetCommitRequest, version: int, now: int, reply: Reply
-    ) -> None:
-        code = self._take_fault(OffsetCommitRequest, req.member_id)
-        if not code and not self._is_coordinator(broker, req.group_id):
-            code = NOT_COORDINATOR
-        if not code:
-            code = self._commit_error(req, version)
-        topics = []
-        for t in req.topics:
-            for p in t.partitions:
-                if not code:
-                    self.cluster.commit(
-                        req.group_id,
-                        TopicPartition(t.name, p.partition_index),
-                        p.committed_offset,
-                        p.committed_metadata or "",
-                        p.committed_leader_epoch,
-                    )
-            topics.append(
-                OffsetCommitResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-                        for p in t.partitions
-                    ],
-                )
-            )
-        group = self.groups.get(req.group_id)
-        if group is not None:
-            self._log(
-                group, f"commit by {req.member_id or '-'} gen {req.generation_id_or_member_epoch}: {code}"
-            )
-        reply(OffsetCommitResponse(topics=topics))
 
 
 # -- the driver -------------------------------------------------------------------------------------------
