@@ -60,9 +60,8 @@ def consume(
             seen += 1
         if slow_ms:
             time.sleep(slow_ms / 1000)  # a slow application: lets the fetch buffer fill up
-        buffered = consumer.metrics()["fetch-buffer-bytes"]
-        assert isinstance(buffered, int)
-        max_buffered = max(max_buffered, buffered)
+        buffered = consumer.metrics()["kaflux-consumer-metrics"]["fetch-buffer-bytes"]
+        max_buffered = max(max_buffered, int(buffered))
         peak_rss = max(peak_rss, current_rss_mib())
     end = time.perf_counter()
     cpu = resource.getrusage(resource.RUSAGE_SELF)

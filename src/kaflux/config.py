@@ -148,6 +148,16 @@ class CommonConfig:
         doc="kaflux (as librdkafka): the largest response frame accepted from a broker; a larger "
         "length prefix closes the connection before anything is allocated",
     )
+    metrics_sample_window_ms: int = _setting(
+        "metrics.sample.window.ms",
+        30000,
+        low=1,
+        high=2**62,
+        doc="the time one sample of a windowed metric (rate, average, maximum) covers",
+    )
+    metrics_num_samples: int = _setting(
+        "metrics.num.samples", 2, low=1, high=_INT_MAX, doc="the samples a windowed metric is computed over"
+    )
     security_protocol: str = _setting(
         "security.protocol",
         "plaintext",

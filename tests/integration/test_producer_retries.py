@@ -89,6 +89,8 @@ def test_records_land_once_and_in_order_when_produce_connections_are_cut(
         assert armed.fired == 4, f"the proxy cut {armed.fired} of 4 times"
         errors = [f.exception(0) for f in futures if f.exception(0) is not None]
         assert errors == []
-        assert producer.metrics()["producer-epoch"] == 0, "nothing here calls for an epoch bump"
+        assert producer.metrics()["kaflux-producer-metrics"]["producer-epoch"] == 0, (
+            "nothing here calls for an epoch bump"
+        )
     # no duplicates and no reordering within a partition: the log is exactly what was sent
     assert read_partitions(proxy.bootstrap_servers, topic, sum(map(len, sent.values()))) == sent

@@ -9,7 +9,7 @@ that :meth:`ApplicationEventProcessor.expire` can fail them once their deadline 
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.events import (
@@ -23,6 +23,7 @@ from kaflux.consumer.events import (
     GroupStateEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
+    MetricsSnapshotEvent,
     PollEvent,
     RebalanceCallbackCompletedEvent,
     SubscriptionChangeEvent,
@@ -35,6 +36,9 @@ from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import InvalidGroupIdError, KafkaError, KafkaTimeoutError
 from kaflux.network.metadata_manager import MetadataAnswer, MetadataManager
+
+if TYPE_CHECKING:
+    from kaflux.metrics.registry import MetricsRegistry
 
 
 class ApplicationEventProcessor:
@@ -49,16 +53,21 @@ class ApplicationEventProcessor:
         membership: MembershipCore | None,
         *,
         allow_auto_create_topics: bool,
+        metrics: MetricsRegistry | None = None,
     ) -> None:
+        """``metrics``: the network thread's registry, measured for MetricsSnapshotEvent."""
         self._subscription = subscription
         self._metadata = metadata
         self._commits = commits
         self._offsets = offsets
         self._membership = membership
         self._auto_create = allow_auto_create_topics
+        self._metrics = metrics
         self._pending: list[CompletableEvent] = []
 
     def process(self, event: ApplicationEvent, now_ms: int) -> None:
+        if self._membership is not None:
+            self._membership.metrics.tick(now_ms)  # rebalances are timed by the last tick
         if isinstance(event, CompletableEvent):
             self._pending = [e for e in self._pending if not e.future.done()]
             self._pending.append(event)
@@ -108,6 +117,8 @@ class ApplicationEventProcessor:
                     fail(event.future, InvalidGroupIdError("group_state() needs a group.id in the config"))
                 else:
                     complete(event.future, self._membership.group_state())
+            case MetricsSnapshotEvent():
+                complete(event.future, {} if self._metrics is None else self._metrics.snapshot(now_ms))
             case _:
                 assert_never(event)
 
@@ -141,6 +152,8 @@ class ApplicationEventProcessor:
     def expire(self, now_ms: int) -> None:
         """Fail blocking events whose deadline passed (position waits first, by the offsets
         manager, whose message names the partitions and the cause)."""
+        if self._membership is not None:
+            self._membership.metrics.tick(now_ms)
         self._offsets.expire_waiters(now_ms)
         for event in self._pending:
             if not event.future.done() and now_ms >= event.deadline_ms:

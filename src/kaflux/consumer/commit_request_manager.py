@@ -58,6 +58,7 @@ from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.subscription_state import SubscriptionState
+    from kaflux.metrics.clients import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +132,11 @@ class CommitRequestManager(RequestManager):
         require_stable: bool,
         member_info: Callable[[], MemberInfo] = MemberInfo,
         consumer_protocol: bool = False,
+        metrics: CoordinatorMetrics | None = None,
     ) -> None:
         self._group_id = group_id
+        #: commit-latency and commit-rate (consumer-coordinator-metrics)
+        self._metrics = metrics
         #: group.protocol=consumer: commits carry the member epoch (OffsetCommit v9)
         self._consumer_protocol = consumer_protocol
         self._max_commit_version = (
@@ -349,6 +353,10 @@ class CommitRequestManager(RequestManager):
         self, commit: _PendingCommit, sent_as: MemberInfo, response: ClientResponse[OffsetCommitResponse]
     ) -> None:
         commit.state.in_flight = False
+        if self._metrics is not None and response.error is None:
+            self._metrics.commit_answered(
+                response.received_ms - response.request.created_ms, response.received_ms
+            )
         if commit not in self._commits:
             return  # expired at its deadline while in flight
         now_ms = response.received_ms

@@ -6,6 +6,11 @@ them: the coordinator, commit and membership managers (with a ``group.id`` only)
 and fetch managers, and the metadata manager of the network stack, in the order the network
 thread polls them. ``kaflux.Consumer`` calls it, and so do the test fakes that drive real
 managers without a network thread (``tests/fake_group_coordinator.py``).
+
+Given the network thread's metrics registry, it also wires what records into it: the fetch
+manager (:class:`~kaflux.metrics.clients.FetchMetrics`), the commit manager and the membership
+(:class:`~kaflux.metrics.clients.CoordinatorMetrics`), and the event processor, which measures
+the registry for ``Consumer.metrics()`` (the consumer wires its network client).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from kaflux.consumer.membership_manager import MembershipManager
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaError
+from kaflux.metrics.clients import CoordinatorMetrics, FetchMetrics
+from kaflux.metrics.registry import MetricsRegistry
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
@@ -95,17 +102,22 @@ def build_consumer_components(
     *,
     post_event: Callable[[BackgroundEvent], None],
     on_error: Callable[[KafkaError], None],
+    metrics: MetricsRegistry | None = None,
 ) -> ConsumerComponents:
     """Wire the background components of a consumer configured by ``config``.
 
     ``subscription`` and ``fetch_buffer`` are the objects shared with the application thread.
     The membership talks to the application through ``post_event`` (rebalance callbacks to run,
     its fatal errors); the other managers report errors the application must see to
-    ``on_error`` (the consumer turns them into ErrorEvents).
+    ``on_error`` (the consumer turns them into ErrorEvents). ``metrics``: the network thread's
+    registry (None: nothing is recorded).
     """
     read_committed = config.isolation_level == "read_committed"
     backoff = network.retry_backoff
     settings = group_settings(config)
+    coordinator_metrics: CoordinatorMetrics | None = None
+    if metrics is not None and settings is not None:
+        coordinator_metrics = CoordinatorMetrics(metrics, lambda: len(subscription.assigned_partitions()))
     coordinator: CoordinatorRequestManager | None = None
     commits: CommitRequestManager | None = None
     membership: MembershipCore | None = None
@@ -127,6 +139,7 @@ def build_consumer_components(
             require_stable=read_committed,
             member_info=member_info,
             consumer_protocol=config.group_protocol == "consumer",
+            metrics=coordinator_metrics,
         )
         if config.group_protocol == "consumer":
             membership = ConsumerMembershipManager(
@@ -152,6 +165,8 @@ def build_consumer_components(
                 retry_backoff=backoff,
                 post_event=post_event,
             )
+        if coordinator_metrics is not None:
+            membership.metrics = coordinator_metrics
     offsets = OffsetsRequestManager(
         subscription,
         network.cluster,
@@ -177,6 +192,7 @@ def build_consumer_components(
         client_rack=config.client_rack,
         retry_backoff=backoff,
         use_sessions=config.enable_fetch_sessions,
+        metrics=None if metrics is None else FetchMetrics(metrics),
     )
     processor = ApplicationEventProcessor(
         subscription,
@@ -185,5 +201,6 @@ def build_consumer_components(
         offsets,
         membership,
         allow_auto_create_topics=config.allow_auto_create_topics,
+        metrics=metrics,
     )
     return ConsumerComponents(network.metadata, coordinator, commits, membership, offsets, fetcher, processor)

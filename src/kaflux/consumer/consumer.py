@@ -4,8 +4,14 @@ Theory of operation. Every public method runs on the caller's thread (the applic
 thread) and does no I/O. Calls that need the cluster become application events for the
 consumer's network thread; blocking ones wait on the event's future with a deadline.
 ``poll()`` collects records from the fetch buffer, which the network thread keeps filled,
-and handles background events (errors) between waits. ``wakeup()`` is the only method other
-threads may call: it fails the future being waited on, or the next one, with WakeupError.
+and handles background events (errors) between waits. ``wakeup()`` and ``metrics()`` are the
+only methods other threads may call: wakeup() fails the future being waited on, or the next
+one, with WakeupError.
+
+Metrics. Each thread records into a registry of its own: this thread the time between polls
+and what poll() returns (records, bytes, lag), the network thread its requests, the group and
+the network I/O. ``metrics()`` merges this thread's registry with a snapshot of the network
+thread's, which it asks for with an event and waits for at most a short timeout.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from kaflux.consumer.events import (
     GroupStateEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
+    MetricsSnapshotEvent,
     PollEvent,
     RebalanceCallbackCompletedEvent,
     RebalanceCallbackNeededEvent,
@@ -68,6 +75,9 @@ from kaflux.errors import (
     NoOffsetForPartitionError,
     WakeupError,
 )
+from kaflux.metrics.clients import KAFLUX_CONSUMER_METRICS, NetworkMetrics, PollMetrics
+from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
+from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
@@ -83,6 +93,17 @@ T = TypeVar("T")
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 _client_ids = itertools.count(1)
 _NO_THREAD = -1
+#: how long metrics() waits for the network thread's half by default, in seconds
+METRICS_TIMEOUT_S = 0.5
+
+
+def _gauge_of(read: Callable[[], int]) -> Callable[[int], float]:
+    """A gauge (a function of the time) reading a counter."""
+    return lambda now_ms: float(read())
+
+
+def _num_records(records: dict[TopicPartition, list[ConsumerRecord]]) -> int:
+    return sum(map(len, records.values()))
 
 
 def _num_rows(columns: RecordColumns) -> int:
@@ -128,6 +149,15 @@ class Consumer(Closeable):
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
+        metric_config = MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
+        #: this thread's metrics; its lock lets metrics() measure them from any thread
+        self._metrics = MetricsRegistry(metric_config, lock=threading.Lock())
+        network_metrics = MetricsRegistry(metric_config)  # the network thread's own
+        network.client.enable_metrics(
+            NetworkMetrics(network_metrics, "consumer", network.client.connection_count)
+        )
+        #: the last snapshot of the network thread's metrics
+        self._network_metrics: Snapshot = {}
         parts = build_consumer_components(
             config_,
             network,
@@ -135,6 +165,7 @@ class Consumer(Closeable):
             self._fetch_buffer,
             post_event=self._post_background_event,
             on_error=self._post_error,
+            metrics=network_metrics,
         )
         self._membership = parts.membership
         network.metadata.add_error_listener(self._on_topic_error)
@@ -145,7 +176,11 @@ class Consumer(Closeable):
             max_poll_records=config_.max_poll_records,
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
+            tally=True,
+            read_committed=self._read_committed,
         )
+        self._poll_metrics = PollMetrics(self._metrics)
+        self._metrics_assignment = -1
         self._thread = NetworkThread(
             f"kaflux-consumer-network-{self.client_id}", network.delegate, parts.managers, parts.processor
         )
@@ -160,7 +195,25 @@ class Consumer(Closeable):
         self._closed = False
         self._closing = False
         self._records_returned = 0
+        self._add_kaflux_gauges()
         self._thread.start()
+
+    def _add_kaflux_gauges(self) -> None:
+        """kaflux's own counters (no Java equivalent), in ``kaflux-consumer-metrics``."""
+        group = KAFLUX_CONSUMER_METRICS
+        gauges: dict[str, Callable[[], int]] = {
+            "records-returned": lambda: self._records_returned,
+            "fetch-requests": lambda: self._fetcher.fetches_sent,
+            "fetch-buffer-bytes": self._fetch_buffer.size_bytes,
+            "network-loops": lambda: self._thread.loop_count,
+            "assigned-partitions": lambda: len(self._subscription.assigned_partitions()),
+            "partitions-awaiting-position": lambda: (
+                len(self._subscription.partitions_in_state(FetchState.AWAIT_RESET))
+                + len(self._subscription.partitions_in_state(FetchState.INITIALIZING))
+            ),
+        }
+        for name, read in gauges.items():
+            self._metrics.add_gauge(group, name, _gauge_of(read))
 
     # -- single-threaded access ---------------------------------------------------------------
 
@@ -460,7 +513,7 @@ class Consumer(Closeable):
             CorruptRecordError, RecordDeserializationError: a bad record (seek past it).
             KafkaError: any other error found by the network thread.
         """
-        records = self._poll_with(timeout, self._collector.collect, len, "poll()")
+        records = self._poll_with(timeout, self._collector.collect, _num_records, "poll()")
         return ConsumerRecords(records)
 
     def poll_arrow(self, timeout: float = 0.0) -> pa.RecordBatch:
@@ -499,31 +552,52 @@ class Consumer(Closeable):
                 raise IllegalStateError(
                     f"{what} needs a subscription or an assignment: call subscribe() or assign()"
                 )
-            deadline = time.monotonic() + timeout_s
-            while True:
-                # The event feeds the poll timer and starts a pending (re)join; only the latter
-                # needs the network thread at once, and only outside a generation.
-                membership = self._membership
-                joining = (
-                    membership is not None
-                    and membership.group_metadata.generation_id < 0
-                    and self._subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
-                )
-                self._thread.submit(PollEvent(monotonic_ms()), wake=joining)
-                self._check_wakeup()
-                self._run_commit_callbacks()
-                self._process_background_events()
-                records = collect()
-                if self._collector.released_fetches:
-                    self._thread.wakeup()  # partitions became fetchable again: prefetch now
-                returned = count(records)
-                if returned:
-                    self._records_returned += returned
-                    return records
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return records
-                self._fetch_buffer.await_not_empty(min(remaining, self._thread.max_time_to_wait_ms / 1000))
+            start = time.monotonic()
+            deadline = start + timeout_s
+            self._poll_metrics.poll_started(start * 1000)
+            try:
+                while True:
+                    # The event feeds the poll timer and starts a pending (re)join; only the
+                    # latter needs the network thread at once, and only outside a generation.
+                    membership = self._membership
+                    joining = (
+                        membership is not None
+                        and membership.group_metadata.generation_id < 0
+                        and self._subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
+                    )
+                    self._thread.submit(PollEvent(monotonic_ms()), wake=joining)
+                    self._check_wakeup()
+                    self._run_commit_callbacks()
+                    self._process_background_events()
+                    records = collect()
+                    if self._collector.released_fetches:
+                        self._thread.wakeup()  # partitions became fetchable again: prefetch now
+                    returned = count(records)
+                    if returned:
+                        self._records_returned += returned
+                        return records
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return records
+                    self._fetch_buffer.await_not_empty(
+                        min(remaining, self._thread.max_time_to_wait_ms / 1000)
+                    )
+            finally:
+                self._record_poll()
+
+    def _record_poll(self) -> None:
+        """The metrics of the poll that ends: once per poll, whatever it returned."""
+        version = self._subscription.assignment_version
+        if version != self._metrics_assignment:
+            self._metrics_assignment = version
+            self._poll_metrics.retain_partitions(self._subscription.assigned_partitions())
+        tally = self._collector.tally
+        now_ms = time.monotonic() * 1000
+        if tally is None or not tally.records:
+            self._poll_metrics.poll_ended(now_ms)
+        else:
+            self._poll_metrics.poll_ended(now_ms, tally.records, tally.bytes, tally.lags)
+            tally.reset()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Yield records forever (polling in 1-second slices) until the consumer is closed."""
@@ -823,16 +897,34 @@ class Consumer(Closeable):
                 fail(future, KafkaError("the consumer closed before the commit completed"))
         self._run_commit_callbacks()
 
-    def metrics(self) -> dict[str, object]:
-        """Counters describing the consumer."""
-        return {
-            "records-returned": self._records_returned,
-            "fetch-requests": self._fetcher.fetches_sent,
-            "fetch-buffer-bytes": self._fetch_buffer.size_bytes(),
-            "network-loops": self._thread.loop_count,
-            "assigned-partitions": len(self._subscription.assigned_partitions()),
-            "partitions-awaiting-position": len(
-                self._subscription.partitions_in_state(FetchState.AWAIT_RESET)
-            )
-            + len(self._subscription.partitions_in_state(FetchState.INITIALIZING)),
-        }
+    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
+        """The consumer's metrics, with Java's names and meanings: ``{group: {name: value}}``.
+
+        Groups: ``consumer-metrics`` (poll timing, network I/O), ``consumer-fetch-manager-metrics``
+        (records and bytes consumed, fetch latency and rate, lag; per partition in
+        ``consumer-fetch-manager-metrics,topic=<t>,partition=<p>``, dots in the topic replaced
+        by underscores as Java does), ``consumer-coordinator-metrics`` (with a group.id: commits,
+        rebalances, heartbeats, assigned partitions), ``consumer-node-metrics,node-id=node-<id>``
+        per broker, and kaflux's own counters in ``kaflux-consumer-metrics``. Windowed values
+        (rates, averages, maxima) cover ``metrics.num.samples`` samples of
+        ``metrics.sample.window.ms``; an average or maximum with no value in the window is NaN.
+        See :mod:`kaflux.metrics.clients` for what each metric counts.
+
+        Any thread may call it. The network thread's metrics are measured there: this waits
+        for them at most ``timeout`` seconds (the network thread answers at its next pass,
+        normally within milliseconds). If they do not come in time (a busy network thread) or
+        the consumer is closed, the last ones received are returned with this thread's
+        current ones, so metrics() never blocks longer than ``timeout``.
+        """
+        network = self._network_metrics
+        if not self._closed:
+            timeout_s = max(0.0, timeout)
+            event = MetricsSnapshotEvent(self._deadline_ms(timeout_s))
+            self._thread.submit(event)
+            try:
+                network = event.future.result(timeout=timeout_s)
+            except (FutureTimeoutError, KafkaError) as exc:
+                log.debug("%s: metrics of the network thread not received in time: %s", self.client_id, exc)
+            else:
+                self._network_metrics = network
+        return merge_snapshots(network, self._metrics.snapshot(monotonic_ms()))

@@ -119,6 +119,12 @@ class GroupStateEvent(CompletableEvent):
 
 
 @dataclass(slots=True)
+class MetricsSnapshotEvent(CompletableEvent):
+    """``metrics()``: the network thread's metrics, measured there (its registry is its own);
+    the future gets ``{group: {name: value}}``."""
+
+
+@dataclass(slots=True)
 class EnforceRebalanceEvent:
     """``enforce_rebalance()``: rejoin the group."""
 
@@ -147,6 +153,7 @@ ApplicationEvent = (
     | ListOffsetsEvent
     | TopicMetadataEvent
     | GroupStateEvent
+    | MetricsSnapshotEvent
 )
 
 

@@ -9,6 +9,11 @@ One walk, two sinks: :meth:`FetchCollector.collect` gathers ``ConsumerRecord`` o
 partition, :meth:`FetchCollector.collect_columns` appends the same records to one record
 kernel ``ColumnBuilder`` (Arrow layout, no object per record). Positions, staleness,
 pausing, ``max.poll.records``, transactions and errors are handled once, for both.
+
+For the metrics (with ``tally=True``), it counts in :attr:`FetchCollector.tally` what it
+returns, once per partition taken from, never per record: the records, the bytes of a fetch
+when its first records are returned, and the partition's lag after the take. The consumer
+records the tally once per ``poll()``.
 """
 
 from __future__ import annotations
@@ -76,6 +81,25 @@ class _ColumnSink:
         return taken
 
 
+class Tally:
+    """What collect() calls returned since the last :meth:`reset` (see FetchCollector)."""
+
+    __slots__ = ("bytes", "lags", "records")
+
+    def __init__(self) -> None:
+        #: records returned
+        self.records = 0
+        #: bytes of the fetches whose first records were returned
+        self.bytes = 0
+        #: per partition returned from: its lag after the last take (end offset - position)
+        self.lags: dict[TopicPartition, int] = {}
+
+    def reset(self) -> None:
+        """Count from zero again."""
+        self.records = self.bytes = 0
+        self.lags.clear()
+
+
 class FetchCollector:
     """Collects records from the fetch buffer for one ``poll()``."""
 
@@ -88,8 +112,15 @@ class FetchCollector:
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
         kernel: RecordDecoder | None = None,
+        tally: bool = False,
+        read_committed: bool = False,
     ) -> None:
-        """``kernel``: the record kernel to decode with (default: the active one)."""
+        """``kernel``: the record kernel to decode with (default: the active one).
+        ``tally``: count what is returned in :attr:`tally` (lag measured to the last stable
+        offset with ``read_committed``)."""
+        self._read_committed = read_committed
+        #: what was returned since the tally's last reset (None without ``tally``)
+        self.tally: Tally | None = Tally() if tally else None
         self._kernel = kernel
         self._column_builder: ColumnBuilderView | None = None
         self._subscription = subscription
@@ -212,8 +243,10 @@ class FetchCollector:
         other records were collected (the error is raised again on the next call) or the
         sink's columns are full."""
         before = fetch.next_fetch_offset
+        taken = 0
         try:
-            return sink.take(fetch, max_records)
+            taken = sink.take(fetch, max_records)
+            return taken
         except KafkaError:
             if sink.count:
                 return None
@@ -228,3 +261,13 @@ class FetchCollector:
                 self._subscription.advance(
                     fetch.tp, FetchPosition(fetch.next_fetch_offset, fetch.last_epoch), expected_offset=before
                 )
+            tally = self.tally
+            if taken and tally is not None:
+                tally.records += taken
+                if before == fetch.fetch_offset:
+                    tally.bytes += fetch.size_bytes
+                # The fetch's own end offset: a partition with data in the buffer is not
+                # fetched again, so no newer one is known.
+                end = fetch.last_stable_offset if self._read_committed else fetch.high_watermark
+                if end >= 0:
+                    tally.lags[fetch.tp] = max(0, end - fetch.next_fetch_offset)

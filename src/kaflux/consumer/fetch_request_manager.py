@@ -6,7 +6,8 @@ that broker's :class:`~kaflux.consumer.fetch_session.FetchSession`. Nothing is f
 the fetch buffer holds ``fetch.buffer.max.bytes`` or more, which bounds memory.
 
 Responses become :class:`~kaflux.consumer.completed_fetch.CompletedFetch` objects without
-touching record bytes. Partition errors: stale metadata (leader moved, unknown partition...)
+decoding records (with metrics, only the batch headers are read, to count the records of a
+response for records-per-request-avg). Partition errors: stale metadata (leader moved, unknown partition...)
 triggers a metadata refresh and a retry; NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
 carrying the partition's current leader (KIP-951) also move the partition to that leader at
 once, so the next fetch goes there without waiting for the refresh, after the position is
@@ -19,6 +20,7 @@ through the buffer and is raised by ``poll()``.
 from __future__ import annotations
 
 import logging
+import struct
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -49,6 +51,7 @@ from kaflux.structs import Node, TopicPartition
 if TYPE_CHECKING:
     from kaflux.consumer.fetch_buffer import FetchBuffer
     from kaflux.consumer.subscription_state import SubscriptionState
+    from kaflux.metrics.clients import FetchMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,35 @@ SHORT_WAIT_MS = 10
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 #: partition errors whose response may name the current leader (KIP-951)
 _LEADER_MOVED = {NotLeaderOrFollowerError.code, FencedLeaderEpochError.code}
+#: the v2 record batch header: base offset, length, leader epoch, magic, crc, attributes,
+#: last offset delta, timestamps, producer id, epoch, base sequence, record count
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_BATCH = 0x20
+
+
+def count_records(records: memoryview, fetch_offset: int) -> int:
+    """The records of the complete batches in ``records`` at or after ``fetch_offset``,
+    control batches left out, read from the batch headers alone (a legacy message set entry
+    counts one)."""
+    count = 0
+    pos = 0
+    end = len(records)
+    unpack = _BATCH_HEADER.unpack_from
+    while end - pos >= _BATCH_HEADER.size:
+        base, length, _, magic, _, attributes, last_delta, _, _, _, _, _, n = unpack(records, pos)
+        size = 12 + length
+        if length < 0 or pos + size > end:
+            break  # the partial batch a size limit cut off
+        if magic < 2:
+            count += base >= fetch_offset
+        elif not attributes & _CONTROL_BATCH:
+            last = base + last_delta
+            if base >= fetch_offset:
+                count += n
+            elif last >= fetch_offset:
+                count += min(n, last - fetch_offset + 1)
+        pos += size
+    return count
 
 
 class FetchRequestManager(RequestManager):
@@ -86,6 +118,7 @@ class FetchRequestManager(RequestManager):
         client_rack: str,
         retry_backoff: ExponentialBackoff,
         use_sessions: bool = True,
+        metrics: FetchMetrics | None = None,
     ) -> None:
         self._subscription = subscription
         self._cluster = cluster
@@ -105,6 +138,7 @@ class FetchRequestManager(RequestManager):
         #: one RequestState per broker: a fetch in flight, and the backoff after a failure
         self._nodes: dict[int, RequestState] = {}
         self.fetches_sent = 0
+        self._metrics = metrics
 
     def poll(self, now_ms: int) -> PollResult:
         if self._buffer.size_bytes() >= self._buffer_max_bytes:
@@ -217,11 +251,16 @@ class FetchRequestManager(RequestManager):
         state.on_success()
         completed: list[CompletedFetch] = []
         new_leaders: dict[TopicPartition, tuple[int, int]] = {}
+        metrics = self._metrics
+        fetched_bytes = fetched_records = 0
         for topic in body.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
                 data = plan.partitions.get(tp)
                 if data is not None:
+                    if metrics is not None and p.records:
+                        fetched_bytes += len(p.records)
+                        fetched_records += count_records(p.records, data.fetch_offset)
                     leader = p.current_leader
                     if p.error_code in _LEADER_MOVED and leader.leader_id >= 0 and leader.leader_epoch >= 0:
                         new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
@@ -231,6 +270,11 @@ class FetchRequestManager(RequestManager):
         if new_leaders:
             self._apply_current_leaders(
                 new_leaders, [Node(e.node_id, e.host, e.port, e.rack) for e in body.node_endpoints]
+            )
+        if metrics is not None:
+            latency = response.received_ms - response.request.created_ms
+            metrics.fetch_answered(
+                latency, fetched_bytes, fetched_records, body.throttle_time_ms, response.received_ms
             )
         if completed:
             self._buffer.add(completed)

@@ -132,6 +132,10 @@ class BrokerConnection:
         #: when connecting, or the current re-authentication, started (the setup timeout runs
         #: from here until READY)
         self.setup_started_ms = -1
+        #: bytes written to and read from the socket over the connection object's life (all its
+        #: connects; TLS and handshakes included), for the network metrics
+        self.bytes_sent = 0
+        self.bytes_received = 0
 
     # -- state ----------------------------------------------------------------------------
 
@@ -283,6 +287,7 @@ class BrokerConnection:
             except OSError as exc:
                 raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
             self._protocol.output_sent(sent)
+            self.bytes_sent += sent
             self.last_activity_ms = now_ms
 
     def on_readable(
@@ -328,6 +333,7 @@ class BrokerConnection:
                     )
                 raise KafkaConnectionError(f"broker {self.broker} closed the connection")
             total += count
+            self.bytes_received += count
             self.last_activity_ms = now_ms
             for response in self._protocol.data_received(count):
                 self._deadlines.pop(response.in_flight.correlation_id, None)

@@ -13,6 +13,10 @@ Responsibilities, mirroring Java's ``NetworkClient``:
 
 Every failure reaches the caller as a :class:`ClientResponse` with ``error`` set, all of
 them retriable: a request is never lost silently.
+
+With :meth:`NetworkClient.enable_metrics`, it records the bytes each connection wrote and
+read (once per send and per I/O event, not per chunk), every request sent and every response
+read with its latency, into the network thread's metrics.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflux.errors import (
     AuthenticationError,
@@ -43,6 +47,9 @@ from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
 from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse
+
+if TYPE_CHECKING:
+    from kaflux.metrics.clients import NetworkMetrics
 
 #: new connections in a row closed unanswered before a plaintext client concludes the listener is TLS
 UNANSWERED_BEFORE_TLS_VERDICT = 3
@@ -96,6 +103,15 @@ class NetworkClient:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
+        self._metrics: NetworkMetrics | None = None
+
+    def enable_metrics(self, metrics: NetworkMetrics) -> None:
+        """Record network I/O into ``metrics`` (call before the network thread starts)."""
+        self._metrics = metrics
+
+    def connection_count(self) -> int:
+        """Connections open or opening."""
+        return sum(1 for conn in self._connections.values() if conn.is_connected_or_connecting())
 
     # -- any thread -------------------------------------------------------------------------
 
@@ -163,6 +179,7 @@ class NetworkClient:
                 request, None, KafkaConnectionError(f"node {request.node_id} is not ready"), -1, now_ms
             )
             return
+        sent_before = conn.bytes_sent
         try:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
@@ -176,6 +193,11 @@ class NetworkClient:
                 self._disconnect(conn, exc, now_ms)
             self._complete(request, None, exc, -1, now_ms)
             return
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.request_sent(request.node_id, now_ms)
+            if conn.bytes_sent > sent_before:
+                metrics.bytes_sent(request.node_id, conn.bytes_sent - sent_before, now_ms)
         if not request.expect_response:
             self._complete(request, None, None, version, now_ms)
 
@@ -262,6 +284,7 @@ class NetworkClient:
     def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
         was_ready = conn.is_ready()
         received: list[ReceivedResponse] = []
+        sent_before, received_before = conn.bytes_sent, conn.bytes_received
         try:
             if mask & selectors.EVENT_WRITE:
                 conn.on_writable(now_ms)
@@ -270,9 +293,11 @@ class NetworkClient:
         except Exception as exc:
             # Complete what arrived before the failure first: a response read together with
             # the connection's close is an answer, not a loss.
+            self._record_io(conn, sent_before, received_before, now_ms)
             self._complete_received(received, now_ms)
             self._disconnect(conn, describe_failure(exc), now_ms)
             return
+        self._record_io(conn, sent_before, received_before, now_ms)
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
             self._backoff.pop(conn.node_id, None)
@@ -292,9 +317,21 @@ class NetworkClient:
                 except Exception as exc:
                     self._disconnect(conn, describe_failure(exc), now_ms)
 
+    def _record_io(self, conn: BrokerConnection, sent_before: int, received_before: int, now_ms: int) -> None:
+        metrics = self._metrics
+        if metrics is None:
+            return
+        if conn.bytes_sent > sent_before:
+            metrics.bytes_sent(conn.node_id, conn.bytes_sent - sent_before, now_ms)
+        if conn.bytes_received > received_before:
+            metrics.bytes_received(conn.node_id, conn.bytes_received - received_before, now_ms)
+
     def _complete_received(self, received: list[ReceivedResponse], now_ms: int) -> None:
+        metrics = self._metrics
         for response in received:
             request: ClientRequest = response.in_flight.context
+            if metrics is not None:
+                metrics.response_received(request.node_id, now_ms - request.created_ms, now_ms)
             self._complete(request, response.body, None, response.in_flight.api_version, now_ms)
 
     def _expire(self, now_ms: int) -> None:

@@ -253,6 +253,16 @@ class RecordAccumulator:
     def batch_size(self) -> int:
         return self._batch_size
 
+    @property
+    def buffer_memory(self) -> int:
+        """``buffer.memory``: the bytes batches may take."""
+        return self._buffer_memory
+
+    def available_bytes(self) -> int:
+        """``buffer.memory`` not taken by batches (Java's buffer-available-bytes)."""
+        with self._lock:
+            return max(0, self._buffer_memory - self._used_bytes)
+
     # -- application thread -------------------------------------------------------------------
 
     def _must_wait(self, size: int) -> bool:

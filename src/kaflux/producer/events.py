@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kaflux.errors import KafkaError, KafkaTimeoutError
 from kaflux.network.factory import NetworkStack
 from kaflux.producer.transaction_manager import TransactionManager
 
-__all__ = ["PartitionCountEvent", "ProducerEventProcessor", "TransactionalEvent"]
+if TYPE_CHECKING:
+    from kaflux.metrics.registry import MetricsRegistry, Snapshot
+
+__all__ = ["MetricsSnapshotEvent", "PartitionCountEvent", "ProducerEventProcessor", "TransactionalEvent"]
 
 
 @dataclass(slots=True)
@@ -39,10 +43,25 @@ class TransactionalEvent:
     future: Future[Future[None] | None] = field(default_factory=Future)
 
 
+@dataclass(slots=True)
+class MetricsSnapshotEvent:
+    """``metrics()``: the network thread's metrics, measured there; ``future`` gets
+    ``{group: {name: value}}``."""
+
+    future: Future[Snapshot] = field(default_factory=Future)
+
+
 class ProducerEventProcessor:
     """Resolves partition-count lookups from cluster metadata and runs transactional calls. [bg]"""
 
-    def __init__(self, network: NetworkStack, transaction_manager: TransactionManager | None) -> None:
+    def __init__(
+        self,
+        network: NetworkStack,
+        transaction_manager: TransactionManager | None,
+        metrics: MetricsRegistry | None = None,
+    ) -> None:
+        """``metrics``: the network thread's registry, measured for MetricsSnapshotEvent."""
+        self._metrics = metrics
         self._cluster = network.cluster
         self._metadata = network.metadata
         self._tm = transaction_manager
@@ -72,6 +91,8 @@ class ProducerEventProcessor:
             # A KafkaError raised here (a call in the wrong state) reaches the caller through
             # the event's future (NetworkThread._drain_events).
             event.future.set_result(event.operation(self._tm))
+        elif isinstance(event, MetricsSnapshotEvent):
+            event.future.set_result({} if self._metrics is None else self._metrics.snapshot(now_ms))
         else:  # pragma: no cover - a programming error
             raise TypeError(f"unknown producer event {event!r}")
 

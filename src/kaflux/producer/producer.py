@@ -8,6 +8,9 @@ future that shares its batch's result. ``send_arrow`` does the same for a whole 
 at a time. The network thread batches, sends, retries and resolves the futures (future
 callbacks and delivery callbacks therefore run on the network thread and must be quick).
 
+Metrics (``metrics()``) are recorded on the network thread only (the send path records
+nothing), in its own registry, and measured there when asked for with an event.
+
 Idempotence is on by default, as in Java (``enable.idempotence``); a ``transactional.id``
 enables transactions. Transactional calls are events to the network thread, where the
 :class:`~kaflux.producer.transaction_manager.TransactionManager` runs them; the application
@@ -20,6 +23,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
 from kaflux.closeable import Closeable
@@ -33,10 +37,18 @@ from kaflux.errors import (
     RecordTooLargeError,
     TransactionAbortableError,
 )
+from kaflux.metrics.clients import KAFLUX_PRODUCER_METRICS, NetworkMetrics, ProducerMetrics
+from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
+from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.producer.accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator
-from kaflux.producer.events import PartitionCountEvent, ProducerEventProcessor, TransactionalEvent
+from kaflux.producer.events import (
+    MetricsSnapshotEvent,
+    PartitionCountEvent,
+    ProducerEventProcessor,
+    TransactionalEvent,
+)
 from kaflux.producer.futures import BatchFuture, DeliveryCallback
 from kaflux.producer.partitioner import StickyPartitioner
 from kaflux.producer.sender import ProduceRequestManager
@@ -52,6 +64,8 @@ _client_ids = itertools.count(1)
 
 _time_ns = time.time_ns
 _monotonic = time.monotonic
+#: how long metrics() waits for the network thread's metrics by default, in seconds
+METRICS_TIMEOUT_S = 0.5
 
 #: send_arrow() cuts each partition's rows into batches of up to this many bytes (at least
 #: batch.size, at most half of max.request.size)
@@ -113,7 +127,7 @@ class Producer(Closeable):
                 ``enable.idempotence=true`` with ``acks=1``).
         """
         self._config = config_ = ProducerConfig.from_dict(config)
-        client_id = config_.client_id or f"producer-{next(_client_ids)}"
+        self.client_id = client_id = config_.client_id or f"producer-{next(_client_ids)}"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._encoder = load_encoder()
@@ -130,6 +144,15 @@ class Producer(Closeable):
             max_block_ms=config_.max_block_ms,
         )
         network = build_network(config_, client_id, allow_auto_create_topics=True)
+        #: the network thread's metrics (the only ones: the send path records nothing)
+        network_metrics = MetricsRegistry(
+            MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
+        )
+        network.client.enable_metrics(
+            NetworkMetrics(network_metrics, "producer", network.client.connection_count)
+        )
+        #: the last snapshot of them
+        self._network_metrics: Snapshot = {}
         self._tm: TransactionManager | None = None
         if idempotent:
             self._tm = TransactionManager(
@@ -151,6 +174,12 @@ class Producer(Closeable):
             retry_backoff=network.retry_backoff,
             transaction_manager=self._tm,
             max_in_flight_per_node=config_.max_in_flight_requests_per_connection,
+            metrics=ProducerMetrics(
+                network_metrics,
+                requests_in_flight=lambda: self._sender.in_flight_requests,
+                buffer_total_bytes=self._accumulator.buffer_memory,
+                buffer_available_bytes=self._accumulator.available_bytes,
+            ),
         )
         managers: list[Any] = [network.metadata, self._sender]
         if self._tm is not None:
@@ -159,7 +188,7 @@ class Producer(Closeable):
             f"kaflux-producer-network-{client_id}",
             network.delegate,
             managers,
-            ProducerEventProcessor(network, self._tm),
+            ProducerEventProcessor(network, self._tm, network_metrics),
         )
         #: topic -> its partitions as TopicPartition objects (the list's length is the count)
         self._topics: dict[str, list[TopicPartition]] = {}
@@ -487,13 +516,35 @@ class Producer(Closeable):
         """The transaction manager's state (Java's names), None without idempotence."""
         return None if self._tm is None else self._tm.state.name
 
-    def metrics(self) -> dict[str, object]:
-        """A few counters about the producer."""
+    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
+        """The producer's metrics, with Java's names and meanings: ``{group: {name: value}}``.
+
+        Groups: ``producer-metrics`` (records, batches and requests sent, latency, queue time,
+        errors, retries, buffer, network I/O), ``producer-topic-metrics,topic=<t>`` per topic,
+        ``producer-node-metrics,node-id=node-<id>`` per broker, and kaflux's own counters in
+        ``kaflux-producer-metrics`` (network-loops, in-flight-requests, producer-id,
+        producer-epoch). Windowed values cover ``metrics.num.samples`` samples of
+        ``metrics.sample.window.ms``; see :mod:`kaflux.metrics.clients`.
+
+        Any thread may call it. The metrics are measured on the network thread: this waits for
+        them at most ``timeout`` seconds; if they do not come in time (a busy network thread)
+        or the producer is closed, the last ones received are returned.
+        """
+        network = self._network_metrics
+        if not self._closed:
+            event = MetricsSnapshotEvent()
+            self._thread.submit(event)
+            try:
+                network = event.future.result(timeout=max(0.0, timeout))
+            except (FutureTimeoutError, KafkaError):
+                pass  # the last snapshot will do
+            else:
+                self._network_metrics = network
         tm = self._tm
-        return {
-            "network-loops": self._thread.loop_count,
-            "in-flight-requests": self._sender.in_flight_requests,
-            "producer-id": -1 if tm is None else tm.producer_id,
-            "producer-epoch": -1 if tm is None else tm.producer_epoch,
-            "encoder": self._encoder.KIND,
+        own = {
+            "network-loops": float(self._thread.loop_count),
+            "in-flight-requests": float(self._sender.in_flight_requests),
+            "producer-id": float(-1 if tm is None else tm.producer_id),
+            "producer-epoch": float(-1 if tm is None else tm.producer_epoch),
         }
+        return merge_snapshots(network, {KAFLUX_PRODUCER_METRICS: own})

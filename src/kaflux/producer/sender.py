@@ -13,6 +13,9 @@ says to retry) put the batch back in its partition's queue after ``retry.backoff
 the batch's futures with the broker's error class. After a fatal error (a fenced producer) no
 batch is sent any more: the queued ones fail with that error.
 
+Metrics (``producer-metrics``, :class:`~kaflux.metrics.clients.ProducerMetrics`) are recorded
+here, per request and per batch: what is sent, the answers' latency, errors and retries.
+
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers that name the partition's current leader
 (Produce v10+, KIP-951) move the partition to that leader in the cluster metadata at once (with
 the broker's address, from the response's node endpoints, if it is new), and its batch is
@@ -49,6 +52,7 @@ from kaflux.protocol.messages.produce import (
 from kaflux.structs import Node, TopicPartition
 
 if TYPE_CHECKING:
+    from kaflux.metrics.clients import ProducerMetrics
     from kaflux.producer.accumulator import ProducerBatch, RecordAccumulator
 
 log = logging.getLogger("kaflux.producer")
@@ -77,6 +81,7 @@ class ProduceRequestManager(RequestManager):
         retry_backoff: ExponentialBackoff,
         transaction_manager: TransactionManager | None = None,
         max_in_flight_per_node: int = 5,
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         self._accumulator = accumulator
         self._cluster = cluster
@@ -91,6 +96,7 @@ class ProduceRequestManager(RequestManager):
         self._node_in_flight: dict[int, int] = {}
         self._closing = False
         self.in_flight_requests = 0
+        self._metrics = metrics
 
     # -- request manager ---------------------------------------------------------------------
 
@@ -104,6 +110,7 @@ class ProduceRequestManager(RequestManager):
                     f"{batch.count} record(s) for {batch.tp} expired after delivery.timeout.ms="
                     f"{self._delivery_timeout_ms} without being sent"
                 ),
+                now_ms,
                 adjust_sequences=False,
             )
             if tm is not None and batch.attempts > 0:
@@ -172,10 +179,18 @@ class ProduceRequestManager(RequestManager):
     ) -> UnsentRequest[ProduceResponse]:
         compression = self._accumulator.compression
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
+        metrics = self._metrics
         for batch in batches:
+            encoded = batch.build(compression)
             by_topic[batch.tp.topic].append(
-                PartitionProduceData(index=batch.tp.partition, records=memoryview(batch.build(compression)))
+                PartitionProduceData(index=batch.tp.partition, records=memoryview(encoded))
             )
+            if metrics is not None:
+                metrics.batch_sent(
+                    batch.tp.topic, batch.record_count, len(encoded), now_ms - batch.created_ms, now_ms
+                )
+        if metrics is not None:
+            metrics.request_sent(sum(batch.record_count for batch in batches), now_ms)
         tm = self._tm
         request = ProduceRequest(
             transactional_id=tm.transactional_id if tm is not None else None,
@@ -211,6 +226,10 @@ class ProduceRequestManager(RequestManager):
 
     def _on_response(self, batches: list[ProducerBatch], response: ClientResponse[ProduceResponse]) -> None:
         now_ms = response.received_ms
+        if self._metrics is not None and response.error is None and self._acks != 0:
+            self._metrics.request_answered(
+                now_ms - response.request.created_ms, response.body.throttle_time_ms, now_ms
+            )
         if response.error is not None:
             for batch in batches:
                 self._complete_with_error(batch, response.error, -1, now_ms)
@@ -290,6 +309,8 @@ class ProduceRequestManager(RequestManager):
             # A retry to a new leader goes at once (Java's shouldBackoff, KIP-951).
             backoff = 0 if leader_moved else self._retry_backoff.backoff_ms(batch.attempts)
             self._accumulator.reenqueue(batch, now_ms + backoff)
+            if self._metrics is not None:
+                self._metrics.records_retried(batch.tp.topic, batch.count, now_ms)
             return
         if isinstance(error, DuplicateSequenceNumberError):
             # The broker has the batch but no longer its offset: success, offset unknown (Java).
@@ -300,14 +321,14 @@ class ProduceRequestManager(RequestManager):
                 f"{batch.count} record(s) for {batch.tp} were not acknowledged within "
                 f"delivery.timeout.ms={self._delivery_timeout_ms} (last error: {error})"
             )
-            self._fail_batch(batch, error, adjust_sequences=False)
+            self._fail_batch(batch, error, now_ms, adjust_sequences=False)
             if self._tm is not None:
                 # it was sent: whether the broker wrote it is unknown
                 self._tm.mark_sequence_unresolved(batch)
             return
         # Sequences of later batches are adjusted only if this one did not exhaust its retries:
         # otherwise the broker may have written it.
-        self._fail_batch(batch, error, adjust_sequences=batch.attempts < self._retries)
+        self._fail_batch(batch, error, now_ms, adjust_sequences=batch.attempts < self._retries)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, log_start_offset: int, age_ms: int) -> bool:
         if self._closing or age_ms >= self._delivery_timeout_ms or batch.attempts >= self._retries:
@@ -319,9 +340,13 @@ class ProduceRequestManager(RequestManager):
             return tm.can_retry(error, batch, log_start_offset)
         return error.retriable
 
-    def _fail_batch(self, batch: ProducerBatch, error: KafkaError, *, adjust_sequences: bool) -> None:
+    def _fail_batch(
+        self, batch: ProducerBatch, error: KafkaError, now_ms: int, *, adjust_sequences: bool
+    ) -> None:
         if batch.done:
             return
+        if self._metrics is not None:
+            self._metrics.records_failed(batch.tp.topic, batch.count, now_ms)
         if self._tm is not None:
             self._tm.handle_failed_batch(batch, error, adjust_sequences)
         batch.fail(error)

@@ -157,6 +157,7 @@ class ClassicHeartbeatRequestManager(RequestManager):
 
     def poll(self, now_ms: int) -> PollResult:
         membership = self._membership
+        membership.metrics.tick(now_ms)
         if membership.state is _M.FATAL:
             return PollResult()
         self._check_poll_timer(now_ms)
@@ -253,6 +254,7 @@ class ClassicHeartbeatRequestManager(RequestManager):
     def _on_join_response(self, response: ClientResponse[JoinGroupResponse], sent: InFlight) -> None:
         self._answered(sent)
         membership = self._membership
+        membership.metrics.tick(response.received_ms)
         if membership.state is not _M.JOINING:
             return
         if response.error is not None:
@@ -309,6 +311,7 @@ class ClassicHeartbeatRequestManager(RequestManager):
     def _on_sync_response(self, response: ClientResponse[SyncGroupResponse], sent: InFlight) -> None:
         self._answered(sent)
         membership = self._membership
+        membership.metrics.tick(response.received_ms)
         now_ms = response.received_ms
         if membership.state is not _M.AWAITING_SYNC:
             return
@@ -347,6 +350,7 @@ class ClassicHeartbeatRequestManager(RequestManager):
         membership = self._membership
         sent = self._send(RequestKind.HEARTBEAT)
         self._next_heartbeat_ms = now_ms + self._heartbeat_interval_ms
+        membership.metrics.heartbeat_sent(now_ms)
         request = HeartbeatRequest(
             group_id=self._group_id,
             generation_id=membership.generation,
@@ -362,8 +366,12 @@ class ClassicHeartbeatRequestManager(RequestManager):
         self._answered(sent)
         membership = self._membership
         if response.error is not None:
+            membership.metrics.tick(response.received_ms)
             self._coordinator.mark_unknown(str(response.error))
             return
+        membership.metrics.heartbeat_answered(
+            response.received_ms - response.request.created_ms, response.received_ms
+        )
         body = response.body
         code = body.error_code
         if code == 0 or generation != membership.generation or membership.state not in HEARTBEAT_STATES:

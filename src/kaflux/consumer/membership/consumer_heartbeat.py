@@ -117,6 +117,7 @@ class ConsumerHeartbeatRequestManager(RequestManager):
 
     def poll(self, now_ms: int) -> PollResult:
         membership = self._membership
+        membership.metrics.tick(now_ms)
         if membership.state is _M.FATAL:
             return PollResult()
         self._check_poll_timer(now_ms)
@@ -215,6 +216,7 @@ class ConsumerHeartbeatRequestManager(RequestManager):
         self._next_heartbeat_ms = now_ms + self.interval_ms
         sent = self._in_flight = _Sent(membership.incarnation)
         self.heartbeats_sent += 1
+        membership.metrics.heartbeat_sent(now_ms)
         membership.on_acknowledgement_sent()
         return UnsentRequest(
             request,
@@ -258,6 +260,12 @@ class ConsumerHeartbeatRequestManager(RequestManager):
         if self._in_flight is sent:
             self._in_flight = None
         membership = self._membership
+        if response.error is None:
+            membership.metrics.heartbeat_answered(
+                response.received_ms - response.request.created_ms, response.received_ms
+            )
+        else:
+            membership.metrics.tick(response.received_ms)
         if sent.incarnation != membership.incarnation:
             return  # sent before the member rejoined or left: its answer is out of date
         now_ms = response.received_ms

@@ -38,6 +38,8 @@ from kaflux.consumer.membership.callbacks import (
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
 from kaflux.consumer.positions import SubscriptionType
 from kaflux.errors import BrokerError, KafkaError
+from kaflux.metrics.clients import CoordinatorMetrics
+from kaflux.metrics.registry import MetricsRegistry
 from kaflux.network.requests import RequestManager
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
@@ -55,6 +57,14 @@ _M = MemberState
 _GIVING_UP = frozenset({_M.LOSING_PARTITIONS, _M.PREPARE_LEAVING, _M.LEAVING, _M.STALE, _M.UNJOINED})
 #: subscriptions that make the consumer a group member (not a manual assignment)
 _GROUP_SUBSCRIPTIONS = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN})
+#: rebalance metrics: a rebalance starts when the member enters one of these states (as Java:
+#: the classic protocol's join, KIP-848's reconciliation), ends when it reaches an assignment
+#: (KIP-848: acknowledging it), fails when the member is fenced, fails fatally or misses the
+#: poll timeout, and is abandoned (not counted) when the member leaves
+_REBALANCE_STARTS = {"classic": frozenset({_M.JOINING}), "consumer": frozenset({_M.RECONCILING})}
+_REBALANCE_ENDS = frozenset({_M.STABLE, _M.ACKNOWLEDGING})
+_REBALANCE_FAILS = frozenset({_M.FATAL, _M.STALE, _M.LOSING_PARTITIONS})
+_REBALANCE_ABANDONS = frozenset({_M.UNJOINED, _M.PREPARE_LEAVING})
 
 
 @dataclass(slots=True)
@@ -115,6 +125,8 @@ class MembershipCore(RequestManager):
         self._leave: _Leave | None = None
         #: why the current rebalance or leave started (logged with every state change)
         self._cause = "not joined yet"
+        #: consumer-coordinator-metrics (the consumer gives its network thread's registry)
+        self.metrics = CoordinatorMetrics(MetricsRegistry())
         metadata.add_listener(self._on_metadata)
 
     # -- state -----------------------------------------------------------------------------------
@@ -147,7 +159,20 @@ class MembershipCore(RequestManager):
             target.name,
             self._cause,
         )
+        previous = self.state
         self._machine.transition_to(target)
+        self._record_rebalance(previous, target)
+
+    def _record_rebalance(self, previous: MemberState, target: MemberState) -> None:
+        metrics = self.metrics
+        if target in _REBALANCE_ENDS:
+            metrics.rebalance_ended()
+        elif target in _REBALANCE_FAILS:
+            metrics.rebalance_failed()
+        elif target in _REBALANCE_ABANDONS:
+            metrics.rebalance_abandoned()
+        elif target in _REBALANCE_STARTS.get(self.PROTOCOL, ()) and previous is not target:
+            metrics.rebalance_started()
 
     def group_state(self) -> GroupState:
         """A snapshot of the membership, for ``Consumer.group_state()``."""
@@ -188,6 +213,7 @@ class MembershipCore(RequestManager):
 
     def on_poll(self, now_ms: int) -> None:
         """The application polled: a stale member rejoins, a requested first join starts."""
+        self.metrics.tick(now_ms)
         if self.state is _M.STALE:
             self._lose_partitions("rejoining after leaving on the poll timeout")
         elif self.state is _M.UNJOINED and self._join_requested and self._is_group_subscription():
@@ -205,6 +231,7 @@ class MembershipCore(RequestManager):
 
     def maybe_rejoin(self, now_ms: int) -> None:
         """Start a rejoin requested while the member was stable."""
+        self.metrics.tick(now_ms)
         if self.state is _M.STABLE and self._join_requested:
             self._start_join(now_ms)
 
@@ -221,6 +248,7 @@ class MembershipCore(RequestManager):
 
     def _reconcile(self, target: Iterable[TopicPartition], now_ms: int) -> None:
         """Move the assignment to ``target``: revoke what goes, then assign what is new."""
+        self.metrics.tick(now_ms)
         new = list(dict.fromkeys(target))
         owned = set(self._subscription.assigned_partitions())
         revoked = owned - set(new)
@@ -344,6 +372,7 @@ class MembershipCore(RequestManager):
 
     def leave(self, future: Future[None], *, on_close: bool, now_ms: int) -> None:
         """unsubscribe()/close(): revoke everything (with callbacks) and leave the group."""
+        self.metrics.tick(now_ms)
         if self.state in (_M.UNJOINED, _M.FATAL):
             self._subscription_cleared()
             complete(future, None)
