@@ -53,7 +53,6 @@ from kaflux.consumer.membership.classic_heartbeat import ClassicHeartbeatRequest
 from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings
 from kaflux.errors import InconsistentGroupProtocolError, KafkaError
-from kaflux.network.requests import PollResult
 
 if TYPE_CHECKING:
     from kaflux.consumer.commit_request_manager import CommitRequestManager
@@ -91,6 +90,8 @@ class _Joined:
 class MembershipManager(MembershipCore):
     """One consumer's membership in one group, with the classic protocol."""
 
+    heartbeat: ClassicHeartbeatRequestManager
+
     def __init__(
         self,
         settings: GroupSettings,
@@ -123,20 +124,6 @@ class MembershipManager(MembershipCore):
         self.heartbeat = ClassicHeartbeatRequestManager(self, coordinator, settings, retry_backoff)
 
     # -- request manager: the classic protocol's requests ---------------------------------------
-
-    def poll(self, now_ms: int) -> PollResult:
-        return self.heartbeat.poll(now_ms)
-
-    def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.heartbeat.poll_on_close(now_ms)
-
-    def maximum_time_to_wait(self, now_ms: int) -> int:
-        return self.heartbeat.maximum_time_to_wait(now_ms)
-
-    def on_poll(self, now_ms: int) -> None:
-        """The application polled: reset the poll timer; a stale member rejoins."""
-        self.heartbeat.poll_timer.reset(now_ms)
-        super().on_poll(now_ms)
 
     # -- joining -----------------------------------------------------------------------------------
 

@@ -207,14 +207,6 @@ class ClassicHeartbeatRequestManager(RequestManager):
     def _check_poll_timer(self, now_ms: int) -> None:
         if self._membership.state not in _POLL_TIMER_STATES or not self.poll_timer.is_expired(now_ms):
             return
-        log.warning(
-            "group %s: no poll() for more than max.poll.interval.ms=%d; leaving the group. Its "
-            "partitions go to other members and this consumer rejoins on its next poll(). Process "
-            "records faster, lower max.poll.records or raise max.poll.interval.ms; for long work, "
-            "pause the partitions and keep calling poll() (README: 'Long processing').",
-            self._group_id,
-            self.poll_timer.interval_ms,
-        )
         self._membership.leave_on_poll_timeout()
 
     def _state_request(self, node: int, now_ms: int) -> UnsentRequest[Any] | None:

@@ -75,6 +75,7 @@ class ConsumerMembershipManager(MembershipCore):
     TRANSITIONS = CONSUMER_MEMBER_TRANSITIONS
     KEEPS_MEMBER_ID = True
     PROTOCOL = "consumer"
+    heartbeat: ConsumerHeartbeatRequestManager
 
     def __init__(
         self,
@@ -124,18 +125,7 @@ class ConsumerMembershipManager(MembershipCore):
 
     def poll(self, now_ms: int) -> PollResult:
         self._maybe_reconcile(now_ms)
-        return self.heartbeat.poll(now_ms)
-
-    def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.heartbeat.poll_on_close(now_ms)
-
-    def maximum_time_to_wait(self, now_ms: int) -> int:
-        return self.heartbeat.maximum_time_to_wait(now_ms)
-
-    def on_poll(self, now_ms: int) -> None:
-        """The application polled: reset the poll timer; a stale member rejoins."""
-        self.heartbeat.poll_timer.reset(now_ms)
-        super().on_poll(now_ms)
+        return super().poll(now_ms)
 
     # -- what the heartbeat carries ---------------------------------------------------------------
 

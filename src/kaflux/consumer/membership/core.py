@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.events import BackgroundEvent, ErrorEvent, complete
@@ -36,11 +36,12 @@ from kaflux.consumer.membership.callbacks import (
     RebalanceCallbacks,
 )
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
+from kaflux.consumer.membership.poll_timer import PollTimer
 from kaflux.consumer.positions import SubscriptionType
 from kaflux.errors import BrokerError, KafkaError
 from kaflux.metrics.clients import CoordinatorMetrics
 from kaflux.metrics.registry import MetricsRegistry
-from kaflux.network.requests import RequestManager
+from kaflux.network.requests import PollResult, RequestManager
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -81,6 +82,13 @@ class _Leave:
     stale: bool = False
 
 
+class HeartbeatRequestManager(RequestManager, Protocol):
+    """A group protocol's heartbeat request manager, as the membership core drives it."""
+
+    #: ``max.poll.interval.ms``: fed by every ``poll()`` of the application
+    poll_timer: PollTimer
+
+
 class MembershipCore(RequestManager):
     """One consumer's membership in one group, whatever the protocol. A protocol's subclass is
     the request manager the network thread polls for the group."""
@@ -92,6 +100,8 @@ class MembershipCore(RequestManager):
     KEEPS_MEMBER_ID: ClassVar[bool] = False
     #: ``group.protocol``, as ``group_state()`` reports it
     PROTOCOL: ClassVar[str] = "classic"
+    #: the protocol's heartbeat request manager, made by the subclass
+    heartbeat: HeartbeatRequestManager
 
     def __init__(
         self,
@@ -211,8 +221,21 @@ class MembershipCore(RequestManager):
         self._update_metadata_topics()
         self.request_rejoin("the subscription changed")
 
+    # -- request manager: the protocol's heartbeat request manager's requests -------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        return self.heartbeat.poll(now_ms)
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return self.heartbeat.poll_on_close(now_ms)
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        return self.heartbeat.maximum_time_to_wait(now_ms)
+
     def on_poll(self, now_ms: int) -> None:
-        """The application polled: a stale member rejoins, a requested first join starts."""
+        """The application polled: reset the poll timer; a stale member rejoins, a requested
+        first join starts."""
+        self.heartbeat.poll_timer.reset(now_ms)
         self.metrics.tick(now_ms)
         if self.state is _M.STALE:
             self._lose_partitions("rejoining after leaving on the poll timeout")
@@ -443,6 +466,14 @@ class MembershipCore(RequestManager):
     def leave_on_poll_timeout(self) -> None:
         """The poll timer expired: stop fetching and leave at once (no callbacks, no commit);
         the member ends STALE and loses its partitions at the next poll."""
+        log.warning(
+            "group %s: no poll() for more than max.poll.interval.ms=%d; leaving the group. Its "
+            "partitions go to other members and this consumer rejoins on its next poll(). Process "
+            "records faster, lower max.poll.records or raise max.poll.interval.ms; for long work, "
+            "pause the partitions and keep calling poll() (README: 'Long processing').",
+            self.group_id,
+            self.heartbeat.poll_timer.interval_ms,
+        )
         self.callbacks.cancel()
         self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())
         self._leave = _Leave(None, stale=True)
