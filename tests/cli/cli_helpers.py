@@ -12,11 +12,11 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from kaflux import AdminClient, NewTopic, Producer
+from kafka_helpers import create_topic, produce  # noqa: F401  (re-exported to the tests)
 
 WAIT_S = 30.0
 
@@ -71,24 +71,6 @@ def json_out(result: subprocess.CompletedProcess[bytes]) -> Any:
 def json_lines(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]]:
     """The JSON lines a successful run printed."""
     return [json.loads(line) for line in ok(result).splitlines() if line.strip()]
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, partitions)], timeout=WAIT_S)
-
-
-def produce(bootstrap: str, topic: str, values_by_partition: Mapping[int, Sequence[bytes]]) -> None:
-    """Produce to each partition and wait until every record is acknowledged."""
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        futures = [
-            producer.send(topic, value, partition=partition)
-            for partition, values in values_by_partition.items()
-            for value in values
-        ]
-        producer.flush(WAIT_S)
-    for future in futures:
-        future.result(timeout=0)
 
 
 class LineReader:

@@ -33,7 +33,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflux import AdminClient, Consumer, ConsumerRebalanceListener, NewTopic, Producer, TopicPartition
+from kafka_helpers import create_topic, produce  # noqa: F401  (re-exported to the tests)
+
+from kaflux import Consumer, ConsumerRebalanceListener, TopicPartition
 
 #: Tansu holds a join for session.timeout.ms / 2: 6 s sessions keep a join at about 3 s.
 GROUP_TIMINGS: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
@@ -49,24 +51,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, describe: Callable
             message = describe() if callable(describe) else describe
             raise AssertionError(f"not within {timeout:.1f} s: {message}")
         time.sleep(0.02)
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, partitions)], timeout=WAIT_S)
-
-
-def produce(bootstrap: str, topic: str, values_by_partition: dict[int, list[bytes]]) -> None:
-    """Produce ``values`` to each partition and wait until all are acknowledged."""
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        futures = [
-            producer.send(topic, value, partition=partition)
-            for partition, values in values_by_partition.items()
-            for value in values
-        ]
-        producer.flush(WAIT_S)
-    for future in futures:
-        future.result(timeout=0)
 
 
 def member_config(
