@@ -37,6 +37,8 @@ from kafka_helpers import create_topic, produce  # noqa: F401  (re-exported to t
 
 from kaflux import Consumer, ConsumerRebalanceListener, TopicPartition
 
+_TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 #: Tansu holds a join for session.timeout.ms / 2: 6 s sessions keep a join at about 3 s.
 GROUP_TIMINGS: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 WAIT_S = 30.0
@@ -214,6 +216,10 @@ class Member:
         with self._lock:
             self._records.extend(records)
 
+    def died(self) -> str | None:
+        """Why this member stopped without being asked to, or None while it is alive."""
+        return None
+
     @property
     def events(self) -> list[Event]:
         with self._lock:
@@ -331,11 +337,16 @@ class ProcessMember(Member):
         super().__init__(name)
         spec = {"name": name, "config": {"client.id": name, **config}, "topics": topics}
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in cleanup()
+        # The child runs this file as a script: give it the tests directory, which holds the
+        # helpers this module imports (pytest's ``pythonpath`` setting reaches only this process).
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS_DIR, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             [sys.executable, __file__, json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
+            env=env,
         )
         self.ready = threading.Event()
         self.closed = threading.Event()
@@ -401,6 +412,11 @@ class ProcessMember(Member):
     def check(self) -> None:
         assert self.problems == [], f"{self.name} reported: {self.problems!r}\n{self.stderr_tail()}"
 
+    def died(self) -> str | None:
+        if self.ended_at is not None or self.closed.is_set() or self.proc.poll() is None:
+            return None
+        return f"{self.name} exited with {self.proc.returncode} unasked:\n{self.stderr_tail()}"
+
 
 def stop_all(members: Iterable[ThreadMember], timeout: float = WAIT_S) -> None:
     """Stop (and close) members concurrently: closing one after another would make each close
@@ -427,11 +443,12 @@ def converged(members: list[Member], partitions: int) -> bool:
 
 
 def wait_converged(members: list[Member], partitions: int, timeout: float = WAIT_S) -> None:
-    wait_until(
-        lambda: converged(members, partitions),
-        timeout,
-        lambda: f"no complete, disjoint assignment: {describe(members)}",
-    )
+    def done() -> bool:
+        dead = [d for m in members if (d := m.died()) is not None]
+        assert not dead, "; ".join(dead)  # a crashed member will never converge: say why at once
+        return converged(members, partitions)
+
+    wait_until(done, timeout, lambda: f"no complete, disjoint assignment: {describe(members)}")
 
 
 @dataclass
