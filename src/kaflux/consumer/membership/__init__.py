@@ -3,10 +3,12 @@
 A consumer's membership in its group is split the way Java splits it, so that the classic and
 the KIP-848 protocols can share everything but their requests:
 
-* :mod:`.core` -- :class:`~.core.MembershipCore`, the protocol-neutral part (Java's
-  ``AbstractMembershipManager``): the member's identity and :class:`MemberState` machine
-  (``consumer/member_state.py``), the assignment bookkeeping (revoke, then assign; pending
-  revocation; lost partitions), leaving, fencing and fatal errors.
+* :mod:`.member` and :mod:`.core` -- the protocol-neutral part (Java's
+  ``AbstractMembershipManager``). :class:`~.member.GroupMember` is who the member is: its
+  identity and :class:`MemberState` machine (``consumer/member_state.py``), its reports
+  (``group_state()``, commit identity, rebalance metrics) and the topics it needs;
+  :class:`~.core.MembershipCore` is what it does: joining, the assignment bookkeeping (revoke,
+  then assign; pending revocation; lost partitions), fencing, fatal errors and leaving.
 * :mod:`.callbacks` -- :class:`~.callbacks.RebalanceCallbacks`: rebalance listener methods
   requested from the application thread with a background event and continued when it
   acknowledges them with an application event.
