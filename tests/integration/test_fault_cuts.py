@@ -176,12 +176,11 @@ def test_metadata(proxied_tansu: ProxiedBroker, variant: str, timing: Timing) ->
         )
         assert fault.wait(timeout=WAIT_S)
         assert elapsed <= call_timeout + MARGIN_S
-        # Either the answer or a kaflux error (kaflux surfaces a broken connection at once, as a
-        # retriable KafkaConnectionError, where Java's partitionsFor retries until its timeout).
-        assert error is None or isinstance(error, KafkaError), repr(error)
-        if partitions is not None:
-            assert len(partitions) == 2
-        assert len(consumer.partitions_for(topic, timeout=WAIT_S)) == 2
+        # As Java's partitionsFor, the call retries a broken connection or a lost response
+        # within its timeout, so the one fault costs a retry, not the answer.
+        assert error is None, repr(error)
+        assert partitions is not None
+        assert len(partitions) == 2
     finally:
         consumer.close(5.0)
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from fakes import BACKOFF_MS, UNKNOWN_TOPIC_OR_PARTITION, FakeCluster, FakeNetwork, exact_backoff
 
-from kaflux.errors import KafkaConnectionError, KafkaError
+from kaflux.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    TopicAuthorizationFailedError,
+)
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataAnswer, MetadataManager
@@ -169,6 +175,108 @@ def test_one_off_request_reports_a_failure_to_its_callback(fake: FakeCluster) ->
     ((answer, error),) = answers
     assert answer is None
     assert isinstance(error, KafkaConnectionError)
+
+
+class Answers:
+    """What a one-off request's callback was called with, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[MetadataAnswer | None, KafkaError | None]] = []
+
+    def __call__(self, answer: MetadataAnswer | None, error: KafkaError | None) -> None:
+        self.calls.append((answer, error))
+
+
+def test_one_off_request_with_a_deadline_retries_a_lost_connection_after_the_backoff(
+    fake: FakeCluster,
+) -> None:
+    rig = Rig(fake)
+    rig.run(0)
+    answers = Answers()
+    rig.manager.request_topics(["u"], answers, deadline_ms=5_000)
+    (exchange,) = rig.net.add_all(rig.manager.poll(1), 1)
+    rig.net.fail(exchange, KafkaConnectionError("connection reset"), received_ms=10)
+    assert answers.calls == []
+    assert rig.manager.poll(10).time_until_next_poll_ms == BACKOFF_MS
+    assert rig.run(10 + BACKOFF_MS - 1) == 0
+    assert rig.run(10 + BACKOFF_MS) == 1
+    ((answer, error),) = answers.calls
+    assert error is None
+    assert answer is not None
+    assert sorted(answer.topics) == ["u"]
+
+
+def test_one_off_request_past_its_deadline_reports_a_timeout_naming_the_last_failure(
+    fake: FakeCluster,
+) -> None:
+    rig = Rig(fake)
+    rig.run(0)
+    answers = Answers()
+    rig.manager.request_topics(["u"], answers, deadline_ms=1_000)
+    now = 1
+    while not answers.calls:
+        for exchange in rig.net.add_all(rig.manager.poll(now), now):
+            rig.net.fail(exchange, KafkaConnectionError("connection refused"), received_ms=now)
+        rig.manager.expire_requests(now)
+        now += 1
+    ((answer, error),) = answers.calls
+    assert answer is None
+    assert isinstance(error, KafkaTimeoutError)
+    assert "'u'" in str(error)
+    assert "connection refused" in str(error)
+    assert now - 1 == 1_000  # reported at the deadline, not before
+    assert rig.manager.poll(now).unsent == []  # and not retried after it
+
+
+def test_one_off_answer_arriving_after_the_deadline_is_not_reported_twice(fake: FakeCluster) -> None:
+    rig = Rig(fake)
+    rig.run(0)
+    answers = Answers()
+    rig.manager.request_topics(["u"], answers, deadline_ms=100)
+    (exchange,) = rig.net.add_all(rig.manager.poll(1), 1)
+    rig.manager.expire_requests(100)
+    rig.net.deliver(exchange, received_ms=150)
+    ((answer, error),) = answers.calls
+    assert answer is None
+    assert isinstance(error, KafkaTimeoutError)
+
+
+def test_one_off_request_with_a_deadline_fails_at_once_on_an_unauthorised_topic(fake: FakeCluster) -> None:
+    fake.inject(MetadataRequest, TopicAuthorizationFailedError.code)
+    rig = Rig(fake)
+    answers = Answers()
+    rig.manager.request_topics(["t"], answers, deadline_ms=60_000)
+    assert rig.run(0) == 1 + 1  # the regular refresh and the one-off
+    ((answer, error),) = answers.calls
+    assert answer is None
+    assert isinstance(error, TopicAuthorizationFailedError)
+
+
+def test_one_off_request_with_a_deadline_answers_an_unknown_topic_as_absent(fake: FakeCluster) -> None:
+    rig = Rig(fake)
+    rig.run(0)
+    answers = Answers()
+    rig.manager.request_topics(["missing"], answers, deadline_ms=60_000)
+    rig.run(1)
+    ((answer, error),) = answers.calls
+    assert error is None
+    assert answer is not None
+    assert "missing" not in answer.topics
+
+
+def test_one_off_request_with_a_deadline_waits_out_a_leader_election(fake: FakeCluster) -> None:
+    rig = Rig(fake)
+    rig.run(0)
+    fake.inject(MetadataRequest, LeaderNotAvailableError.code)
+    answers = Answers()
+    rig.manager.request_topics(["u"], answers, deadline_ms=60_000)
+    rig.run(1)
+    assert answers.calls == []
+    assert rig.run(1 + BACKOFF_MS) == 1
+    ((answer, error),) = answers.calls
+    assert error is None
+    assert answer is not None
+    assert answer.topics["u"].partitions
 
 
 def test_one_off_request_may_ask_for_auto_creation(fake: FakeCluster) -> None:

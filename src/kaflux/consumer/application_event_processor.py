@@ -146,15 +146,19 @@ class ApplicationEventProcessor:
 
         topics = None if event.topic is None else [event.topic]
         self._metadata.request_topics(
-            topics, on_answer, auto_create=self._auto_create and event.topic is not None
+            topics,
+            on_answer,
+            auto_create=self._auto_create and event.topic is not None,
+            deadline_ms=event.deadline_ms,
         )
 
     def expire(self, now_ms: int) -> None:
-        """Fail blocking events whose deadline passed (position waits first, by the offsets
-        manager, whose message names the partitions and the cause)."""
+        """Fail blocking events whose deadline passed (position waits and metadata requests
+        first, by their managers, whose messages name what was asked and the cause)."""
         if self._membership is not None:
             self._membership.metrics.tick(now_ms)
         self._offsets.expire_waiters(now_ms)
+        self._metadata.expire_requests(now_ms)
         for event in self._pending:
             if not event.future.done() and now_ms >= event.deadline_ms:
                 fail(

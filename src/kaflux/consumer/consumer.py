@@ -820,7 +820,12 @@ class Consumer(Closeable):
     # -- metadata ----------------------------------------------------------------------------------
 
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
-        """The partitions of ``topic`` (empty if it does not exist)."""
+        """The partitions of ``topic`` (empty if it does not exist).
+
+        As Java's ``partitionsFor``, a lost connection or a leader election is retried until
+        ``timeout`` (default ``default.api.timeout.ms``), then :class:`KafkaTimeoutError`
+        names the last failure; an error retrying cannot cure (e.g.
+        :class:`TopicAuthorizationFailedError`) is raised at once."""
         with self._in_use():
             timeout_s = self._timeout_s(timeout)
             answer: MetadataAnswer = self._call(
@@ -830,7 +835,8 @@ class Consumer(Closeable):
             return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
 
     def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
-        """Every topic the consumer may read, with its partitions."""
+        """Every topic the consumer may read, with its partitions; failures are retried
+        until ``timeout`` as in :meth:`partitions_for`."""
         with self._in_use():
             timeout_s = self._timeout_s(timeout)
             answer: MetadataAnswer = self._call(

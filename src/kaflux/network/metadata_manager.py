@@ -4,7 +4,10 @@ A request manager: ``poll(now_ms)`` returns a Metadata request when an update is
 first time, when someone asked for one (new topics, a leader moved, an unknown partition),
 or every ``metadata.max.age.ms`` — and never more often than the retry backoff allows.
 Callers may also ask for a one-off answer with :meth:`MetadataManager.request_topics`, whose
-callback gets the parsed topics (used for ``partitions_for`` and ``list_topics``).
+callback gets the parsed topics (used for ``partitions_for`` and ``list_topics``). Given a
+deadline, a one-off retries what retrying may cure until then, as Java's topic metadata
+request manager does: a lost connection or a timed-out request, a topic whose leader is being
+elected; it fails at once on an error that will not pass (an unauthorised or invalid topic).
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kaflux.errors import KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for_code
+from kaflux.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata, TopicInfo
 from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
@@ -42,6 +51,34 @@ class MetadataAnswer:
 
 
 TopicsCallback = Callable[[MetadataAnswer | None, KafkaError | None], None]
+
+
+@dataclass(slots=True)
+class _OneOff:
+    """A caller's metadata request (``partitions_for``, ``list_topics``, the admin client)."""
+
+    topics: list[str] | None
+    auto_create: bool
+    callback: TopicsCallback
+    #: retry retriable failures until then; None: report the first failure
+    deadline_ms: int | None
+    state: RequestState
+    #: the failure being retried, named if the deadline passes
+    last_error: KafkaError | None = None
+
+    def topic_error(self, answer: MetadataAnswer) -> KafkaError | None:
+        """The error the answer names for a requested topic that the call must not ignore
+        (checked only for a call with a deadline, whose caller asked for named topics)."""
+        if self.deadline_ms is None or self.topics is None:
+            return None
+        for name in self.topics:
+            code = answer.topic_errors.get(name)
+            info = answer.topics.get(name)
+            if code is not None and code != _UNKNOWN_TOPIC_OR_PARTITION:
+                return error_for_code(code)(f"topic {name!r}, in a metadata response")
+            if info is not None and info.error_code == _LEADER_NOT_AVAILABLE:
+                return LeaderNotAvailableError(f"topic {name!r}: its leaders are being elected")
+        return None
 
 
 def parse_metadata(response: MetadataResponse) -> MetadataAnswer:
@@ -91,7 +128,7 @@ class MetadataManager(RequestManager):
         #: topics to keep fresh; None means all topics in the cluster
         self._topics: set[str] | None = set()
         self._update_requested = True
-        self._one_off: list[tuple[list[str] | None, bool, TopicsCallback]] = []
+        self._one_off: list[_OneOff] = []
         self._listeners: list[Callable[[ClusterMetadata], None]] = []
         self._error_listeners: list[Callable[[str | None, KafkaError], None]] = []
         #: the error each kept-fresh topic got in the last response that described it
@@ -132,10 +169,37 @@ class MetadataManager(RequestManager):
         self._update_requested = True
 
     def request_topics(
-        self, topics: list[str] | None, callback: TopicsCallback, *, auto_create: bool = False
+        self,
+        topics: list[str] | None,
+        callback: TopicsCallback,
+        *,
+        auto_create: bool = False,
+        deadline_ms: int | None = None,
     ) -> None:
-        """Ask once for ``topics`` (None: all); ``callback(answer, error)`` runs on this thread."""
-        self._one_off.append((topics, auto_create, callback))
+        """Ask for ``topics`` (None: all); ``callback(answer, error)`` runs once, on this thread.
+
+        Without ``deadline_ms`` the first failure is reported. With it, retriable failures are
+        retried with backoff until the deadline (then the last one is reported), and an
+        answer naming an error for one of ``topics`` is judged as Java judges it: an unknown
+        topic is answered (absent from the answer), a leader being elected is retried, any
+        other error fails the call."""
+        self._one_off.append(
+            _OneOff(topics, auto_create, callback, deadline_ms, RequestState(self._state.backoff))
+        )
+
+    def expire_requests(self, now_ms: int) -> None:
+        """Fail the callers' requests whose deadline passed, naming the failure being retried."""
+        for one_off in [o for o in self._one_off if o.deadline_ms is not None and now_ms >= o.deadline_ms]:
+            self._one_off.remove(one_off)
+            what = "all topics" if one_off.topics is None else ", ".join(map(repr, one_off.topics))
+            cause = "" if one_off.last_error is None else f" (last failure: {one_off.last_error})"
+            one_off.callback(
+                None,
+                KafkaTimeoutError(
+                    f"no metadata for {what} before the deadline{cause}. Check that the brokers in "
+                    "bootstrap.servers are reachable, or retry with a longer timeout."
+                ),
+            )
 
     # -- request manager ----------------------------------------------------------------------
 
@@ -146,9 +210,18 @@ class MetadataManager(RequestManager):
     def poll(self, now_ms: int) -> PollResult:
         """Return Metadata requests that are due."""
         unsent: list[UnsentRequest[MetadataResponse]] = []
-        while self._one_off:
-            topics, auto_create, callback = self._one_off.pop(0)
-            unsent.append(self._one_off_request(topics, auto_create, callback))
+        retry_wait: int | None = None
+        self.expire_requests(now_ms)
+        for one_off in self._one_off:
+            if one_off.state.can_send(now_ms):
+                one_off.state.on_send(now_ms)
+                unsent.append(self._one_off_request(one_off))
+            elif not one_off.state.in_flight:
+                backoff = max(1, one_off.state.remaining_backoff_ms(now_ms))
+                retry_wait = backoff if retry_wait is None else min(retry_wait, backoff)
+            if one_off.deadline_ms is not None:
+                left = max(1, one_off.deadline_ms - now_ms)
+                retry_wait = left if retry_wait is None else min(retry_wait, left)
         age = now_ms - self.cluster.last_refresh_ms if self.cluster.last_refresh_ms >= 0 else None
         due = self._update_requested or age is None or age >= self._max_age_ms
         if due and self._state.can_send(now_ms):
@@ -165,24 +238,44 @@ class MetadataManager(RequestManager):
             wait = max(1, self._state.remaining_backoff_ms(now_ms)) if not self._state.in_flight else 5000
         else:
             wait = self._max_age_ms - (age or 0)
+        if retry_wait is not None:
+            wait = min(wait, retry_wait)
         return PollResult(max(0, wait), unsent)
 
     def _build(self, topics: list[str] | None, auto_create: bool) -> MetadataRequest:
         request_topics = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
         return MetadataRequest(topics=request_topics, allow_auto_topic_creation=auto_create)
 
-    def _one_off_request(
-        self, topics: list[str] | None, auto_create: bool, callback: TopicsCallback
-    ) -> UnsentRequest[MetadataResponse]:
+    def _one_off_request(self, one_off: _OneOff) -> UnsentRequest[MetadataResponse]:
         def handle(response: ClientResponse[MetadataResponse]) -> None:
+            now_ms = response.received_ms
+            if one_off not in self._one_off:
+                return  # its deadline passed and it was reported: the caller has gone
             if response.error is not None:
-                callback(None, response.error)
+                self._one_off_failed(one_off, response.error, now_ms)
                 return
             answer = parse_metadata(response.body)
-            self._apply(answer, response.received_ms, full=topics is None)
-            callback(answer, None)
+            self._apply(answer, now_ms, full=one_off.topics is None)
+            error = one_off.topic_error(answer)
+            if error is not None:
+                self._one_off_failed(one_off, error, now_ms)
+            else:
+                self._one_off.remove(one_off)
+                one_off.callback(answer, None)
 
-        return UnsentRequest(self._build(topics, auto_create), None, handle)
+        return UnsentRequest(self._build(one_off.topics, one_off.auto_create), None, handle)
+
+    def _one_off_failed(self, one_off: _OneOff, error: KafkaError, now_ms: int) -> None:
+        """Retry a retriable failure when the call has a deadline (reached, it is reported as
+        a timeout naming this failure); report any other failure at once."""
+        if error.retriable and one_off.deadline_ms is not None:
+            one_off.state.on_failure(now_ms)
+            one_off.last_error = error
+            log.debug("metadata for %s failed (%s); retrying", one_off.topics or "all topics", error)
+            self.expire_requests(now_ms)
+            return
+        self._one_off.remove(one_off)
+        one_off.callback(None, error)
 
     def _on_response_factory(
         self, topics: list[str] | None
