@@ -34,6 +34,8 @@ from kaflux.errors import (
     KafkaTimeoutError,
     RebalanceInProgressError,
     RetriableCommitFailedError,
+    StaleMemberEpochError,
+    UnknownTopicOrPartitionError,
 )
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import coordinator_node_id
@@ -393,6 +395,105 @@ def test_auto_commit_now_commits_consumed_positions(fake: FakeCluster) -> None:
     group.commits.auto_commit_now(now, done)
     group.run(now)
     assert done.result(0) == {TP1: OffsetAndMetadata(6)}
+
+
+class MovingMember:
+    """The member as the membership reports it, changed by the test mid-commit."""
+
+    def __init__(self, epoch: int) -> None:
+        self.info = MemberInfo(generation=epoch, member_id="m-1")
+
+    def __call__(self) -> MemberInfo:
+        return self.info
+
+
+def revoking_group(fake: FakeCluster, member: MovingMember) -> Group:
+    group = Group(fake, auto_commit_interval_ms=5_000)
+    group.commits = CommitRequestManager(
+        "g",
+        group.coordinator,
+        group.subscription,
+        retry_backoff=exact_backoff(),
+        auto_commit_interval_ms=5_000,
+        require_stable=True,
+        member_info=member,
+        consumer_protocol=True,
+    )
+    return group
+
+
+def test_commit_before_revocation_retries_what_an_interval_auto_commit_does_not(fake: FakeCluster) -> None:
+    group = revoking_group(fake, MovingMember(3))
+    now = group.ready()
+    consumed(group, p0=4)
+    fake.inject(OffsetCommitRequest, COORDINATOR_LOAD_IN_PROGRESS, count=2)
+    done: Future[Offsets] = Future()
+    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    group.run(now)
+    group.run(now + BACKOFF_MS)
+    assert not done.done()
+    group.run(now + 3 * BACKOFF_MS)
+    assert done.result(0) == {TP: OffsetAndMetadata(4)}
+    assert commits_sent(group) == [{TP: 4}] * 3
+    assert group.stored() == {TP: 4}
+
+
+def test_commit_before_revocation_after_a_stale_epoch_is_sent_again_with_the_new_epoch(
+    fake: FakeCluster,
+) -> None:
+    member = MovingMember(3)
+    group = revoking_group(fake, member)
+    now = group.ready()
+    consumed(group, p0=4)
+    fake.inject(OffsetCommitRequest, StaleMemberEpochError.code)
+    done: Future[Offsets] = Future()
+    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    group.run(now)
+    assert not done.done()
+    member.info = MemberInfo(generation=4, member_id="m-1")  # the heartbeat brought epoch 4
+    group.run(now + BACKOFF_MS)
+    assert done.result(0) == {TP: OffsetAndMetadata(4)}
+    epochs = [r.generation_id_or_member_epoch for r in group.net.sent(OffsetCommitRequest)]
+    assert epochs == [3, 4]
+
+
+def test_a_user_commit_with_a_stale_epoch_fails_as_in_java(fake: FakeCluster) -> None:
+    group = revoking_group(fake, MovingMember(3))
+    now = group.ready()
+    fake.inject(OffsetCommitRequest, StaleMemberEpochError.code)
+    future = group.commit({TP: 5}, sync=True)
+    group.run(now)
+    with pytest.raises(CommitFailedError, match="StaleMemberEpochError"):
+        future.result(0)
+    assert len(group.net.sent(OffsetCommitRequest)) == 1
+
+
+def test_commit_before_revocation_gives_up_at_once_on_a_deleted_topic(fake: FakeCluster) -> None:
+    group = revoking_group(fake, MovingMember(3))
+    now = group.ready()
+    consumed(group, p0=4)
+    fake.inject(OffsetCommitRequest, UnknownTopicOrPartitionError.code)
+    done: Future[Offsets] = Future()
+    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    group.run(now)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        done.result(0)
+    assert len(group.net.sent(OffsetCommitRequest)) == 1
+
+
+def test_commit_before_revocation_stops_retrying_at_its_deadline(fake: FakeCluster) -> None:
+    group = revoking_group(fake, MovingMember(3))
+    now = group.ready()
+    consumed(group, p0=4)
+    fake.inject(OffsetCommitRequest, COORDINATOR_LOAD_IN_PROGRESS, count=-1)
+    done: Future[Offsets] = Future()
+    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 500)
+    while not done.done() and now < 5_000:
+        group.run(now)
+        now += 10
+    with pytest.raises(KafkaTimeoutError):
+        done.result(0)
+    assert now <= 600
 
 
 # -- OffsetFetch ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from kaflux.errors import (
     RetriableCommitFailedError,
     StaleMemberEpochError,
     UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
@@ -108,6 +109,9 @@ class _PendingCommit:
     deadline_ms: int
     future: Future[dict[TopicPartition, OffsetAndMetadata]]
     state: RequestState
+    #: the commit before partitions are revoked: retried with the latest member epoch after
+    #: STALE_MEMBER_EPOCH, and not retried on UNKNOWN_TOPIC_OR_PARTITION (as Java)
+    before_revocation: bool = False
 
 
 @dataclass(slots=True)
@@ -204,9 +208,19 @@ class CommitRequestManager(RequestManager):
         self.auto_commit_now(now_ms)
 
     def auto_commit_now(
-        self, now_ms: int, future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None
+        self,
+        now_ms: int,
+        future: Future[dict[TopicPartition, OffsetAndMetadata]] | None = None,
+        *,
+        before_revocation_until_ms: int | None = None,
     ) -> None:
-        """Commit every consumed position now (before an assignment change, on close)."""
+        """Commit every consumed position now (before an assignment change, on close).
+
+        With ``before_revocation_until_ms`` (the membership revoking partitions, in a rebalance
+        or when leaving) the commit is retried until then, as Java's
+        ``maybeAutoCommitSyncBeforeRevocation``: retriable errors after the backoff,
+        STALE_MEMBER_EPOCH with the epoch the member has by then; UNKNOWN_TOPIC_OR_PARTITION
+        fails at once (a deleted topic must not hold the revocation up)."""
         offsets = self._subscription.all_consumed()
         changed = {tp: o for tp, o in offsets.items() if self._last_auto_committed.get(tp) != o}
         done: Future[dict[TopicPartition, OffsetAndMetadata]] = future or Future()
@@ -232,7 +246,19 @@ class CommitRequestManager(RequestManager):
                     self._next_auto_commit_ms = now_ms + self._backoff.initial_ms
 
         done.add_done_callback(finished)
-        self.commit(changed, retry=False, deadline_ms=now_ms + 30_000, future=done)
+        if before_revocation_until_ms is None:
+            self.commit(changed, retry=False, deadline_ms=now_ms + 30_000, future=done)
+        else:
+            self._commits.append(
+                _PendingCommit(
+                    changed,
+                    True,
+                    before_revocation_until_ms,
+                    done,
+                    RequestState(self._backoff),
+                    before_revocation=True,
+                )
+            )
 
     # -- request manager ------------------------------------------------------------------------
 
@@ -390,8 +416,20 @@ class CommitRequestManager(RequestManager):
             )
             return
         if error.code in _MEMBER_ERRORS:
-            self._commits.remove(commit)
             now = self._member_info()
+            if (
+                commit.before_revocation
+                and isinstance(error, StaleMemberEpochError)
+                and not now.excluded
+                and now.generation >= 0
+                and now_ms < commit.deadline_ms
+            ):
+                # The coordinator moved the member to a newer epoch that its heartbeat is
+                # bringing in: commit again with it (the request is rebuilt when sent).
+                log.debug("group %s: commit before revocation had a stale epoch; retrying", self._group_id)
+                commit.state.on_failure(now_ms)
+                return
+            self._commits.remove(commit)
             moved = not now.excluded and now.generation >= 0 and now.generation != sent_as.generation
             if moved and not self._consumer_protocol:
                 # As Java: the group moved to a new generation while the commit was on its way,
@@ -420,7 +458,8 @@ class CommitRequestManager(RequestManager):
         self._retry_or_fail(commit, error, now_ms)
 
     def _retry_or_fail(self, commit: _PendingCommit, error: KafkaError, now_ms: int) -> None:
-        if error.retriable and commit.retry and now_ms < commit.deadline_ms:
+        gone = commit.before_revocation and isinstance(error, UnknownTopicOrPartitionError)
+        if error.retriable and commit.retry and now_ms < commit.deadline_ms and not gone:
             commit.state.on_failure(now_ms)
             return
         self._commits.remove(commit)

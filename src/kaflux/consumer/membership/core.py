@@ -116,7 +116,9 @@ class MembershipCore(GroupMember):
                 then()
 
         future.add_done_callback(done)
-        self._commits.auto_commit_now(now_ms, future)
+        # As Java, retried for up to the rebalance timeout (max.poll.interval.ms).
+        until_ms = now_ms + self.heartbeat.poll_timer.interval_ms
+        self._commits.auto_commit_now(now_ms, future, before_revocation_until_ms=until_ms)
 
     def _revoke_callback(self) -> None:
         if self._revoking:
