@@ -24,7 +24,8 @@ handled as Java handles them (:meth:`can_retry`, :meth:`handle_failed_batch`):
   there until the in-flight ones tell whether it was written; if none does, the epoch is bumped
   (idempotent) or the transaction must be aborted.
 
-Transactions. The state machine is :data:`TXN_TRANSITIONS` (Java's rules). Requests to the
+Transactions. The state machine is :data:`TXN_TRANSITIONS` (Java's rules, in
+:mod:`.txn_state`). Requests to the
 transaction coordinator (FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 EndTxn) and the group coordinator (TxnOffsetCommit) go one at a time, in priority order
 (coordinator lookups first, EndTxn only once every batch of the transaction is done). A
@@ -38,63 +39,43 @@ epoch, KIP-360) when the coordinator supports InitProducerId v3+.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflux.errors import (
     ClusterAuthorizationFailedError,
-    CommitFailedError,
-    ConcurrentTransactionsError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    FencedInstanceIdError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
     KafkaError,
-    NotCoordinatorError,
-    OperationNotAttemptedError,
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
-    RequestTimedOutError,
-    TopicAuthorizationFailedError,
     TransactionAbortableError,
     TransactionalIdAuthorizationFailedError,
-    UnknownMemberIdError,
     UnknownProducerIdError,
-    UnknownTopicOrPartitionError,
-    UnsupportedForMessageFormatError,
     UnsupportedVersionError,
-    error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
 from kaflux.network.requests import ClientResponse, PollResult, RequestManager, UnsentRequest
 from kaflux.producer.sequences import NO_SEQUENCE, increment_sequence
-from kaflux.protocol.framing import RequestMessage
-from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from kaflux.protocol.messages.add_partitions_to_txn import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    AddPartitionsToTxnTopic,
+from kaflux.producer.txn_requests import (
+    ADD_PARTITIONS_RETRY_BACKOFF_MS,
+    GROUP_COORDINATOR,
+    TRANSACTION_COORDINATOR,
+    AddOffsetsHandler,
+    AddPartitionsHandler,
+    EndTxnHandler,
+    FindCoordinatorHandler,
+    InitProducerIdHandler,
+    TxnRequestHandler,
 )
-from kaflux.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from kaflux.protocol.messages.txn_offset_commit import (
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestPartition,
-    TxnOffsetCommitRequestTopic,
-    TxnOffsetCommitResponse,
-)
+from kaflux.producer.txn_state import TXN_TRANSITIONS, GroupMetadataLike, TransactionAbortedError, TxnState
 from kaflux.state_machine import StateMachine
 from kaflux.structs import Node, OffsetAndMetadata, TopicPartition
 
@@ -103,10 +84,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kaflux.producer")
 
-#: the response type of a handler's request
+#: the response type of a request
 R = TypeVar("R")
 
 __all__ = [
+    "ADD_PARTITIONS_RETRY_BACKOFF_MS",
     "TXN_TRANSITIONS",
     "GroupMetadataLike",
     "TransactionAbortedError",
@@ -117,58 +99,7 @@ __all__ = [
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 _MAX_EPOCH = 2**15 - 1
-#: client-side caps: AddPartitionsToTxn v4+ is for brokers only; EndTxn v5 means KIP-890
-#: transactions (one epoch per transaction), which this client does not do.
-MAX_FIND_COORDINATOR_VERSION = 3
-MAX_INIT_PRODUCER_ID_VERSION = 5
-MAX_ADD_PARTITIONS_VERSION = 3
-MAX_ADD_OFFSETS_VERSION = 4
-MAX_END_TXN_VERSION = 4
-MAX_TXN_OFFSET_COMMIT_VERSION = 4
-#: InitProducerId from this version on takes the current id and epoch, so the coordinator can
-#: bump the epoch instead of fencing (KIP-360)
-_EPOCH_BUMP_VERSION = 3
-#: the retry backoff of the first AddPartitionsToTxn of a transaction refused with
-#: CONCURRENT_TRANSACTIONS: the previous transaction is still being completed (Java: 20 ms)
-ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 
-_GROUP = 0
-_TRANSACTION = 1
-
-
-class TransactionAbortedError(KafkaError):
-    """The record was not sent because its transaction was aborted (Java's
-    TransactionAbortedException)."""
-
-
-class TxnState(enum.Enum):
-    """The states of Java's TransactionManager."""
-
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
-    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-
-_S = TxnState
-#: Allowed moves (Java's ``isTransitionValid``): any state may become FATAL_ERROR, and none
-#: leaves it.
-TXN_TRANSITIONS: Mapping[TxnState, frozenset[TxnState]] = {
-    _S.UNINITIALIZED: frozenset({_S.INITIALIZING, _S.FATAL_ERROR}),
-    _S.INITIALIZING: frozenset({_S.READY, _S.FATAL_ERROR}),
-    _S.READY: frozenset({_S.UNINITIALIZED, _S.IN_TRANSACTION, _S.FATAL_ERROR}),
-    _S.IN_TRANSACTION: frozenset(
-        {_S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}
-    ),
-    _S.COMMITTING_TRANSACTION: frozenset({_S.READY, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}),
-    _S.ABORTING_TRANSACTION: frozenset({_S.READY, _S.INITIALIZING, _S.FATAL_ERROR}),
-    _S.ABORTABLE_ERROR: frozenset({_S.ABORTING_TRANSACTION, _S.ABORTABLE_ERROR, _S.FATAL_ERROR}),
-    _S.FATAL_ERROR: frozenset({_S.FATAL_ERROR}),
-}
 
 #: errors that end the producer (Java's maybeTransitionToErrorState)
 _FATAL_ERRORS: tuple[type[BaseException], ...] = (
@@ -177,30 +108,6 @@ _FATAL_ERRORS: tuple[type[BaseException], ...] = (
     ProducerFencedError,
     UnsupportedVersionError,
 )
-
-
-class GroupMetadataLike(Protocol):
-    """What ``send_offsets_to_transaction`` needs of ``Consumer.group_metadata()``."""
-
-    @property
-    def group_id(self) -> str: ...
-
-    @property
-    def generation_id(self) -> int: ...
-
-    @property
-    def member_id(self) -> str: ...
-
-    @property
-    def group_instance_id(self) -> str | None: ...
-
-
-class _Priority(enum.IntEnum):
-    FIND_COORDINATOR = 0
-    INIT_PRODUCER_ID = 1
-    ADD_PARTITIONS_OR_OFFSETS = 2
-    END_TXN = 3
-    EPOCH_BUMP = 4
 
 
 @dataclass(slots=True)
@@ -229,433 +136,6 @@ class _PartitionEntry:
             if candidate is batch:
                 del self.in_flight[i]
                 return
-
-
-class _Handler(Generic[R]):
-    """One transactional request, its retries and the result the application waits on."""
-
-    priority: _Priority = _Priority.ADD_PARTITIONS_OR_OFFSETS
-    #: which coordinator the request goes to (None: any broker)
-    coordinator_type: int | None = _TRANSACTION
-    is_end_txn = False
-    max_version: int | None = None
-
-    def __init__(self, tm: TransactionManager, result: Future[None] | None = None) -> None:
-        self.tm = tm
-        self.result: Future[None] = result if result is not None else Future()
-        self.attempts = 0
-        self.retry_at_ms = 0
-
-    @property
-    def coordinator_key(self) -> str:
-        return self.tm.transactional_id or ""
-
-    def build(self) -> RequestMessage[R]:  # pragma: no cover - every handler overrides it
-        raise NotImplementedError
-
-    def handle(self, body: R, version: int) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def retry_backoff_ms(self) -> int:
-        """How long to wait before the next attempt (``attempts`` failures so far)."""
-        return self.tm._backoff.backoff_ms(max(0, self.attempts - 1))
-
-    # outcomes
-
-    def done(self) -> None:
-        if not self.result.done():
-            self.result.set_result(None)
-
-    def fail(self, error: BaseException) -> None:
-        if not self.result.done():
-            self.result.set_exception(error)
-
-    # The state changes before the result fails: the application, woken by the result, must
-    # see the state the error left.
-
-    def fatal_error(self, error: KafkaError) -> None:
-        self.tm.transition_to_fatal_error(error)
-        self.fail(error)
-
-    def abortable_error(self, error: KafkaError) -> None:
-        self.tm.transition_to_abortable_error(error)
-        self.fail(error)
-
-    def abortable_error_if_possible(self, error: KafkaError) -> None:
-        if self.tm.can_bump_epoch:
-            self.tm._epoch_bump_required = True
-            self.abortable_error(error)
-        else:
-            self.fatal_error(error)
-
-    def reenqueue(self) -> None:
-        self.attempts += 1
-        self.tm._enqueue(self)
-
-
-class _FindCoordinatorHandler(_Handler[FindCoordinatorResponse]):
-    priority = _Priority.FIND_COORDINATOR
-    coordinator_type = None
-    max_version = MAX_FIND_COORDINATOR_VERSION
-
-    def __init__(self, tm: TransactionManager, key_type: int, key: str) -> None:
-        super().__init__(tm)
-        self.key_type = key_type
-        self.key = key
-
-    def build(self) -> FindCoordinatorRequest:
-        return FindCoordinatorRequest(key=self.key, key_type=self.key_type)
-
-    def handle(self, body: FindCoordinatorResponse, version: int) -> None:
-        code = body.error_code
-        if code == 0:
-            node = Node(body.node_id, body.host, body.port)
-            self.tm._set_coordinator(self.key_type, node)
-            self.done()
-        elif code in (CoordinatorNotAvailableError.code, CoordinatorLoadInProgressError.code):
-            self.reenqueue()
-        elif code == TransactionalIdAuthorizationFailedError.code:
-            self.fatal_error(TransactionalIdAuthorizationFailedError(self.key))
-        elif code == GroupAuthorizationFailedError.code:
-            self.abortable_error(GroupAuthorizationFailedError(f"group {self.key!r}"))
-        else:
-            kind = "transaction" if self.key_type == _TRANSACTION else "group"
-            self.fatal_error(
-                error_for_code(code)(
-                    f"could not find the {kind} coordinator for {self.key!r}: {body.error_message or ''}"
-                )
-            )
-
-
-class _InitProducerIdHandler(_Handler[InitProducerIdResponse]):
-    max_version = MAX_INIT_PRODUCER_ID_VERSION
-
-    def __init__(self, tm: TransactionManager, *, epoch_bump: bool, producer_id: int, epoch: int) -> None:
-        super().__init__(tm)
-        self.epoch_bump = epoch_bump
-        self.priority = _Priority.EPOCH_BUMP if epoch_bump else _Priority.INIT_PRODUCER_ID
-        self.coordinator_type = _TRANSACTION if tm.is_transactional else None
-        self.producer_id = producer_id
-        self.epoch = epoch
-
-    def build(self) -> InitProducerIdRequest:
-        tm = self.tm
-        return InitProducerIdRequest(
-            transactional_id=tm.transactional_id,
-            transaction_timeout_ms=tm.transaction_timeout_ms if tm.is_transactional else 2**31 - 1,
-            producer_id=self.producer_id,
-            producer_epoch=self.epoch,
-        )
-
-    def handle(self, body: InitProducerIdResponse, version: int) -> None:
-        tm = self.tm
-        code = body.error_code
-        if tm.is_transactional:
-            tm.coordinator_supports_epoch_bump = version >= _EPOCH_BUMP_VERSION
-        if code == 0:
-            tm._set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
-            tm._transition(TxnState.READY)
-            tm._last_error = None
-            if self.epoch_bump:
-                tm._reset_sequence_numbers()
-            if tm._rewrite_sequences_on_new_id:
-                tm._rewrite_sequences_on_new_id = False
-                for tp in list(tm._partitions):
-                    tm._start_sequences_at_beginning(tp)
-                tm._unresolved.clear()
-            self.done()
-        elif code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
-            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
-            self.reenqueue()
-        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
-            self.reenqueue()
-        elif code in (TransactionalIdAuthorizationFailedError.code, ClusterAuthorizationFailedError.code):
-            self.fatal_error(error_for_code(code)(tm.transactional_id))
-        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
-            # INVALID_PRODUCER_EPOCH comes from older coordinators: the same as PRODUCER_FENCED
-            self.fatal_error(tm._fenced_error())
-        elif code == TransactionAbortableError.code:
-            self.abortable_error(TransactionAbortableError("InitProducerId"))
-        else:
-            self.fatal_error(error_for_code(code)("unexpected error in the InitProducerId response"))
-
-
-class _AddPartitionsHandler(_Handler[AddPartitionsToTxnResponse]):
-    max_version = MAX_ADD_PARTITIONS_VERSION
-
-    def __init__(self, tm: TransactionManager, partitions: set[TopicPartition]) -> None:
-        super().__init__(tm)
-        self.partitions = partitions
-        self._backoff_override: int | None = None
-
-    def build(self) -> AddPartitionsToTxnRequest:
-        tm = self.tm
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(self.partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        return AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tm.transactional_id or "",
-            v3_and_below_producer_id=tm.producer_id,
-            v3_and_below_producer_epoch=tm.producer_epoch,
-            v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=p) for t, p in by_topic.items()],
-        )
-
-    def retry_backoff_ms(self) -> int:
-        if self._backoff_override is not None:
-            return min(self._backoff_override, super().retry_backoff_ms())
-        return super().retry_backoff_ms()
-
-    def handle(self, body: AddPartitionsToTxnResponse, version: int) -> None:
-        tm = self.tm
-        errors = {
-            TopicPartition(t.name, p.partition_index): p.partition_error_code
-            for t in body.results_by_topic_v3_and_below
-            for p in t.results_by_partition
-        }
-        unauthorized: set[str] = set()
-        other_errors = False
-        self._backoff_override = None
-        for tp, code in errors.items():
-            if code == 0:
-                continue
-            if code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
-                tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
-                self.reenqueue()
-                return
-            if code == ConcurrentTransactionsError.code:
-                if not tm._partitions_in_transaction:
-                    self._backoff_override = ADD_PARTITIONS_RETRY_BACKOFF_MS
-                self.reenqueue()
-                return
-            if code in (CoordinatorLoadInProgressError.code, UnknownTopicOrPartitionError.code):
-                self.reenqueue()
-                return
-            if code in (InvalidProducerEpochError.code, ProducerFencedError.code):
-                self.fatal_error(tm._fenced_error())
-                return
-            if code == TransactionalIdAuthorizationFailedError.code:
-                self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
-                return
-            if code == InvalidTxnStateError.code:
-                self.fatal_error(InvalidTxnStateError("AddPartitionsToTxn"))
-                return
-            if code == TopicAuthorizationFailedError.code:
-                unauthorized.add(tp.topic)
-            elif code == OperationNotAttemptedError.code:
-                other_errors = True
-            elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
-                self.abortable_error_if_possible(error_for_code(code)("AddPartitionsToTxn"))
-                return
-            elif code == TransactionAbortableError.code:
-                self.abortable_error(TransactionAbortableError("AddPartitionsToTxn"))
-                return
-            else:
-                log.error("could not add %s to the transaction: error code %d", tp, code)
-                other_errors = True
-        # Whatever the outcome, the partitions are no longer pending (Java): after an error the
-        # transaction is aborted, and batches retrying for added partitions must still go out.
-        tm._pending_partitions -= set(errors)
-        if unauthorized:
-            self.abortable_error(TopicAuthorizationFailedError(", ".join(sorted(unauthorized))))
-        elif other_errors:
-            self.abortable_error(
-                TransactionAbortableError(f"could not add partitions to the transaction: {errors}")
-            )
-        else:
-            tm._partitions_in_transaction |= set(errors)
-            tm._transaction_started = True
-            self.done()
-
-
-class _AddOffsetsHandler(_Handler[AddOffsetsToTxnResponse]):
-    max_version = MAX_ADD_OFFSETS_VERSION
-
-    def __init__(
-        self,
-        tm: TransactionManager,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        group: GroupMetadataLike,
-    ) -> None:
-        super().__init__(tm)
-        self.offsets = offsets
-        self.group = group
-
-    def build(self) -> AddOffsetsToTxnRequest:
-        tm = self.tm
-        return AddOffsetsToTxnRequest(
-            transactional_id=tm.transactional_id or "",
-            producer_id=tm.producer_id,
-            producer_epoch=tm.producer_epoch,
-            group_id=self.group.group_id,
-        )
-
-    def handle(self, body: AddOffsetsToTxnResponse, version: int) -> None:
-        tm = self.tm
-        code = body.error_code
-        if code == 0:
-            # the result completes only when the TxnOffsetCommit does
-            tm._enqueue(_TxnOffsetCommitHandler(tm, self.offsets, self.group, self.result))
-            tm._transaction_started = True
-        elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
-            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
-            self.reenqueue()
-        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
-            self.reenqueue()
-        elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
-            self.abortable_error_if_possible(error_for_code(code)("AddOffsetsToTxn"))
-        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
-            self.fatal_error(tm._fenced_error())
-        elif code == TransactionalIdAuthorizationFailedError.code:
-            self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
-        elif code == GroupAuthorizationFailedError.code:
-            self.abortable_error(GroupAuthorizationFailedError(f"group {self.group.group_id!r}"))
-        elif code == TransactionAbortableError.code:
-            self.abortable_error(TransactionAbortableError("AddOffsetsToTxn"))
-        else:
-            self.fatal_error(error_for_code(code)("unexpected error in the AddOffsetsToTxn response"))
-
-
-class _TxnOffsetCommitHandler(_Handler[TxnOffsetCommitResponse]):
-    coordinator_type = _GROUP
-    max_version = MAX_TXN_OFFSET_COMMIT_VERSION
-
-    def __init__(
-        self,
-        tm: TransactionManager,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        group: GroupMetadataLike,
-        result: Future[None],
-    ) -> None:
-        super().__init__(tm, result)
-        self.pending = dict(offsets)
-        self.group = group
-
-    @property
-    def coordinator_key(self) -> str:
-        return self.group.group_id
-
-    def build(self) -> TxnOffsetCommitRequest:
-        tm = self.tm
-        by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
-        for tp, om in sorted(self.pending.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                TxnOffsetCommitRequestPartition(
-                    partition_index=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=om.leader_epoch if om.leader_epoch is not None else -1,
-                    committed_metadata=om.metadata,
-                )
-            )
-        return TxnOffsetCommitRequest(
-            transactional_id=tm.transactional_id or "",
-            group_id=self.group.group_id,
-            producer_id=tm.producer_id,
-            producer_epoch=tm.producer_epoch,
-            generation_id=self.group.generation_id,
-            member_id=self.group.member_id,
-            group_instance_id=self.group.group_instance_id,
-            topics=[TxnOffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
-        )
-
-    def handle(self, body: TxnOffsetCommitResponse, version: int) -> None:
-        tm = self.tm
-        group = self.group.group_id
-        lookup = False
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                code = p.error_code
-                if code == 0:
-                    self.pending.pop(tp, None)
-                elif code in (
-                    CoordinatorNotAvailableError.code,
-                    NotCoordinatorError.code,
-                    RequestTimedOutError.code,
-                ):
-                    lookup = True
-                elif code in (UnknownTopicOrPartitionError.code, CoordinatorLoadInProgressError.code):
-                    continue
-                elif code == GroupAuthorizationFailedError.code:
-                    self.abortable_error(GroupAuthorizationFailedError(f"group {group!r}"))
-                elif code == FencedInstanceIdError.code:
-                    self.abortable_error(FencedInstanceIdError(f"group {group!r}"))
-                elif code in (UnknownMemberIdError.code, IllegalGenerationError.code):
-                    self.abortable_error(
-                        CommitFailedError(
-                            "the transactional offset commit failed: the consumer group metadata does not "
-                            f"match the group's ({error_for_code(code).__name__})",
-                            group_id=group,
-                            generation=self.group.generation_id,
-                            member_id=self.group.member_id,
-                        )
-                    )
-                elif code == TransactionAbortableError.code:
-                    self.abortable_error(TransactionAbortableError("TxnOffsetCommit"))
-                elif code in (
-                    TransactionalIdAuthorizationFailedError.code,
-                    InvalidProducerEpochError.code,
-                    ProducerFencedError.code,
-                    UnsupportedForMessageFormatError.code,
-                ):
-                    fatal = (
-                        tm._fenced_error()
-                        if code in (InvalidProducerEpochError.code, ProducerFencedError.code)
-                        else error_for_code(code)("TxnOffsetCommit")
-                    )
-                    self.fatal_error(fatal)
-                else:
-                    self.fatal_error(error_for_code(code)("unexpected error in the TxnOffsetCommit response"))
-                if self.result.done():
-                    return
-        if lookup:
-            tm._lookup_coordinator(_GROUP, group)
-        if not self.pending:
-            self.done()
-        else:
-            self.reenqueue()
-
-
-class _EndTxnHandler(_Handler[EndTxnResponse]):
-    priority = _Priority.END_TXN
-    is_end_txn = True
-    max_version = MAX_END_TXN_VERSION
-
-    def __init__(self, tm: TransactionManager, commit: bool) -> None:
-        super().__init__(tm)
-        self.commit = commit
-
-    def build(self) -> EndTxnRequest:
-        tm = self.tm
-        return EndTxnRequest(
-            transactional_id=tm.transactional_id or "",
-            producer_id=tm.producer_id,
-            producer_epoch=tm.producer_epoch,
-            committed=self.commit,
-        )
-
-    def handle(self, body: EndTxnResponse, version: int) -> None:
-        tm = self.tm
-        code = body.error_code
-        if code == 0:
-            tm._complete_transaction()
-            self.done()
-        elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
-            tm._lookup_coordinator(_TRANSACTION, tm.transactional_id or "")
-            self.reenqueue()
-        elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
-            self.reenqueue()
-        elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
-            self.fatal_error(tm._fenced_error())
-        elif code == TransactionalIdAuthorizationFailedError.code:
-            self.fatal_error(TransactionalIdAuthorizationFailedError(tm.transactional_id))
-        elif code == InvalidTxnStateError.code:
-            self.fatal_error(InvalidTxnStateError("EndTxn"))
-        elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
-            self.abortable_error_if_possible(error_for_code(code)("EndTxn"))
-        elif code == TransactionAbortableError.code:
-            self.abortable_error(TransactionAbortableError("EndTxn"))
-        else:
-            self.fatal_error(error_for_code(code)("unexpected error in the EndTxn response"))
 
 
 class TransactionManager(RequestManager):
@@ -697,15 +177,15 @@ class TransactionManager(RequestManager):
         self._rewrite_sequences_on_new_id = False
         self.coordinator_supports_epoch_bump = False
         # transactions
-        self._pending: list[tuple[int, int, _Handler[Any]]] = []
+        self._pending: list[tuple[int, int, TxnRequestHandler[Any]]] = []
         self._order = itertools.count()
-        self._in_flight: _Handler[Any] | None = None
+        self._in_flight: TxnRequestHandler[Any] | None = None
         self._new_partitions: set[TopicPartition] = set()
         self._pending_partitions: set[TopicPartition] = set()
         self._partitions_in_transaction: set[TopicPartition] = set()
         self._transaction_started = False
         self._pending_result: Future[None] | None = None
-        self._coordinators: dict[int, Node | None] = {_TRANSACTION: None, _GROUP: None}
+        self._coordinators: dict[int, Node | None] = {TRANSACTION_COORDINATOR: None, GROUP_COORDINATOR: None}
         self._group_key: str | None = None
         #: whether this manager started a flush of the accumulator to complete a transaction
         self.completion_flush = False
@@ -785,10 +265,10 @@ class TransactionManager(RequestManager):
         self._require(TxnState.INITIALIZING, "init_transactions()")
         self._transition(TxnState.INITIALIZING)
         log.info("transactional.id=%s: getting a producer id (InitProducerId)", self.transactional_id)
-        handler = _InitProducerIdHandler(
+        handler = InitProducerIdHandler(
             self, epoch_bump=False, producer_id=NO_PRODUCER_ID, epoch=NO_PRODUCER_EPOCH
         )
-        self._enqueue(handler)
+        self.enqueue(handler)
         self._pending_result = handler.result
         return handler.result
 
@@ -834,8 +314,8 @@ class TransactionManager(RequestManager):
                 f"send_offsets_to_transaction() needs an open transaction (state {self.state.name}); "
                 "call begin_transaction() first"
             )
-        handler = _AddOffsetsHandler(self, offsets, group)
-        self._enqueue(handler)
+        handler = AddOffsetsHandler(self, offsets, group)
+        self.enqueue(handler)
         return handler.result
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
@@ -1136,8 +616,8 @@ class TransactionManager(RequestManager):
             self._bump_idempotent_epoch()
         if self.state is not TxnState.INITIALIZING and not self.has_producer_id and not self.has_fatal_error:
             self._transition(TxnState.INITIALIZING)
-            self._enqueue(
-                _InitProducerIdHandler(
+            self.enqueue(
+                InitProducerIdHandler(
                     self, epoch_bump=False, producer_id=NO_PRODUCER_ID, epoch=NO_PRODUCER_EPOCH
                 )
             )
@@ -1200,7 +680,7 @@ class TransactionManager(RequestManager):
         else:
             self._last_error = None
 
-    def _fenced_error(self) -> ProducerFencedError:
+    def fenced_error(self) -> ProducerFencedError:
         return ProducerFencedError(
             f"transactional.id={self.transactional_id} (or its transaction outlived transaction.timeout.ms)"
         )
@@ -1215,7 +695,7 @@ class TransactionManager(RequestManager):
                 f"({type(error).__name__}: {error})"
             )
         elif isinstance(error, ProducerFencedError):
-            raised = self._fenced_error()
+            raised = self.fenced_error()
         else:
             # the fatal error's own class (an authentication failure stays one), with context
             message = f"{what}: the producer hit a fatal error earlier and must be closed ({error})"
@@ -1242,19 +722,19 @@ class TransactionManager(RequestManager):
 
     def _begin_completing(self, *, commit: bool) -> Future[None]:
         if self._new_partitions:
-            self._enqueue(self._add_partitions_handler())
+            self.enqueue(self._add_partitions_handler())
         if not isinstance(self._last_error, InvalidProducerIdMappingError):
-            handler = _EndTxnHandler(self, commit)
-            self._enqueue(handler)
+            handler = EndTxnHandler(self, commit)
+            self.enqueue(handler)
             if not self._epoch_bump_required:
                 return handler.result
-        bump = _InitProducerIdHandler(
+        bump = InitProducerIdHandler(
             self, epoch_bump=True, producer_id=self.producer_id, epoch=self.producer_epoch
         )
-        self._enqueue(bump)
+        self.enqueue(bump)
         return bump.result
 
-    def _complete_transaction(self) -> None:
+    def complete_transaction(self) -> None:
         self._transition(TxnState.INITIALIZING if self._epoch_bump_required else TxnState.READY)
         self._last_error = None
         self._epoch_bump_required = False
@@ -1263,38 +743,73 @@ class TransactionManager(RequestManager):
         self._pending_partitions.clear()
         self._partitions_in_transaction.clear()
 
-    def _add_partitions_handler(self) -> _AddPartitionsHandler:
+    def _add_partitions_handler(self) -> AddPartitionsHandler:
         self._pending_partitions |= self._new_partitions
         self._new_partitions = set()
-        return _AddPartitionsHandler(self, set(self._pending_partitions))
+        return AddPartitionsHandler(self, set(self._pending_partitions))
+
+    # -- what the request handlers report (txn_requests.TxnContext) --------------------------------
+
+    @property
+    def retry_backoff(self) -> ExponentialBackoff:
+        """``retry.backoff.ms`` growing to ``retry.backoff.max.ms``."""
+        return self._backoff
+
+    def require_epoch_bump(self) -> None:
+        """Aborting the current transaction must bump the epoch (KIP-360)."""
+        self._epoch_bump_required = True
+
+    def on_producer_id(self, producer_id: int, epoch: int, *, epoch_bump: bool) -> None:
+        """InitProducerId answered: use the id and epoch; READY. After an epoch bump every
+        partition's sequences restart; after a new id, the ones waiting for it are rewritten."""
+        self._set_producer_id_and_epoch(producer_id, epoch)
+        self._transition(TxnState.READY)
+        if epoch_bump:
+            self._reset_sequence_numbers()
+        if self._rewrite_sequences_on_new_id:
+            self._rewrite_sequences_on_new_id = False
+            for tp in list(self._partitions):
+                self._start_sequences_at_beginning(tp)
+            self._unresolved.clear()
+
+    def partitions_answered(self, partitions: set[TopicPartition], *, added: bool) -> None:
+        """AddPartitionsToTxn answered: the partitions are no longer pending, whatever the
+        outcome (as Java: after an error the transaction is aborted, and batches retrying for
+        added partitions must still go out); ``added`` ones are in the transaction."""
+        self._pending_partitions -= partitions
+        if added:
+            self._partitions_in_transaction |= partitions
+            self._transaction_started = True
+
+    def mark_transaction_started(self) -> None:
+        """The coordinator knows of the transaction (partitions or offsets were added)."""
+        self._transaction_started = True
 
     # -- the request manager -------------------------------------------------------------------
 
-    def _enqueue(self, handler: _Handler[Any]) -> None:
+    def enqueue(self, handler: TxnRequestHandler[Any]) -> None:
         heapq.heappush(self._pending, (int(handler.priority), next(self._order), handler))
 
-    def _set_coordinator(self, key_type: int, node: Node) -> None:
+    def set_coordinator(self, key_type: int, node: Node) -> None:
         self._coordinators[key_type] = node
         self._cluster.coordinators[coordinator_node_id(node.node_id)] = node
 
-    def _lookup_coordinator(self, key_type: int, key: str) -> None:
+    def lookup_coordinator(self, key_type: int, key: str) -> None:
         self._coordinators[key_type] = None
-        if any(
-            isinstance(h, _FindCoordinatorHandler) and h.key_type == key_type for _, _, h in self._pending
-        ):
+        if any(isinstance(h, FindCoordinatorHandler) and h.key_type == key_type for _, _, h in self._pending):
             return
-        self._enqueue(_FindCoordinatorHandler(self, key_type, key))
+        self.enqueue(FindCoordinatorHandler(self, key_type, key))
 
-    def _next_request(self) -> _Handler[Any] | None:
+    def _next_request(self) -> TxnRequestHandler[Any] | None:
         if self._new_partitions:
-            self._enqueue(self._add_partitions_handler())
+            self.enqueue(self._add_partitions_handler())
         while self._pending:
             handler = self._pending[0][2]
             if handler.is_end_txn and self._has_incomplete_batches():
                 return None  # EndTxn waits for every batch of the transaction
             heapq.heappop(self._pending)
             if self.has_error and not (
-                self.has_abortable_error and isinstance(handler, _FindCoordinatorHandler)
+                self.has_abortable_error and isinstance(handler, FindCoordinatorHandler)
             ):
                 assert self._last_error is not None
                 handler.fail(self._last_error)
@@ -1303,7 +818,7 @@ class TransactionManager(RequestManager):
                 # nothing was added to the transaction: nothing to end on the coordinator
                 handler.done()
                 if not self.has_fatal_error:
-                    self._complete_transaction()
+                    self.complete_transaction()
                 continue
             return handler
         return None
@@ -1324,8 +839,8 @@ class TransactionManager(RequestManager):
             if handler.coordinator_type is not None:
                 coordinator = self._coordinators[handler.coordinator_type]
                 if coordinator is None:
-                    self._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
-                    self._enqueue(handler)
+                    self.lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
+                    self.enqueue(handler)
                     continue
                 node_id = coordinator_node_id(coordinator.node_id)
             self._in_flight = handler
@@ -1341,7 +856,9 @@ class TransactionManager(RequestManager):
         """Nothing is sent at close (an open transaction is aborted by ``Producer.close``)."""
         return PollResult()
 
-    def _response_handler(self, handler: _Handler[R], sent_ms: int) -> Callable[[ClientResponse[R]], None]:
+    def _response_handler(
+        self, handler: TxnRequestHandler[R], sent_ms: int
+    ) -> Callable[[ClientResponse[R]], None]:
         def on_response(response: ClientResponse[R]) -> None:
             self._in_flight = None
             now_ms = response.received_ms
@@ -1355,7 +872,7 @@ class TransactionManager(RequestManager):
                     return
                 log.debug("%s failed (%s); retrying", type(handler).__name__, error)
                 if handler.coordinator_type is not None:
-                    self._lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
+                    self.lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
                 handler.reenqueue()
                 handler.retry_at_ms = now_ms + handler.retry_backoff_ms()
                 return
