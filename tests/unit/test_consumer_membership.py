@@ -1192,6 +1192,24 @@ def test_a_commit_with_a_stale_member_epoch_fails_with_commit_failed() -> None:
     assert retried.exception() is None
 
 
+def test_a_commit_before_revocation_is_abandoned_when_the_member_is_fenced() -> None:
+    """The commit made before a revocation is retried for up to max.poll.interval.ms; once the
+    member lost its partitions, it must stop: later, with a newer epoch, it could commit the
+    positions of partitions another member now owns."""
+    driver, a = member_in(M.PREPARE_REVOCATION, code=FENCED_MEMBER_EPOCH)  # its commit is held
+    assert a.commits.has_pending()
+    revoked_before = len(a.calls_of(REVOKED))
+    driver.release(HB, a)  # the held heartbeat answers FENCED_MEMBER_EPOCH
+    driver.run_until(lambda: a.state is M.LOSING_PARTITIONS, timeout_ms=3 * HEARTBEAT_MS)
+    driver.step()
+    assert not a.commits.has_pending()  # its response is still held, but nobody waits for it
+    sent = len(a.sent(OffsetCommitRequest))
+    driver.release(OffsetCommitRequest, a)
+    driver.settle(a)
+    assert len(a.calls_of(REVOKED)) == revoked_before  # the abandoned revocation did not go on
+    assert len(a.sent(OffsetCommitRequest)) == sent  # and its commit was never sent again
+
+
 def test_a_commit_while_fenced_fails_on_the_client() -> None:
     driver, a = member_in(M.LOSING_PARTITIONS)
     commits = len(a.sent(OffsetCommitRequest))

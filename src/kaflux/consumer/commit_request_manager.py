@@ -272,6 +272,9 @@ class CommitRequestManager(RequestManager):
         unsent: list[UnsentRequest[Any]] = []
         member = self._member_info()
         for commit in list(self._commits):
+            if commit.future.done():  # given up by its caller (a revocation that did not go on)
+                self._commits.remove(commit)
+                continue
             if not commit.state.can_send(now_ms):
                 continue
             if member.excluded:

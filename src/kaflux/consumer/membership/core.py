@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from kaflux.consumer.events import ErrorEvent, complete
+from kaflux.consumer.events import ErrorEvent, complete, fail
 from kaflux.consumer.member_state import MemberState
 from kaflux.consumer.membership.callbacks import (
     ON_PARTITIONS_ASSIGNED,
@@ -28,7 +28,7 @@ from kaflux.consumer.membership.callbacks import (
     ON_PARTITIONS_REVOKED,
 )
 from kaflux.consumer.membership.member import GroupMember, HeartbeatRequestManager, Leave
-from kaflux.errors import BrokerError, KafkaError
+from kaflux.errors import BrokerError, KafkaError, RebalanceInProgressError
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["HeartbeatRequestManager", "Leave", "MembershipCore"]
@@ -106,6 +106,7 @@ class MembershipCore(GroupMember):
 
     def _commit_then(self, now_ms: int, then: Callable[[], None]) -> None:
         """Commit consumed positions (auto-commit), then continue, whatever the outcome."""
+        self._abandon_commit()
         future: Future[dict[TopicPartition, OffsetAndMetadata]] = Future()
         self._commit_future = future
         state = self.state
@@ -119,6 +120,17 @@ class MembershipCore(GroupMember):
         # As Java, retried for up to the rebalance timeout (max.poll.interval.ms).
         until_ms = now_ms + self.heartbeat.poll_timer.interval_ms
         self._commits.auto_commit_now(now_ms, future, before_revocation_until_ms=until_ms)
+
+    def _abandon_commit(self) -> None:
+        """The revocation that commit was for will not go on (the partitions were lost, the
+        member failed or left): stop retrying it, so that it cannot commit, later and with a
+        newer epoch, positions of partitions that have moved to another member."""
+        future, self._commit_future = self._commit_future, None
+        if future is not None:
+            fail(
+                future,
+                RebalanceInProgressError("the member gave its partitions up before the commit completed"),
+            )
 
     def _revoke_callback(self) -> None:
         if self._revoking:
@@ -178,7 +190,7 @@ class MembershipCore(GroupMember):
         self._publish_metadata()
         self.callbacks.cancel()
         self._after_revocation = None
-        self._commit_future = None
+        self._abandon_commit()
         owned = set(self._subscription.assigned_partitions())
         self._subscription.mark_pending_revocation(owned)
         self._to(_M.LOSING_PARTITIONS, cause)
@@ -194,6 +206,7 @@ class MembershipCore(GroupMember):
         ``poll()``) and the partitions are lost."""
         log.error("group %s: %s", self.group_id, error)
         self.callbacks.cancel()
+        self._abandon_commit()
         owned = set(self._subscription.assigned_partitions()) if self._is_group_subscription() else set()
         self._subscription.mark_pending_revocation(owned)
         self._to(_M.FATAL, f"fatal: {error}")
@@ -283,6 +296,7 @@ class MembershipCore(GroupMember):
         )
         self.callbacks.cancel()
         self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())
+        self._abandon_commit()
         self._leave = Leave(None, stale=True)
         self._to(_M.PREPARE_LEAVING, "no poll() within max.poll.interval.ms")
         self._to(_M.LEAVING)
