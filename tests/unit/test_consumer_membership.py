@@ -1136,6 +1136,25 @@ def test_maximum_time_to_wait_follows_the_coordinator_interval() -> None:
     assert a.manager.maximum_time_to_wait(driver.now_ms) == beat + 4_000 - driver.now_ms > HEARTBEAT_MS
 
 
+def test_a_topic_the_member_cannot_resolve_yet_does_not_hold_up_the_rest_of_its_target() -> None:
+    """As Java: the member reconciles the part of its target whose topic ids metadata resolves.
+    Here a subscribes to a new topic "u" its metadata does not know yet while b joins: a must
+    still give b its share of "t", and take "u" once metadata names it."""
+    driver, (a,) = stable_group("a")
+    driver.hold(MetadataRequest, a)  # a's metadata stays as it is: no "u"
+    driver.coordinator.cluster.create_topic("u", 2)
+    a.subscribe(["t", "u"])
+    driver.run_until(lambda: a.state is M.RECONCILING, timeout_ms=3 * HEARTBEAT_MS)  # target: all
+    b = driver.add_member("b")  # the next target moves half of "t" to b
+    driver.run_until(lambda: len(b.assignment()) == 3, timeout_ms=20 * HEARTBEAT_MS)
+    assert a.assignment() == all_of(6) - b.assignment()  # revoked its share of "t" meanwhile
+    assert a.state is M.RECONCILING  # still waiting for "u"
+    driver.release(MetadataRequest, a)
+    driver.settle()
+    assert a.assignment() == (all_of(6) - b.assignment()) | all_of(2, topic="u")
+    assert a.state is M.STABLE
+
+
 # -- commits ---------------------------------------------------------------------------------------------
 
 

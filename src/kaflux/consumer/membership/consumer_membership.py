@@ -17,7 +17,9 @@ rebalance callbacks, revoke-then-assign, leaving, fencing) and runs on its own s
   target (fetching stops, auto-commit commits, ``on_partitions_revoked``) and assigns what is
   new (``on_partitions_assigned``, even for nothing new), and the member moves to
   ACKNOWLEDGING; the heartbeat sent then carries the assignment, and the member is STABLE, or
-  RECONCILING again if a newer target came meanwhile.
+  RECONCILING again if a newer target came meanwhile. Topic ids that metadata cannot name yet
+  do not hold up the rest: the resolvable part is reconciled and acknowledged, and the member
+  stays RECONCILING (asking for metadata once per retry backoff) until it can take the rest.
 * **Fencing** (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): ``on_partitions_lost``, then JOINING at
   epoch 0 with the same member id. **Leaving** sends epoch -1 (a static member closing: -2,
   keeping its place until its session expires); the poll timer's leave ends STALE.
@@ -36,6 +38,7 @@ from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, CONSUMER_MEM
 from kaflux.consumer.membership.consumer_heartbeat import ConsumerHeartbeatRequestManager
 from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.membership.group import GroupSettings
+from kaflux.network.backoff import RequestState
 from kaflux.network.requests import PollResult
 from kaflux.protocol.messages.consumer_group_heartbeat import (
     Assignment,
@@ -117,6 +120,8 @@ class ConsumerMembershipManager(MembershipCore):
         self.incarnation = 0
         #: names of assigned topic ids, for a topic that left the metadata while assigned
         self._topic_names: dict[uuid.UUID, str] = {}
+        #: metadata is asked for unresolved topic ids at most once per retry backoff
+        self._metadata_ask = RequestState(retry_backoff)
         self.heartbeat = ConsumerHeartbeatRequestManager(
             self, coordinator, settings, retry_backoff, remote_assignor
         )
@@ -266,7 +271,10 @@ class ConsumerMembershipManager(MembershipCore):
             self._to(_M.RECONCILING, f"new target assignment from the coordinator at epoch {epoch}")
 
     def _needs_reconciling(self) -> bool:
-        return self._target is not None and self._target_version != self._current_version
+        # A target only partly in place (topic ids not yet resolved) still needs reconciling.
+        return self._target is not None and (
+            self._target_version != self._current_version or self._current != self._target
+        )
 
     def on_acknowledgement_sent(self) -> None:
         """The heartbeat acknowledging the assignment in place was built."""
@@ -277,25 +285,31 @@ class ConsumerMembershipManager(MembershipCore):
     # -- reconciling ---------------------------------------------------------------------------------
 
     def _maybe_reconcile(self, now_ms: int) -> None:
+        """Reconcile towards the part of the target whose topic ids metadata resolves (as Java:
+        a topic this member cannot resolve yet must not hold up the others); the rest follows
+        when metadata names it, and the member stays RECONCILING until then."""
         if self.state is not _M.RECONCILING or self._target is None:
             return
         target = self._target
+        ready: Target = {}
         resolved: list[TopicPartition] = []
-        missing = False
         for topic_id, partitions in target.items():
             name = self._cluster.topic_name(topic_id) or self._topic_names.get(topic_id)
             if name is None:
-                missing = True
                 continue
             self._topic_names[topic_id] = name
+            ready[topic_id] = partitions
             resolved.extend(TopicPartition(name, p) for p in sorted(partitions))
-        if missing:
-            # The metadata of every subscribed topic carries its id: ask again and wait.
-            self._metadata.request_update()
-            return
+        if len(ready) < len(target):
+            # The metadata of every subscribed topic carries its id: ask again (not on every pass).
+            if self._metadata_ask.can_send(now_ms):
+                self._metadata.request_update()
+                self._metadata_ask.postpone(now_ms, self._metadata_ask.backoff.initial_ms)
+            if ready == self._current and self._current_version >= 0:
+                return  # what can be resolved is in place already: wait for the rest
         self._topic_names = {i: n for i, n in self._topic_names.items() if i in target}
         self._reconciling_version = self._target_version
-        self._reconciling_target = dict(target)
+        self._reconciling_target = ready
         log.debug("group %s member %s: reconciling towards %s", self.group_id, self.member_id, resolved)
         self._reconcile(resolved, now_ms)
 
