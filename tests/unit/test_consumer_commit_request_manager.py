@@ -422,13 +422,22 @@ def revoking_group(fake: FakeCluster, member: MovingMember) -> Group:
     return group
 
 
+def commit_before_revocation(
+    group: Group, fault: int, *, count: int = 1, now: int, until_ms: int = 60_000
+) -> Future[Offsets]:
+    """Partition 0 consumed up to 4; the next ``count`` OffsetCommits fail with ``fault``; the
+    membership asks for the commit before revoking, retried until ``now + until_ms``."""
+    consumed(group, p0=4)
+    group.fake.inject(OffsetCommitRequest, fault, count=count)
+    done: Future[Offsets] = Future()
+    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + until_ms)
+    return done
+
+
 def test_commit_before_revocation_retries_what_an_interval_auto_commit_does_not(fake: FakeCluster) -> None:
     group = revoking_group(fake, MovingMember(3))
     now = group.ready()
-    consumed(group, p0=4)
-    fake.inject(OffsetCommitRequest, COORDINATOR_LOAD_IN_PROGRESS, count=2)
-    done: Future[Offsets] = Future()
-    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    done = commit_before_revocation(group, COORDINATOR_LOAD_IN_PROGRESS, count=2, now=now)
     group.run(now)
     group.run(now + BACKOFF_MS)
     assert not done.done()
@@ -444,10 +453,7 @@ def test_commit_before_revocation_after_a_stale_epoch_is_sent_again_with_the_new
     member = MovingMember(3)
     group = revoking_group(fake, member)
     now = group.ready()
-    consumed(group, p0=4)
-    fake.inject(OffsetCommitRequest, StaleMemberEpochError.code)
-    done: Future[Offsets] = Future()
-    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    done = commit_before_revocation(group, StaleMemberEpochError.code, now=now)
     group.run(now)
     assert not done.done()
     member.info = MemberInfo(generation=4, member_id="m-1")  # the heartbeat brought epoch 4
@@ -471,10 +477,7 @@ def test_a_user_commit_with_a_stale_epoch_fails_as_in_java(fake: FakeCluster) ->
 def test_commit_before_revocation_gives_up_at_once_on_a_deleted_topic(fake: FakeCluster) -> None:
     group = revoking_group(fake, MovingMember(3))
     now = group.ready()
-    consumed(group, p0=4)
-    fake.inject(OffsetCommitRequest, UnknownTopicOrPartitionError.code)
-    done: Future[Offsets] = Future()
-    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 60_000)
+    done = commit_before_revocation(group, UnknownTopicOrPartitionError.code, now=now)
     group.run(now)
     with pytest.raises(UnknownTopicOrPartitionError):
         done.result(0)
@@ -484,10 +487,7 @@ def test_commit_before_revocation_gives_up_at_once_on_a_deleted_topic(fake: Fake
 def test_commit_before_revocation_stops_retrying_at_its_deadline(fake: FakeCluster) -> None:
     group = revoking_group(fake, MovingMember(3))
     now = group.ready()
-    consumed(group, p0=4)
-    fake.inject(OffsetCommitRequest, COORDINATOR_LOAD_IN_PROGRESS, count=-1)
-    done: Future[Offsets] = Future()
-    group.commits.auto_commit_now(now, done, before_revocation_until_ms=now + 500)
+    done = commit_before_revocation(group, COORDINATOR_LOAD_IN_PROGRESS, count=-1, now=now, until_ms=500)
     while not done.done() and now < 5_000:
         group.run(now)
         now += 10

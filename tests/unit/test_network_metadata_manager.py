@@ -187,13 +187,19 @@ class Answers:
         self.calls.append((answer, error))
 
 
+def ask(rig: Rig, topic: str, deadline_ms: int) -> Answers:
+    """A caller's request for ``topic`` (as partitions_for makes it), to answer by ``deadline_ms``."""
+    answers = Answers()
+    rig.manager.request_topics([topic], answers, deadline_ms=deadline_ms)
+    return answers
+
+
 def test_one_off_request_with_a_deadline_retries_a_lost_connection_after_the_backoff(
     fake: FakeCluster,
 ) -> None:
     rig = Rig(fake)
     rig.run(0)
-    answers = Answers()
-    rig.manager.request_topics(["u"], answers, deadline_ms=5_000)
+    answers = ask(rig, "u", 5_000)
     (exchange,) = rig.net.add_all(rig.manager.poll(1), 1)
     rig.net.fail(exchange, KafkaConnectionError("connection reset"), received_ms=10)
     assert answers.calls == []
@@ -211,8 +217,7 @@ def test_one_off_request_past_its_deadline_reports_a_timeout_naming_the_last_fai
 ) -> None:
     rig = Rig(fake)
     rig.run(0)
-    answers = Answers()
-    rig.manager.request_topics(["u"], answers, deadline_ms=1_000)
+    answers = ask(rig, "u", 1_000)
     now = 1
     while not answers.calls:
         for exchange in rig.net.add_all(rig.manager.poll(now), now):
@@ -231,8 +236,7 @@ def test_one_off_request_past_its_deadline_reports_a_timeout_naming_the_last_fai
 def test_one_off_answer_arriving_after_the_deadline_is_not_reported_twice(fake: FakeCluster) -> None:
     rig = Rig(fake)
     rig.run(0)
-    answers = Answers()
-    rig.manager.request_topics(["u"], answers, deadline_ms=100)
+    answers = ask(rig, "u", 100)
     (exchange,) = rig.net.add_all(rig.manager.poll(1), 1)
     rig.manager.expire_requests(100)
     rig.net.deliver(exchange, received_ms=150)
@@ -244,8 +248,7 @@ def test_one_off_answer_arriving_after_the_deadline_is_not_reported_twice(fake: 
 def test_one_off_request_with_a_deadline_fails_at_once_on_an_unauthorised_topic(fake: FakeCluster) -> None:
     fake.inject(MetadataRequest, TopicAuthorizationFailedError.code)
     rig = Rig(fake)
-    answers = Answers()
-    rig.manager.request_topics(["t"], answers, deadline_ms=60_000)
+    answers = ask(rig, "t", 60_000)
     assert rig.run(0) == 1 + 1  # the regular refresh and the one-off
     ((answer, error),) = answers.calls
     assert answer is None
@@ -255,8 +258,7 @@ def test_one_off_request_with_a_deadline_fails_at_once_on_an_unauthorised_topic(
 def test_one_off_request_with_a_deadline_answers_an_unknown_topic_as_absent(fake: FakeCluster) -> None:
     rig = Rig(fake)
     rig.run(0)
-    answers = Answers()
-    rig.manager.request_topics(["missing"], answers, deadline_ms=60_000)
+    answers = ask(rig, "missing", 60_000)
     rig.run(1)
     ((answer, error),) = answers.calls
     assert error is None
@@ -268,8 +270,7 @@ def test_one_off_request_with_a_deadline_waits_out_a_leader_election(fake: FakeC
     rig = Rig(fake)
     rig.run(0)
     fake.inject(MetadataRequest, LeaderNotAvailableError.code)
-    answers = Answers()
-    rig.manager.request_topics(["u"], answers, deadline_ms=60_000)
+    answers = ask(rig, "u", 60_000)
     rig.run(1)
     assert answers.calls == []
     assert rig.run(1 + BACKOFF_MS) == 1
