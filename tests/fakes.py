@@ -34,6 +34,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflux.consumer.commit_request_manager import CommitRequestManager
+from kaflux.consumer.fetch_buffer import FetchBuffer
+from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
+from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, UnsupportedVersionError
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata, is_coordinator_node_id
@@ -1197,6 +1202,44 @@ class ClientSide:
     cluster: ClusterMetadata
     metadata: MetadataManager
     net: FakeNetwork
+
+    def fetcher(
+        self, subscription: SubscriptionState, buffer: FetchBuffer, **overrides: Any
+    ) -> FetchRequestManager:
+        """A FetchRequestManager on this side with the consumer's defaults (``overrides`` wins)."""
+        settings: dict[str, Any] = {
+            "fetch_min_bytes": 1,
+            "fetch_max_bytes": 50 << 20,
+            "fetch_max_wait_ms": 500,
+            "max_partition_fetch_bytes": 1 << 20,
+            "buffer_max_bytes": 64 << 20,
+            "read_committed": False,
+            "check_crcs": True,
+            "client_rack": "",
+            "retry_backoff": exact_backoff(),
+        }
+        settings.update(overrides)
+        return FetchRequestManager(subscription, self.cluster, self.metadata, buffer, **settings)
+
+    def offsets(
+        self,
+        subscription: SubscriptionState,
+        commits: CommitRequestManager | None,
+        on_error: Callable[[KafkaError], None],
+        *,
+        read_committed: bool = False,
+    ) -> OffsetsRequestManager:
+        """An OffsetsRequestManager on this side (``commits``: None without a group)."""
+        return OffsetsRequestManager(
+            subscription,
+            self.cluster,
+            self.metadata,
+            commits,
+            read_committed=read_committed,
+            retry_backoff=exact_backoff(),
+            default_api_timeout_ms=60_000,
+            on_error=on_error,
+        )
 
 
 def connect(

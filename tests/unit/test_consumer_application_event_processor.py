@@ -19,7 +19,6 @@ from kaflux.consumer.events import (
     PollEvent,
     TopicMetadataEvent,
 )
-from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import (
     InvalidGroupIdError,
@@ -60,16 +59,7 @@ class Rig:
                 require_stable=False,
             )
             self.managers += [coordinator, self.commits]
-        self.offsets = OffsetsRequestManager(
-            self.subscription,
-            self.side.cluster,
-            self.side.metadata,
-            self.commits,
-            read_committed=False,
-            retry_backoff=exact_backoff(),
-            default_api_timeout_ms=60_000,
-            on_error=self.errors.append,
-        )
+        self.offsets = self.side.offsets(self.subscription, self.commits, self.errors.append)
         self.managers.append(self.offsets)
         self.processor = ApplicationEventProcessor(
             self.subscription,

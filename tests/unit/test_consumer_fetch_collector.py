@@ -16,13 +16,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fakes import FakeCluster, connect, exact_backoff
+from fakes import FakeCluster, connect
 from record_kernels import KERNELS, kernel_named
 
 from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.fetch_request_manager import FetchRequestManager
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import CorruptRecordError, OffsetOutOfRangeError, RecordDeserializationError
 from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch, to_arrow
@@ -401,21 +400,7 @@ def test_seek_while_reading_releases_the_buffer_so_fetching_resumes() -> None:
     subscription.assign_from_user([tp])
     subscription.seek(tp, FetchPosition(0))
     buffer = FetchBuffer()
-    fetcher = FetchRequestManager(
-        subscription,
-        side.cluster,
-        side.metadata,
-        buffer,
-        fetch_min_bytes=1,
-        fetch_max_bytes=1 << 20,
-        fetch_max_wait_ms=500,
-        max_partition_fetch_bytes=1 << 20,
-        buffer_max_bytes=1,
-        read_committed=False,
-        check_crcs=True,
-        client_rack="",
-        retry_backoff=exact_backoff(),
-    )
+    fetcher = side.fetcher(subscription, buffer, fetch_max_bytes=1 << 20, buffer_max_bytes=1)
     collector = FetchCollector(subscription, buffer, max_poll_records=2)
     side.net.run([fetcher], 0)
     assert len(collector.collect()[tp]) == 2
@@ -440,21 +425,7 @@ def test_out_of_range_error_from_a_fetch_names_the_partition_and_offset() -> Non
     subscription.assign_from_user([tp])
     subscription.seek(tp, FetchPosition(50))
     buffer = FetchBuffer()
-    fetcher = FetchRequestManager(
-        subscription,
-        side.cluster,
-        side.metadata,
-        buffer,
-        fetch_min_bytes=1,
-        fetch_max_bytes=1 << 20,
-        fetch_max_wait_ms=500,
-        max_partition_fetch_bytes=1 << 20,
-        buffer_max_bytes=1 << 20,
-        read_committed=False,
-        check_crcs=True,
-        client_rack="",
-        retry_backoff=exact_backoff(),
-    )
+    fetcher = side.fetcher(subscription, buffer, fetch_max_bytes=1 << 20, buffer_max_bytes=1 << 20)
     side.net.run([fetcher], 0)
     with pytest.raises(OffsetOutOfRangeError) as info:
         FetchCollector(subscription, buffer, max_poll_records=10).collect()

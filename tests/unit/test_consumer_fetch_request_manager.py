@@ -13,15 +13,13 @@ from fakes import (
     Exchange,
     FakeCluster,
     connect,
-    exact_backoff,
     fetch_partitions,
     forgotten_partitions,
 )
 
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.fetch_request_manager import MAX_FETCH_VERSION, SHORT_WAIT_MS, FetchRequestManager
-from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
+from kaflux.consumer.fetch_request_manager import MAX_FETCH_VERSION, SHORT_WAIT_MS
 from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError
 from kaflux.protocol.messages.fetch import FetchRequest
@@ -51,32 +49,16 @@ class Fetching:
         self.subscription = SubscriptionState(reset)
         self.subscription.assign_from_user(partitions)
         self.buffer = FetchBuffer()
-        self.fetcher = FetchRequestManager(
+        self.fetcher = self.side.fetcher(
             self.subscription,
-            self.side.cluster,
-            self.side.metadata,
             self.buffer,
-            fetch_min_bytes=1,
-            fetch_max_bytes=50 << 20,
-            fetch_max_wait_ms=500,
-            max_partition_fetch_bytes=1 << 20,
             buffer_max_bytes=buffer_max_bytes,
             read_committed=read_committed,
-            check_crcs=True,
-            client_rack="",
-            retry_backoff=exact_backoff(),
             use_sessions=sessions,
         )
         self.errors: list[KafkaError] = []
-        self.offsets = OffsetsRequestManager(
-            self.subscription,
-            self.side.cluster,
-            self.side.metadata,
-            None,
-            read_committed=read_committed,
-            retry_backoff=exact_backoff(),
-            default_api_timeout_ms=60_000,
-            on_error=self.errors.append,
+        self.offsets = self.side.offsets(
+            self.subscription, None, self.errors.append, read_committed=read_committed
         )
         self.collector = FetchCollector(self.subscription, self.buffer, max_poll_records=500)
 

@@ -18,7 +18,7 @@ from fakes import (
 
 from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
-from kaflux.consumer.offsets_request_manager import OffsetResult, OffsetsRequestManager
+from kaflux.consumer.offsets_request_manager import OffsetResult
 from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
 from kaflux.errors import (
     KafkaError,
@@ -73,15 +73,8 @@ class Offsets:
             )
             self.managers += [coordinator, commits]
             self.commits = commits
-        self.offsets = OffsetsRequestManager(
-            self.subscription,
-            self.side.cluster,
-            self.side.metadata,
-            commits,
-            read_committed=read_committed,
-            retry_backoff=exact_backoff(),
-            default_api_timeout_ms=60_000,
-            on_error=self.errors.append,
+        self.offsets = self.side.offsets(
+            self.subscription, commits, self.errors.append, read_committed=read_committed
         )
         self.managers.append(self.offsets)
 

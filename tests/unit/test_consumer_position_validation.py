@@ -26,7 +26,6 @@ from fakes import (
     Exchange,
     FakeCluster,
     connect,
-    exact_backoff,
     fetch_partitions,
 )
 from socket_fake_broker import SocketFakeBroker
@@ -34,8 +33,6 @@ from socket_fake_broker import SocketFakeBroker
 from kaflux import Consumer
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
-from kaflux.consumer.fetch_request_manager import FetchRequestManager
-from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.positions import ValidationOutcome, validate_position
 from kaflux.consumer.subscription_state import FetchPosition, FetchState, ResetStrategy, SubscriptionState
 from kaflux.errors import (
@@ -68,32 +65,8 @@ class Rig:
         self.subscription.assign_from_user([T0])
         self.buffer = FetchBuffer()
         self.errors: list[KafkaError] = []
-        self.offsets = OffsetsRequestManager(
-            self.subscription,
-            self.side.cluster,
-            self.side.metadata,
-            None,
-            read_committed=False,
-            retry_backoff=exact_backoff(),
-            default_api_timeout_ms=60_000,
-            on_error=self.errors.append,
-        )
-        self.fetcher = FetchRequestManager(
-            self.subscription,
-            self.side.cluster,
-            self.side.metadata,
-            self.buffer,
-            fetch_min_bytes=1,
-            fetch_max_bytes=50 << 20,
-            fetch_max_wait_ms=500,
-            max_partition_fetch_bytes=1 << 20,
-            buffer_max_bytes=64 << 20,
-            read_committed=False,
-            check_crcs=True,
-            client_rack="",
-            retry_backoff=exact_backoff(),
-            use_sessions=False,
-        )
+        self.offsets = self.side.offsets(self.subscription, None, self.errors.append)
+        self.fetcher = self.side.fetcher(self.subscription, self.buffer, use_sessions=False)
         self.collector = FetchCollector(self.subscription, self.buffer, max_poll_records=500)
 
     def run(self, now_ms: int, *, metadata: bool = True) -> list[Exchange]:
