@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 from kaflux import AdminClient, NewTopic, Producer, TopicPartition
 from kaflux.admin import PartitionDescription
@@ -21,7 +22,6 @@ from kaflux.testing.brokers import Broker
 from kaflux.testing.mock_cluster import MockCluster
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 pytestmark = pytest.mark.integration
 
@@ -31,31 +31,11 @@ DELETE_RECORDS_DEFECT = (
     "panics and the connection closes"
 )
 
-_peers: dict[str, Any] = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _drop_peers() -> Iterator[None]:
-    """Let the confluent-kafka clients go before the brokers stop."""
-    yield
-    _peers.clear()
-
-
-def peer(bootstrap: str) -> Any:
-    """confluent-kafka's AdminClient on ``bootstrap`` (kept: a collected client never completes
-    its futures)."""
-    if bootstrap not in _peers:
-        _peers[bootstrap] = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
-    return _peers[bootstrap]
-
 
 @pytest.fixture
 def admin(request: pytest.FixtureRequest) -> Iterator[AdminClient]:
-    """A kaflux AdminClient on the test's broker (``broker``, ``noida``, ``tansu`` or ``mock_cluster``)."""
-    name = next(n for n in ("broker", "noida", "tansu", "mock_cluster") if n in request.fixturenames)
-    client = AdminClient({"bootstrap.servers": request.getfixturevalue(name).bootstrap_servers})
-    yield client
-    client.close()
+    with admin_on_the_tests_broker(request) as client:
+        yield client
 
 
 def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from kaflux.errors import (
@@ -28,7 +28,6 @@ from kaflux.testing.brokers import Broker
 from kaflux.testing.mock_cluster import MockCluster
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 pytestmark = pytest.mark.integration
 
@@ -58,32 +57,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 @pytest.fixture
 def admin(request: pytest.FixtureRequest) -> Iterator[AdminClient]:
-    """A kaflux AdminClient on the test's broker (``broker``, ``noida`` or ``mock_cluster``)."""
-    for name in ("broker", "noida", "tansu", "mock_cluster"):
-        if name in request.fixturenames:
-            target = request.getfixturevalue(name)
-            break
-    client = AdminClient({"bootstrap.servers": target.bootstrap_servers})
-    yield client
-    client.close()
-
-
-_peers: dict[str, object] = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _drop_peers() -> Iterator[None]:
-    """Let the confluent-kafka clients go before the brokers stop."""
-    yield
-    _peers.clear()
-
-
-def peer(bootstrap: str) -> Any:
-    """confluent-kafka's AdminClient on ``bootstrap`` (kept: a collected client never completes
-    its futures)."""
-    if bootstrap not in _peers:
-        _peers[bootstrap] = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
-    return _peers[bootstrap]
+    with admin_on_the_tests_broker(request) as client:
+        yield client
 
 
 def joined(bootstrap: str, group: str, topic: str, client_id: str = "kx-member") -> Consumer:
