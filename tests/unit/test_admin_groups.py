@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from admin_rig import DEADLINE, AdminRig
 from fakes import (
     BACKOFF_MS,
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -17,20 +18,15 @@ from fakes import (
     GROUP_AUTHORIZATION_FAILED,
     NOT_COORDINATOR,
     UNKNOWN_MEMBER_ID,
-    ClientSide,
     Exchange,
     FakeCluster,
     FakeNetwork,
-    connect,
-    exact_backoff,
 )
 from socket_fake_broker import SocketFakeBroker
 
 from kaflux.admin import AdminClient
 from kaflux.admin.group_describe import DescribeGroupsApi
 from kaflux.admin.groups import DeleteGroupsApi, ListGroupsApi, OffsetCommitApi, OffsetFetchApi
-from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult
-from kaflux.admin.request_manager import AdminRequestManager
 from kaflux.admin.results import ConsumerGroupListing, MemberDescription
 from kaflux.consumer.assignors.consumer_protocol import Assignment, encode_assignment
 from kaflux.errors import (
@@ -67,7 +63,6 @@ from kaflux.protocol.messages.offset_commit import (
 from kaflux.protocol.messages.offset_fetch import OffsetFetchRequest
 from kaflux.structs import Node, OffsetAndMetadata, TopicPartition
 
-DEADLINE = 10_000
 GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 
@@ -260,36 +255,11 @@ class EncodingFakeNetwork(FakeNetwork):
             return exchange
 
 
-class Rig:
-    """The manager wired to a fake cluster; passes run the manager before the metadata manager,
-    as the admin client's network thread does."""
+class Rig(AdminRig):
+    """The admin rig over a network that encodes every request at its negotiated version."""
 
     def __init__(self, fake: FakeCluster) -> None:
-        self.fake = fake
-        self.side: ClientSide = connect(fake)
-        self.side.net = EncodingFakeNetwork(fake)
-        self.manager = AdminRequestManager(self.side.cluster, self.side.metadata, exact_backoff())
-        self.now = 1
-
-    def submit(self, api: AdminApi[Any, Any], what: str = "call()") -> AdminOperation[Any, Any]:
-        op: AdminOperation[Any, Any] = AdminOperation(what, self.now + DEADLINE, api)
-        self.manager.submit(op)
-        return op
-
-    def run(self, api: AdminApi[Any, Any], what: str = "call()") -> AdminResult[Any, Any]:
-        """Submit and drive passes (time moving by the backoff) until the call is done."""
-        op = self.submit(api, what)
-        for _ in range(1000):
-            if op.future.done():
-                break
-            self.side.net.run([self.manager, self.side.metadata], self.now)
-            if not op.future.done():
-                self.now += BACKOFF_MS
-        return op.future.result(0)
-
-    def sent(self, api: type[Any]) -> list[tuple[int, Any]]:
-        """(broker, request) of every request of class ``api`` the brokers handled."""
-        return [(broker, request) for broker, request, _ in self.fake.handled if type(request) is api]
+        super().__init__(fake, EncodingFakeNetwork(fake))
 
 
 def tps(topic: str, *partitions: int) -> list[TopicPartition]:

@@ -10,22 +10,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from admin_rig import DEADLINE, AdminRig
 from fakes import (
     BACKOFF_MS,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
-    ClientSide,
     FakeCluster,
     FakePartition,
-    connect,
-    exact_backoff,
 )
 from socket_fake_broker import SocketFakeBroker
 
 from kaflux.admin import AdminClient
-from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
-from kaflux.admin.request_manager import AdminRequestManager
+from kaflux.admin.operation import AdminOperation, MetadataApi
 from kaflux.admin.results import ClusterDescription, PartitionDescription, TopicDescription
 from kaflux.admin.topics import (
     EARLIEST,
@@ -59,7 +56,6 @@ from kaflux.protocol.messages.list_offsets import ListOffsetsRequest
 from kaflux.protocol.messages.metadata import MetadataRequest
 from kaflux.structs import Node, TopicPartition
 
-DEADLINE = 10_000
 INVALID_PARTITIONS = 37
 NOT_CONTROLLER = 41
 
@@ -125,28 +121,8 @@ class PartitionsFakeCluster(FakeCluster):
         return DeleteRecordsResponse(topics=topics)
 
 
-class Rig:
+class Rig(AdminRig):
     """The manager on a fake cluster, polled before the metadata manager as in the client."""
-
-    def __init__(self, fake: FakeCluster) -> None:
-        self.fake = fake
-        self.side: ClientSide = connect(fake)
-        self.manager = AdminRequestManager(self.side.cluster, self.side.metadata, exact_backoff())
-        self.now = 1
-
-    def run(self, api: AdminApi[Any, Any], what: str = "call()") -> AdminResult[Any, Any]:
-        op: AdminOperation[Any, Any] = AdminOperation(what, self.now + DEADLINE, api)
-        self.manager.submit(op)
-        for _ in range(1000):
-            if op.future.done():
-                break
-            self.side.net.run([self.manager, self.side.metadata], self.now)
-            if not op.future.done():
-                self.now += BACKOFF_MS
-        return op.future.result(0)
-
-    def sent(self, api: type[Any]) -> list[tuple[int, Any]]:
-        return [(broker, request) for broker, request, _ in self.fake.handled if type(request) is api]
 
 
 @pytest.fixture
