@@ -236,6 +236,15 @@ class Member:
         events = self.events
         return events[-1].owned_after if events else frozenset()
 
+    def _log_peer_callback(self, kind: str, partitions: Iterable[int], on_polling_thread: bool) -> None:
+        """Record a peer client's (confluent-kafka's) rebalance callback the way
+        :class:`RecordingListener` records a kaflux listener's."""
+        now = time.monotonic()
+        numbers = frozenset(partitions)
+        owned = self.owned | numbers if kind == "assigned" else self.owned - numbers
+        thread = threading.current_thread().name
+        self._add_event(Event(self.name, kind, numbers, now, now, thread, on_polling_thread, owned))
+
 
 class ThreadMember(Member):
     """A kaflux consumer subscribed on its own thread, polling every ``poll_s`` seconds."""

@@ -11,13 +11,11 @@ incremental protocol.
 from __future__ import annotations
 
 import threading
-import time
 
 import confluent_kafka
 import pytest
 from group_helpers import (
     GROUP_TIMINGS,
-    Event,
     Member,
     Ownership,
     ThreadMember,
@@ -52,7 +50,6 @@ class ConfluentMember(Member):
         }
         self.topic = topic
         self.errors: list[BaseException] = []
-        self._owned: set[int] = set()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"app-{name}", daemon=True)
 
@@ -61,25 +58,8 @@ class ConfluentMember(Member):
         return self
 
     def _log(self, kind: str, partitions: list[confluent_kafka.TopicPartition]) -> None:
-        now = time.monotonic()
-        numbers = frozenset(tp.partition for tp in partitions)
-        if kind == "assigned":
-            self._owned |= numbers
-        else:
-            self._owned -= numbers
-        current = threading.current_thread()
-        self._add_event(
-            Event(
-                self.name,
-                kind,
-                numbers,
-                now,
-                time.monotonic(),
-                current.name,
-                current is self.thread,
-                frozenset(self._owned),
-            )
-        )
+        on_thread = threading.current_thread() is self.thread
+        self._log_peer_callback(kind, (tp.partition for tp in partitions), on_polling_thread=on_thread)
 
     def _run(self) -> None:
         consumer = confluent_kafka.Consumer(self.config)

@@ -29,7 +29,6 @@ import confluent_kafka
 import pytest
 from fault_helpers import Timing, timing
 from group_helpers import (
-    Event,
     Member,
     Ownership,
     Received,
@@ -174,18 +173,10 @@ class PeerMember(Member):
     def __init__(self, name: str, config: dict[str, object]) -> None:
         super().__init__(name)
         self.consumer = confluent_kafka.Consumer({"client.id": name, **config})
-        self._owned: set[int] = set()
         self.closed = False
 
     def _log(self, kind: str, partitions: list[confluent_kafka.TopicPartition]) -> None:
-        now = time.monotonic()
-        numbers = frozenset(tp.partition for tp in partitions)
-        if kind == "assigned":
-            self._owned |= numbers
-        else:
-            self._owned -= numbers
-        thread = threading.current_thread()
-        self._add_event(Event(self.name, kind, numbers, now, now, thread.name, True, frozenset(self._owned)))
+        self._log_peer_callback(kind, (tp.partition for tp in partitions), on_polling_thread=True)
 
     def subscribe(self, topics: list[str]) -> PeerMember:
         self.consumer.subscribe(
