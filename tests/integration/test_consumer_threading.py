@@ -241,7 +241,9 @@ def test_a_pending_wakeup_makes_the_next_blocking_call_raise(broker: Broker, top
             consumer.committed([tp0], timeout=10.0)
         consumer.wakeup()
         with pytest.raises(WakeupError):
-            consumer.position(tp1, timeout=10.0)  # no position yet: a blocking lookup
+            # Always a broker round trip (position() may already know its answer: the network
+            # thread looks positions up as soon as partitions are assigned).
+            consumer.beginning_offsets([tp1], timeout=10.0)
         consumer.wakeup()
         with pytest.raises(WakeupError):
             consumer.commit_sync({tp0: 1}, timeout=10.0)
