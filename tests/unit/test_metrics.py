@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from kaflux import Consumer
 from kaflux.config import ConsumerConfig, ProducerConfig
-from kaflux.consumer.application_event_processor import ApplicationEventProcessor
 from kaflux.consumer.completed_fetch import CompletedFetch
+from kaflux.consumer.event_processor import ApplicationEventProcessor
 from kaflux.consumer.events import MetricsSnapshotEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
+from kaflux.admin.event_processor import AdminEventProcessor
 from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
 from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
@@ -28,6 +29,7 @@ from kaflux.admin.topics import (
     describe_cluster,
     describe_topics,
 )
+from kaflux.blocking import DoneWait, FutureWait, Steps, blocking
 from kaflux.closeable import Closeable
 from kaflux.config import AdminConfig
 from kaflux.errors import (
@@ -49,7 +51,7 @@ from kaflux.protocol.messages.create_topics import (
 )
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo, TopicPartition
-from kaflux.timeouts import await_future, timeout_seconds
+from kaflux.timeouts import timeout_seconds
 
 _client_ids = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
@@ -63,25 +65,6 @@ class NewTopic(NamedTuple):
     num_partitions: int = 1
     replication_factor: int = 1
     config: Mapping[str, str] = {}
-
-
-class _AdminEventProcessor:
-    """Hands admin calls to the request manager. [bg]"""
-
-    def __init__(self, manager: AdminRequestManager) -> None:
-        self._manager = manager
-
-    def process(self, event: AdminCall | AdminOperation[Any, Any], now_ms: int) -> None:
-        self._manager.submit(event)
-
-    def expire(self, now_ms: int) -> None:
-        self._manager.expire(now_ms)
-
-    def next_deadline_ms(self) -> int | None:
-        return self._manager.next_deadline_ms()
-
-    def fail_all(self, error: Exception) -> None:
-        self._manager.fail_all(error)
 
 
 class AdminClient(ConsumerGroupCalls, Closeable):
@@ -99,18 +82,18 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             f"kaflux-admin-network-{client_id}",
             network.delegate,
             [manager, network.metadata],  # the metadata manager sends this one's lookups at once
-            _AdminEventProcessor(manager),
+            AdminEventProcessor(manager),
         )
         self._closed = False
         self._thread.start()
 
-    def _call(self, what: str, request: Any, timeout: float) -> Any:
+    def _call(self, what: str, request: Any, timeout: float) -> Steps[Any]:
         """Run one call on the network thread and wait for its answer (retried until then)."""
         if self._closed:
             raise IllegalStateError("the admin client is closed")
         call = AdminCall(what, monotonic_ms() + int(timeout * 1000), request)
         self._thread.submit(call)
-        return await_future(call.future, timeout + 1.0, what)
+        return (yield FutureWait(call.future, timeout + 1.0, what))
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
@@ -120,18 +103,21 @@ class AdminClient(ConsumerGroupCalls, Closeable):
         seconds = self._timeout(timeout)
         return seconds, monotonic_ms() + int(seconds * 1000)
 
-    def _run(self, what: str, api: AdminApi[K, V], deadline_ms: int) -> AdminResult[K, V]:
+    def _run(self, what: str, api: AdminApi[K, V], deadline_ms: int) -> Steps[AdminResult[K, V]]:
         """Run one operation on the network thread and wait for its result (each key retried
         until ``deadline_ms``)."""
         if self._closed:
             raise IllegalStateError("the admin client is closed")
         operation = AdminOperation(what, deadline_ms, api)
         self._thread.submit(operation)
-        return await_future(operation.future, max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0, what)
+        timeout_s = max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0
+        result: AdminResult[K, V] = yield FutureWait(operation.future, timeout_s, what)
+        return result
 
+    @blocking
     def create_topics(
         self, topics: Iterable[NewTopic | str], *, timeout: float | None = None, exist_ok: bool = False
-    ) -> None:
+    ) -> Steps[None]:
         """Create topics and wait until the controller confirms.
 
         Raises:
@@ -153,7 +139,7 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             ],
             timeout_ms=int(seconds * 1000),
         )
-        response: CreateTopicsResponse = self._call("create_topics()", request, seconds)
+        response: CreateTopicsResponse = yield from self._call("create_topics()", request, seconds)
         for result in response.topics:
             if result.error_code == 0:
                 continue
@@ -164,9 +150,10 @@ class AdminClient(ConsumerGroupCalls, Closeable):
                 continue
             raise error
 
+    @blocking
     def delete_topics(
         self, names: Iterable[str], *, timeout: float | None = None, missing_ok: bool = False
-    ) -> None:
+    ) -> Steps[None]:
         """Delete topics.
 
         Raises:
@@ -181,7 +168,7 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             topic_names=wanted,
             timeout_ms=int(seconds * 1000),
         )
-        response: DeleteTopicsResponse = self._call("delete_topics()", request, seconds)
+        response: DeleteTopicsResponse = yield from self._call("delete_topics()", request, seconds)
         unanswered = set(wanted) - {r.name for r in response.responses}
         if unanswered:
             raise KafkaError(
@@ -195,31 +182,34 @@ class AdminClient(ConsumerGroupCalls, Closeable):
                 continue
             raise error
 
+    @blocking
     def list_topics(
         self, *, timeout: float | None = None, include_internal: bool = False
-    ) -> dict[str, list[PartitionInfo]]:
+    ) -> Steps[dict[str, list[PartitionInfo]]]:
         """All topics with their partitions, sorted by partition."""
         seconds = self._timeout(timeout)
-        answer: MetadataAnswer = self._call("list_topics()", None, seconds)
+        answer: MetadataAnswer = yield from self._call("list_topics()", None, seconds)
         return {
             name: [info.partitions[p] for p in sorted(info.partitions)]
             for name, info in sorted(answer.topics.items())
             if include_internal or not info.is_internal
         }
 
-    def describe_cluster(self, timeout: float | None = None) -> ClusterDescription:
+    @blocking
+    def describe_cluster(self, timeout: float | None = None) -> Steps[ClusterDescription]:
         """The cluster id, the controller and every broker, from a Metadata request.
 
         Raises:
             KafkaTimeoutError: no broker answered in time.
         """
         _, deadline = self._deadline_ms(timeout)
-        answer = self._run("describe_cluster()", MetadataApi([]), deadline).values()[None]
+        answer = (yield from self._run("describe_cluster()", MetadataApi([]), deadline)).values()[None]
         return describe_cluster(answer)
 
+    @blocking
     def describe_topics(
         self, topics: Iterable[str], timeout: float | None = None
-    ) -> dict[str, TopicDescription]:
+    ) -> Steps[dict[str, TopicDescription]]:
         """Describe topics: id, partitions with leader, replicas, in-sync replicas and
         watermarks (ListOffsets EARLIEST and LATEST to each leader).
 
@@ -234,7 +224,7 @@ class AdminClient(ConsumerGroupCalls, Closeable):
         if not names:
             return {}
         _, deadline = self._deadline_ms(timeout)
-        answer = self._run("describe_topics()", MetadataApi(names), deadline).values()[None]
+        answer = (yield from self._run("describe_topics()", MetadataApi(names), deadline)).values()[None]
         for name in names:
             code = answer.topic_errors.get(name)
             if code == UnknownTopicOrPartitionError.code or (code is None and name not in answer.topics):
@@ -247,10 +237,11 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             for p in sorted(answer.topics[name].partitions)
             for timestamp in (EARLIEST, LATEST)
         ]
-        watermarks = self._run("describe_topics()", ListOffsetsApi(keys), deadline).values()
+        watermarks = (yield from self._run("describe_topics()", ListOffsetsApi(keys), deadline)).values()
         return describe_topics(answer, names, watermarks)
 
-    def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> None:
+    @blocking
+    def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> Steps[None]:
         """Raise the partition count of topics to new totals (CreatePartitions to the
         controller); existing partitions keep their data and leaders.
 
@@ -270,11 +261,12 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             return
         seconds, deadline = self._deadline_ms(timeout)
         api = CreatePartitionsApi(new_totals, int(seconds * 1000))
-        self._run("create_partitions()", api, deadline).values()
+        (yield from self._run("create_partitions()", api, deadline)).values()
 
+    @blocking
     def delete_records(
         self, before_offsets: Mapping[TopicPartition, int], timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
+    ) -> Steps[dict[TopicPartition, int]]:
         """Delete the records of each partition before an offset (-1: the high watermark, so
         all of them), with DeleteRecords to each leader. Returns each partition's new low
         watermark.
@@ -296,12 +288,14 @@ class AdminClient(ConsumerGroupCalls, Closeable):
         if not before:
             return {}
         seconds, deadline = self._deadline_ms(timeout)
-        low_watermarks = self._run(what, DeleteRecordsApi(before, int(seconds * 1000)), deadline).values()
+        api = DeleteRecordsApi(before, int(seconds * 1000))
+        low_watermarks = (yield from self._run(what, api, deadline)).values()
         return dict(sorted(low_watermarks.items()))
 
-    def close(self, timeout: float = 5.0) -> None:
+    @blocking
+    def close(self, timeout: float = 5.0) -> Steps[None]:
         """Stop the network thread. Idempotent."""
         seconds = timeout_seconds(timeout, 5.0)
         if not self._closed:
             self._closed = True
-            self._thread.close(seconds)
+            yield DoneWait(self._thread.request_close(seconds), seconds + 1.0)

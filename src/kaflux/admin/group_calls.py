@@ -19,6 +19,7 @@ from kaflux.admin.groups import (
 )
 from kaflux.admin.operation import AdminApi, AdminResult
 from kaflux.admin.results import ConsumerGroupDescription, ConsumerGroupListing
+from kaflux.blocking import Steps, blocking
 from kaflux.errors import InvalidArgumentError, KafkaError
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
@@ -60,13 +61,14 @@ def partitions_of(partitions: Iterable[TopicPartition], what: str) -> list[Topic
 class ConsumerGroupCalls:
     """Consumer-group methods of :class:`~kaflux.admin.client.AdminClient`."""
 
-    def _run(self, what: str, api: AdminApi[K, V], deadline_ms: int) -> AdminResult[K, V]:
+    def _run(self, what: str, api: AdminApi[K, V], deadline_ms: int) -> Steps[AdminResult[K, V]]:
         raise NotImplementedError  # AdminClient runs it on its network thread
 
     def _deadline_ms(self, timeout: float | None) -> tuple[float, int]:
         raise NotImplementedError  # AdminClient: (seconds, deadline in monotonic ms)
 
-    def list_consumer_groups(self, timeout: float | None = None) -> list[ConsumerGroupListing]:
+    @blocking
+    def list_consumer_groups(self, timeout: float | None = None) -> Steps[list[ConsumerGroupListing]]:
         """Every consumer group of the cluster, sorted by group id: ListGroups to every broker
         (each lists the groups it coordinates).
 
@@ -78,16 +80,17 @@ class ConsumerGroupCalls:
             KafkaTimeoutError: some broker did not answer in time (the message names it).
         """
         _, deadline = self._deadline_ms(timeout)
-        result = self._run("list_consumer_groups()", ListGroupsApi(), deadline)
+        result = yield from self._run("list_consumer_groups()", ListGroupsApi(), deadline)
         listings: dict[str, ConsumerGroupListing] = {}
         for _, groups in sorted(result.values().items()):
             for listing in groups:
                 listings.setdefault(listing.group_id, listing)
         return [listings[g] for g in sorted(listings)]
 
+    @blocking
     def describe_consumer_groups(
         self, group_ids: Iterable[str], timeout: float | None = None
-    ) -> dict[str, ConsumerGroupDescription]:
+    ) -> Steps[dict[str, ConsumerGroupDescription]]:
         """Describe consumer groups: state, assignor, coordinator and each member with its
         assignment. A group that does not exist is described with state ``Dead`` (as Kafka
         answers; some brokers answer ``Empty``).
@@ -106,12 +109,14 @@ class ConsumerGroupCalls:
         if not groups:
             return {}
         _, deadline = self._deadline_ms(timeout)
-        described = self._run("describe_consumer_groups()", DescribeGroupsApi(groups), deadline).values()
+        api = DescribeGroupsApi(groups)
+        described = (yield from self._run("describe_consumer_groups()", api, deadline)).values()
         return {g: described[g] for g in groups}
 
+    @blocking
     def delete_consumer_groups(
         self, group_ids: Iterable[str], timeout: float | None = None
-    ) -> dict[str, KafkaError | None]:
+    ) -> Steps[dict[str, KafkaError | None]]:
         """Delete consumer groups (DeleteGroups to each group's coordinator), with their
         committed offsets. Returns, per group, None when it was deleted, else the error: e.g.
         ``NonEmptyGroupError`` (the group has active members), ``GroupIdNotFoundError``, or
@@ -124,15 +129,16 @@ class ConsumerGroupCalls:
         if not groups:
             return {}
         _, deadline = self._deadline_ms(timeout)
-        result = self._run("delete_consumer_groups()", DeleteGroupsApi(groups), deadline)
+        result = yield from self._run("delete_consumer_groups()", DeleteGroupsApi(groups), deadline)
         return {g: result.failed.get(g) for g in groups}
 
+    @blocking
     def list_consumer_group_offsets(
         self,
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         timeout: float | None = None,
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
+    ) -> Steps[dict[TopicPartition, OffsetAndMetadata]]:
         """The offsets a group committed (OffsetFetch to its coordinator), for ``partitions``
         or, when None, for every partition it committed. Partitions without a committed offset
         are left out; the result is sorted by partition.
@@ -148,17 +154,17 @@ class ConsumerGroupCalls:
         if wanted == []:
             return {}
         _, deadline = self._deadline_ms(timeout)
-        offsets: dict[TopicPartition, OffsetAndMetadata] = self._run(
-            what, OffsetFetchApi(group_id, wanted), deadline
-        ).values()[group_id]
+        result = yield from self._run(what, OffsetFetchApi(group_id, wanted), deadline)
+        offsets: dict[TopicPartition, OffsetAndMetadata] = result.values()[group_id]
         return offsets
 
+    @blocking
     def alter_consumer_group_offsets(
         self,
         group_id: str,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         timeout: float | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Set a group's committed offsets (OffsetCommit to its coordinator, as an admin: no
         member id, generation -1). An int is an offset without metadata. Kafka accepts this
         only while the group has no active members: stop its consumers first.
@@ -181,4 +187,4 @@ class ConsumerGroupCalls:
         if not checked:
             return
         _, deadline = self._deadline_ms(timeout)
-        self._run(what, OffsetCommitApi(group_id, checked), deadline).values()
+        (yield from self._run(what, OffsetCommitApi(group_id, checked), deadline)).values()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kaflux.config import ConsumerConfig
-from kaflux.consumer.application_event_processor import ApplicationEventProcessor
 from kaflux.consumer.assignors import assignor_for_name
 from kaflux.consumer.commit_request_manager import CommitRequestManager, MemberInfo
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+from kaflux.consumer.event_processor import ApplicationEventProcessor
 from kaflux.consumer.events import BackgroundEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_request_manager import FetchRequestManager

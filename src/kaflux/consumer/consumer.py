@@ -18,41 +18,37 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking, run_sync
 from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
+from kaflux.consumer.background_events import BackgroundEventHandler
+from kaflux.consumer.callback_invokers import CommitCallback, CommitCallbackInvoker, RebalanceListenerInvoker
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.components import build_consumer_components
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
-    BackgroundEvent,
     CheckAndUpdatePositionsEvent,
     CommitEvent,
     CompletableEvent,
     EnforceRebalanceEvent,
-    ErrorEvent,
     FetchCommittedOffsetsEvent,
     GroupStateEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
     MetricsSnapshotEvent,
     PollEvent,
-    RebalanceCallbackCompletedEvent,
-    RebalanceCallbackNeededEvent,
     SubscriptionChangeEvent,
     TopicMetadataEvent,
-    fail,
 )
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
@@ -66,14 +62,13 @@ from kaflux.consumer.subscription_state import (
     SubscriptionState,
     SubscriptionType,
 )
+from kaflux.consumer.wakeup import WakeupTrigger
 from kaflux.errors import (
     ConcurrentAccessError,
     IllegalStateError,
     InvalidGroupIdError,
     KafkaError,
     KafkaTimeoutError,
-    NoOffsetForPartitionError,
-    WakeupError,
 )
 from kaflux.metrics.clients import KAFLUX_CONSUMER_METRICS, NetworkMetrics, PollMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
@@ -83,14 +78,14 @@ from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.records import RecordColumns, to_arrow
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
-from kaflux.timeouts import await_future, timeout_seconds
+from kaflux.timeouts import timeout_seconds
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], None]
+__all__ = ["METRICS_TIMEOUT_S", "CommitCallback", "Consumer"]
 _client_ids = itertools.count(1)
 _NO_THREAD = -1
 #: how long metrics() waits for the network thread's half by default, in seconds
@@ -145,7 +140,9 @@ class Consumer(Closeable):
         self._read_committed = config_.isolation_level == "read_committed"
         self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
         self._fetch_buffer = FetchBuffer()
-        self._background_events: queue.SimpleQueue[BackgroundEvent] = queue.SimpleQueue()
+        self._background_events = BackgroundEventHandler(
+            self.client_id, self._subscription, self._fetch_buffer.wakeup
+        )
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
@@ -163,12 +160,12 @@ class Consumer(Closeable):
             network,
             self._subscription,
             self._fetch_buffer,
-            post_event=self._post_background_event,
-            on_error=self._post_error,
+            post_event=self._background_events.post,
+            on_error=self._background_events.post_error,
             metrics=network_metrics,
         )
         self._membership = parts.membership
-        network.metadata.add_error_listener(self._on_topic_error)
+        network.metadata.add_error_listener(self._background_events.on_topic_error)
         self._fetcher = parts.fetcher
         self._collector = FetchCollector(
             self._subscription,
@@ -184,14 +181,14 @@ class Consumer(Closeable):
         self._thread = NetworkThread(
             f"kaflux-consumer-network-{self.client_id}", network.delegate, parts.managers, parts.processor
         )
-        self._listener: ConsumerRebalanceListener | None = None
-        self._async_commits: list[tuple[Future[Any], CommitCallback | None]] = []
+        self._listeners = RebalanceListenerInvoker(
+            self._fetch_buffer, self._subscription, self._thread.submit
+        )
+        self._commit_callbacks = CommitCallbackInvoker(self.client_id)
         self._owner = _NO_THREAD
         self._depth = 0
         self._owner_lock = threading.Lock()
-        self._wakeup_requested = False
-        self._waiting_on: Future[Any] | None = None
-        self._wakeup_lock = threading.Lock()
+        self._wakeup = WakeupTrigger(self._fetch_buffer.wakeup)
         self._closed = False
         self._closing = False
         self._records_returned = 0
@@ -258,102 +255,24 @@ class Consumer(Closeable):
     def _timeout_s(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
 
-    def _check_wakeup(self) -> None:
-        with self._wakeup_lock:
-            if self._wakeup_requested:
-                self._wakeup_requested = False
-                raise WakeupError("the consumer was woken up by wakeup()")
-
-    def _call(self, event: CompletableEvent, timeout_s: float, what: str | None = None) -> Any:
+    def _call(self, event: CompletableEvent, timeout_s: float, what: str | None = None) -> Steps[Any]:
         """Submit ``event`` and wait for its result (interruptible by wakeup()). ``what``
         names the operation in a timeout message."""
-        with self._wakeup_lock:
-            if self._wakeup_requested:
-                self._wakeup_requested = False
-                raise WakeupError("the consumer was woken up by wakeup()")
-            self._waiting_on = event.future
+        self._wakeup.activate(event.future)
         try:
             self._thread.submit(event)
             # The network thread fails the event at its deadline, naming the cause; the extra
             # second only guards against a network thread that cannot.
-            return await_future(event.future, timeout_s + 1.0, what or type(event).__name__)
+            return (yield FutureWait(event.future, timeout_s + 1.0, what or type(event).__name__))
         finally:
-            with self._wakeup_lock:
-                self._waiting_on = None
+            self._wakeup.deactivate()
 
     def _deadline_ms(self, timeout_s: float) -> int:
         return monotonic_ms() + int(timeout_s * 1000)
 
-    def _post_error(self, error: KafkaError) -> None:
-        """[bg] Hand an error to the application thread; raised by the next poll()."""
-        self._post_background_event(ErrorEvent(error))
-
-    def _on_topic_error(self, topic: str | None, error: KafkaError) -> None:
-        """[bg] A metadata refresh reported an error that retrying will not cure: for a topic
-        (e.g. TOPIC_AUTHORIZATION_FAILED), raise it from poll() if the topic is in use; for the
-        refresh itself (e.g. a failed login), always."""
-        if (
-            topic is None
-            or topic in self._subscription.subscription()
-            or any(tp.topic == topic for tp in self._subscription.assigned_partitions())
-        ):
-            self._post_error(error)
-
-    def _post_background_event(self, event: BackgroundEvent) -> None:
-        """[bg] Queue a background event and wake a waiting poll()."""
-        self._background_events.put(event)
-        self._fetch_buffer.wakeup()
-
-    def _process_background_events(self) -> None:
+    def _process_background_events(self) -> Steps[None]:
         """Run requested rebalance callbacks and raise the first error (others are logged)."""
-        first: BaseException | None = None
-        while True:
-            try:
-                event = self._background_events.get_nowait()
-            except queue.Empty:
-                break
-            error = event.error if isinstance(event, ErrorEvent) else self._run_rebalance_callback(event)
-            if error is None or self._is_stale(error):
-                continue
-            if first is None:
-                first = error
-            else:
-                log.warning("%s: further background error: %s", self.client_id, error)
-        if first is not None:
-            raise first
-
-    def _is_stale(self, error: BaseException) -> bool:
-        """A NoOffsetForPartitionError is moot once the application gave its partitions a
-        position (a seek that raced with the network thread's check)."""
-        if not isinstance(error, NoOffsetForPartitionError):
-            return False
-        return not any(self._subscription.still_awaiting_reset(tp) for tp in error.partitions)
-
-    def _run_rebalance_callback(self, event: RebalanceCallbackNeededEvent) -> BaseException | None:
-        """Run one listener method on this (the application) thread, then acknowledge it."""
-        error: BaseException | None = None
-        if event.method == "on_partitions_revoked" or event.method == "on_partitions_lost":
-            self._fetch_buffer.retain_all(
-                set(self._subscription.assigned_partitions()) - set(event.partitions)
-            )
-        listener = self._listener
-        if listener is not None:
-            try:
-                getattr(listener, event.method)(set(event.partitions))
-            except Exception as exc:  # the rebalance must go on; the caller sees the error
-                error = exc
-        self._thread.submit(RebalanceCallbackCompletedEvent(event.callback_id, event.method, error))
-        return error
-
-    def _run_commit_callbacks(self) -> None:
-        while self._async_commits and self._async_commits[0][0].done():
-            future, callback = self._async_commits.pop(0)
-            error = future.exception()
-            offsets = future.result() if error is None else {}
-            if callback is not None:
-                callback(offsets, error)
-            elif error is not None:
-                log.warning("%s: asynchronous commit failed: %s", self.client_id, error)
+        yield from self._background_events.process(self._listeners.invoke)
 
     # -- assignment -------------------------------------------------------------------------------
 
@@ -375,7 +294,9 @@ class Consumer(Closeable):
                 self._unassign()
                 return
             timeout = self._timeout_s(None)
-            self._call(AssignmentChangeEvent(self._deadline_ms(timeout), partitions=wanted), timeout)
+            run_sync(
+                self._call(AssignmentChangeEvent(self._deadline_ms(timeout), partitions=wanted), timeout)
+            )
             self._fetch_buffer.retain_all(set(wanted))
 
     def _unassign(self) -> None:
@@ -416,7 +337,7 @@ class Consumer(Closeable):
                 if any(not isinstance(t, str) or not t.strip() for t in names):
                     raise ValueError(f"topic names must be non-empty strings, got {names!r}")
                 if not names:
-                    self._leave_group(self._timeout_s(None), on_close=False)
+                    run_sync(self._leave_group(self._timeout_s(None), on_close=False))
                     return
                 self._subscription.subscribe(names)
                 self._fetch_buffer.retain_all(
@@ -427,16 +348,17 @@ class Consumer(Closeable):
                 if not isinstance(compiled, re.Pattern):
                     raise TypeError("pattern must be a str or re.Pattern")
                 self._subscription.subscribe_pattern(compiled)
-            self._listener = listener
+            self._listeners.listener = listener
             self._thread.submit(SubscriptionChangeEvent(listener is not None))
 
-    def unsubscribe(self) -> None:
+    @blocking
+    def unsubscribe(self) -> Steps[None]:
         """Leave the group (after ``on_partitions_revoked``) or drop the manual assignment;
         buffered data is discarded."""
         with self._in_use():
-            self._leave_group(self._timeout_s(None), on_close=False)
+            yield from self._leave_group(self._timeout_s(None), on_close=False)
 
-    def _leave_group(self, timeout_s: float, *, on_close: bool) -> None:
+    def _leave_group(self, timeout_s: float, *, on_close: bool) -> Steps[None]:
         """Revoke (running the listener here) and leave, within ``timeout_s``; then unsubscribe."""
         try:
             if self._membership is not None and self._subscription.subscription_type() in (
@@ -447,9 +369,9 @@ class Consumer(Closeable):
                 self._thread.submit(event)
                 deadline = time.monotonic() + timeout_s
                 while not event.future.done() and time.monotonic() < deadline:
-                    self._process_background_events()
-                    self._fetch_buffer.await_not_empty(min(0.1, max(0.0, deadline - time.monotonic())))
-                self._process_background_events()
+                    yield from self._process_background_events()
+                    yield SignalWait(self._fetch_buffer, min(0.1, max(0.0, deadline - time.monotonic())))
+                yield from self._process_background_events()
                 if not event.future.done():
                     log.warning(
                         "%s: leaving the group did not finish within %.1f s", self.client_id, timeout_s
@@ -468,7 +390,8 @@ class Consumer(Closeable):
             raise InvalidGroupIdError("group_metadata() needs a group.id in the config")
         return self._guarded(lambda: membership.group_metadata)
 
-    def group_state(self, timeout: float | None = None) -> GroupState:
+    @blocking
+    def group_state(self, timeout: float | None = None) -> Steps[GroupState]:
         """Where this member is in its group: its state, generation (classic) or member epoch
         (KIP-848), member id, assignment and why the last rebalance started. A snapshot taken
         on the network thread, which owns the membership.
@@ -481,7 +404,9 @@ class Consumer(Closeable):
             if self._membership is None:
                 raise InvalidGroupIdError("group_state() needs a group.id in the config")
             timeout_s = self._timeout_s(timeout)
-            state: GroupState = self._call(GroupStateEvent(self._deadline_ms(timeout_s)), timeout_s)
+            state: GroupState = yield from self._call(
+                GroupStateEvent(self._deadline_ms(timeout_s)), timeout_s
+            )
             return state
 
     def enforce_rebalance(self, reason: str | None = None) -> None:
@@ -503,7 +428,8 @@ class Consumer(Closeable):
 
     # -- poll -----------------------------------------------------------------------------------
 
-    def poll(self, timeout: float = 0.0) -> ConsumerRecords:
+    @blocking
+    def poll(self, timeout: float = 0.0) -> Steps[ConsumerRecords]:
         """Return records, waiting up to ``timeout`` seconds for some to arrive.
 
         Raises:
@@ -513,10 +439,11 @@ class Consumer(Closeable):
             CorruptRecordError, RecordDeserializationError: a bad record (seek past it).
             KafkaError: any other error found by the network thread.
         """
-        records = self._poll_with(timeout, self._collector.collect, _num_records, "poll()")
+        records = yield from self._poll_with(timeout, self._collector.collect, _num_records, "poll()")
         return ConsumerRecords(records)
 
-    def poll_arrow(self, timeout: float = 0.0) -> pa.RecordBatch:
+    @blocking
+    def poll_arrow(self, timeout: float = 0.0) -> Steps[pa.RecordBatch]:
         """:meth:`poll` as one ``pyarrow.RecordBatch``: the same records (same positions,
         ``max.poll.records``, ``read_committed`` and control-record handling, same errors),
         decoded by the record kernel straight from the fetched bytes into Arrow buffers, with
@@ -540,10 +467,14 @@ class Consumer(Closeable):
                 "Consumer.poll_arrow() needs pyarrow, which is not installed: "
                 "install kaflux with the arrow extra (pip install 'kaflux[arrow]')"
             ) from exc
-        columns = self._poll_with(timeout, self._collector.collect_columns, _num_rows, "poll_arrow()")
+        columns = yield from self._poll_with(
+            timeout, self._collector.collect_columns, _num_rows, "poll_arrow()"
+        )
         return to_arrow(columns)
 
-    def _poll_with(self, timeout: float, collect: Callable[[], T], count: Callable[[T], int], what: str) -> T:
+    def _poll_with(
+        self, timeout: float, collect: Callable[[], T], count: Callable[[T], int], what: str
+    ) -> Steps[T]:
         """The loop of :meth:`poll` and :meth:`poll_arrow`: ``collect()`` until it returns
         something (``count`` > 0) or ``timeout`` passes; then its last (empty) result."""
         with self._in_use():
@@ -566,9 +497,9 @@ class Consumer(Closeable):
                         and self._subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
                     )
                     self._thread.submit(PollEvent(monotonic_ms()), wake=joining)
-                    self._check_wakeup()
-                    self._run_commit_callbacks()
-                    self._process_background_events()
+                    self._wakeup.check()
+                    self._commit_callbacks.run_completed()
+                    yield from self._process_background_events()
                     records = collect()
                     if self._collector.released_fetches:
                         self._thread.wakeup()  # partitions became fetchable again: prefetch now
@@ -579,8 +510,8 @@ class Consumer(Closeable):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return records
-                    self._fetch_buffer.await_not_empty(
-                        min(remaining, self._thread.max_time_to_wait_ms / 1000)
+                    yield SignalWait(
+                        self._fetch_buffer, min(remaining, self._thread.max_time_to_wait_ms / 1000)
                     )
             finally:
                 self._record_poll()
@@ -635,7 +566,8 @@ class Consumer(Closeable):
         """Move to the end (of all assigned partitions by default); resolved lazily."""
         self._reset(partitions, ResetStrategy.LATEST)
 
-    def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
+    @blocking
+    def position(self, tp: TopicPartition, timeout: float | None = None) -> Steps[int]:
         """The offset of the next record to be returned for ``tp``.
 
         Raises:
@@ -648,7 +580,7 @@ class Consumer(Closeable):
             current = self._subscription.position(tp)
             if current is not None and self._subscription.has_all_positions([tp]):
                 return current.offset
-            self._call(
+            yield from self._call(
                 CheckAndUpdatePositionsEvent(self._deadline_ms(timeout_s), partitions=[tp]),
                 timeout_s,
                 f"position({tp})",
@@ -681,11 +613,12 @@ class Consumer(Closeable):
 
     # -- commits -----------------------------------------------------------------------------------
 
+    @blocking
     def commit_sync(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
         timeout: float | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Commit ``offsets`` (default: every consumed position) and wait, retrying retriable
         errors until ``timeout``. Earlier asynchronous commits finish first and their callbacks run.
 
@@ -698,25 +631,28 @@ class Consumer(Closeable):
             timeout_s = self._timeout_s(timeout)
             deadline = time.monotonic() + timeout_s
             event = CommitEvent(self._deadline_ms(timeout_s), offsets=self._normalize(offsets), sync=True)
-            self._call(event, timeout_s)
-            for future, _ in list(self._async_commits):
-                try:
-                    future.exception(timeout=max(0.0, deadline - time.monotonic()))
-                except FutureTimeoutError:
-                    raise KafkaTimeoutError("earlier asynchronous commits did not finish in time") from None
-            self._run_commit_callbacks()
+            yield from self._call(event, timeout_s)
+            for future in self._commit_callbacks.pending():
+                if not (yield DoneWait(future, max(0.0, deadline - time.monotonic()))):
+                    raise KafkaTimeoutError("earlier asynchronous commits did not finish in time")
+            self._commit_callbacks.run_completed()
 
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
         callback: CommitCallback | None = None,
-    ) -> None:
+    ) -> Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Commit without waiting; ``callback(offsets, error)`` runs on this thread during a
-        later poll(), commit or close(), in commit order. Failures are never retried."""
+        later poll(), commit or close(), in commit order. Failures are never retried.
+
+        Returns the commit's future (the committed offsets, or the error); nothing needs to
+        wait on it."""
         with self._in_use():
             event = CommitEvent(2**62, offsets=self._normalize(offsets), sync=False)
             self._thread.submit(event)
-            self._async_commits.append((event.future, callback))
+            self._commit_callbacks.add(event.future, callback)
+            future: Future[dict[TopicPartition, OffsetAndMetadata]] = event.future
+            return future
 
     @staticmethod
     def _normalize(
@@ -732,9 +668,10 @@ class Consumer(Closeable):
             result[tp] = meta
         return result
 
+    @blocking
     def committed(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    ) -> Steps[dict[TopicPartition, OffsetAndMetadata | None]]:
         """The committed offsets of ``partitions`` (None where nothing was committed).
 
         Raises:
@@ -746,7 +683,7 @@ class Consumer(Closeable):
             wanted = list(dict.fromkeys(partitions))
             if not wanted:
                 return {}
-            result: dict[TopicPartition, OffsetAndMetadata | None] = self._call(
+            result: dict[TopicPartition, OffsetAndMetadata | None] = yield from self._call(
                 FetchCommittedOffsetsEvent(self._deadline_ms(timeout_s), partitions=wanted), timeout_s
             )
             return {tp: result.get(tp) for tp in wanted}
@@ -755,7 +692,7 @@ class Consumer(Closeable):
 
     def _list_offsets(
         self, timestamps: dict[TopicPartition, int], timeout: float | None
-    ) -> dict[TopicPartition, OffsetResult]:
+    ) -> Steps[dict[TopicPartition, OffsetResult]]:
         with self._in_use():
             timeout_s = self._timeout_s(timeout)
             if not timestamps:
@@ -763,12 +700,13 @@ class Consumer(Closeable):
             event = ListOffsetsEvent(
                 self._deadline_ms(timeout_s), timestamps=timestamps, require_timestamp=True
             )
-            result: dict[TopicPartition, OffsetResult] = self._call(event, timeout_s)
+            result: dict[TopicPartition, OffsetResult] = yield from self._call(event, timeout_s)
             return result
 
+    @blocking
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    ) -> Steps[dict[TopicPartition, OffsetAndTimestamp | None]]:
         """For each partition, the earliest offset whose timestamp is >= the given one
         (milliseconds), or None if there is none.
 
@@ -779,29 +717,31 @@ class Consumer(Closeable):
         for tp, ts in timestamps.items():
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise ValueError(f"timestamp for {tp} must be a non-negative int (ms), got {ts!r}")
-        result = self._list_offsets(dict(timestamps), timeout)
+        result = yield from self._list_offsets(dict(timestamps), timeout)
         return {
             tp: None if (r := result.get(tp)) is None else OffsetAndTimestamp(r[0], r[1], r[2])
             for tp in timestamps
         }
 
+    @blocking
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
+    ) -> Steps[dict[TopicPartition, int]]:
         """The first offset of each partition."""
-        return self._ends(partitions, -2, timeout)
+        return (yield from self._ends(partitions, -2, timeout))
 
+    @blocking
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> dict[TopicPartition, int]:
+    ) -> Steps[dict[TopicPartition, int]]:
         """The offset after the last record of each partition (the LSO under read_committed)."""
-        return self._ends(partitions, -1, timeout)
+        return (yield from self._ends(partitions, -1, timeout))
 
     def _ends(
         self, partitions: Iterable[TopicPartition], which: int, timeout: float | None
-    ) -> dict[TopicPartition, int]:
+    ) -> Steps[dict[TopicPartition, int]]:
         wanted = list(dict.fromkeys(partitions))
-        result = self._list_offsets({tp: which for tp in wanted}, timeout)
+        result = yield from self._list_offsets({tp: which for tp in wanted}, timeout)
         out: dict[TopicPartition, int] = {}
         for tp in wanted:
             r = result.get(tp)
@@ -819,7 +759,8 @@ class Consumer(Closeable):
 
     # -- metadata ----------------------------------------------------------------------------------
 
-    def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+    @blocking
+    def partitions_for(self, topic: str, timeout: float | None = None) -> Steps[list[PartitionInfo]]:
         """The partitions of ``topic`` (empty if it does not exist).
 
         As Java's ``partitionsFor``, a lost connection or a leader election is retried until
@@ -828,18 +769,19 @@ class Consumer(Closeable):
         :class:`TopicAuthorizationFailedError`) is raised at once."""
         with self._in_use():
             timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = self._call(
+            answer: MetadataAnswer = yield from self._call(
                 TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s
             )
             info = answer.topics.get(topic)
             return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
 
-    def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
+    @blocking
+    def list_topics(self, timeout: float | None = None) -> Steps[dict[str, list[PartitionInfo]]]:
         """Every topic the consumer may read, with its partitions; failures are retried
         until ``timeout`` as in :meth:`partitions_for`."""
         with self._in_use():
             timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = self._call(
+            answer: MetadataAnswer = yield from self._call(
                 TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s
             )
             return {
@@ -852,15 +794,10 @@ class Consumer(Closeable):
 
     def wakeup(self) -> None:
         """Interrupt the current blocking call, or the next one, with WakeupError. Any thread."""
-        with self._wakeup_lock:
-            waiting = self._waiting_on
-            if waiting is not None and not waiting.done():
-                fail(waiting, WakeupError("the consumer was woken up by wakeup()"))
-            else:
-                self._wakeup_requested = True
-        self._fetch_buffer.wakeup()
+        self._wakeup.wakeup()
 
-    def close(self, timeout: float = 30.0) -> None:
+    @blocking
+    def close(self, timeout: float = 30.0) -> Steps[None]:
         """Commit consumed offsets (with auto-commit), finish pending commits and stop the
         network thread, all within ``timeout`` seconds. Idempotent."""
         self._acquire()
@@ -869,15 +806,14 @@ class Consumer(Closeable):
                 return  # closed already, or close() called again from a callback of this close
             deadline = time.monotonic() + timeout_seconds(timeout, 30.0)
             self._closing = True
-            with self._wakeup_lock:
-                self._wakeup_requested = False
+            self._wakeup.clear()
             if self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
             ):
                 # Leaving commits (with auto-commit) and runs the revocation callback.
                 try:
-                    self._leave_group(max(0.0, deadline - time.monotonic()), on_close=True)
+                    yield from self._leave_group(max(0.0, deadline - time.monotonic()), on_close=True)
                 except Exception as exc:
                     log.warning("%s: error while leaving the group on close: %s", self.client_id, exc)
             elif self._config.auto_commit and self._subscription.all_consumed():
@@ -885,25 +821,21 @@ class Consumer(Closeable):
                 event = CommitEvent(self._deadline_ms(remaining), offsets=None, sync=True)
                 try:
                     self._thread.submit(event)
-                    event.future.result(timeout=remaining)
-                except (KafkaError, FutureTimeoutError) as exc:
+                    yield FutureWait(event.future, remaining, "the commit on close")
+                except KafkaError as exc:
                     log.warning("%s: commit on close failed: %s", self.client_id, exc)
             # Only now is the consumer closed: the revocation callbacks above may still call
             # commit_sync() and the other methods, as they may in Java.
             self._closed = True
-            self._thread.close(max(0.0, deadline - time.monotonic()))
-            self._run_commit_callbacks_after_close()
+            remaining = max(0.0, deadline - time.monotonic())
+            yield DoneWait(self._thread.request_close(remaining), remaining + 1.0)
+            self._commit_callbacks.run_after_close()
         finally:
             self._closed = True
             self._release()
 
-    def _run_commit_callbacks_after_close(self) -> None:
-        for future, _ in self._async_commits:
-            if not future.done():
-                fail(future, KafkaError("the consumer closed before the commit completed"))
-        self._run_commit_callbacks()
-
-    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
+    @blocking
+    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> Steps[dict[str, dict[str, float]]]:
         """The consumer's metrics, with Java's names and meanings: ``{group: {name: value}}``.
 
         Groups: ``consumer-metrics`` (poll timing, network I/O), ``consumer-fetch-manager-metrics``
@@ -928,8 +860,8 @@ class Consumer(Closeable):
             event = MetricsSnapshotEvent(self._deadline_ms(timeout_s))
             self._thread.submit(event)
             try:
-                network = event.future.result(timeout=timeout_s)
-            except (FutureTimeoutError, KafkaError) as exc:
+                network = yield FutureWait(event.future, timeout_s, "metrics()")
+            except KafkaError as exc:
                 log.debug("%s: metrics of the network thread not received in time: %s", self.client_id, exc)
             else:
                 self._network_metrics = network

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kaflux.consumer.completed_fetch import CompletedFetch
 from kaflux.structs import TopicPartition
@@ -28,6 +28,8 @@ class FetchBuffer:
         self._parked: list[CompletedFetch] = []
         self._bytes = 0
         self._woken = False
+        #: called (outside the lock) when data arrives or on wakeup: an event loop's (:meth:`watch`)
+        self._waiter: Callable[[], None] | None = None
 
     # -- network thread --------------------------------------------------------------------
 
@@ -38,6 +40,9 @@ class FetchBuffer:
                 self._completed.append(fetch)
                 self._bytes += fetch.size_bytes
             self._cond.notify_all()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter()
 
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data not yet consumed (these are not fetched again)."""
@@ -104,6 +109,9 @@ class FetchBuffer:
             self._completed.extendleft(reversed(back))
             if back:
                 self._cond.notify_all()
+            waiter = self._waiter if back else None
+        if waiter is not None:
+            waiter()
 
     def requeue_front(self, fetch: CompletedFetch) -> None:
         """Put back a fetch taken with :meth:`poll` that cannot be read now (paused)."""
@@ -127,10 +135,37 @@ class FetchBuffer:
             return bool(self._completed)
 
     def wakeup(self) -> None:
-        """Cut short an :meth:`await_not_empty` (any thread)."""
+        """Cut short an :meth:`await_not_empty`, or an event loop's wait (any thread)."""
         with self._cond:
             self._woken = True
             self._cond.notify_all()
+            waiter = self._waiter
+        if waiter is not None:
+            waiter()
+
+    # -- waiting on an event loop (``kaflux.blocking.Signal``) --------------------------------
+
+    def await_signal(self, timeout_s: float) -> bool:
+        """:meth:`await_not_empty`, as a blocking driver waits on a signal."""
+        return self.await_not_empty(timeout_s)
+
+    def watch(self, waiter: Callable[[], None]) -> bool:
+        """Call ``waiter`` (on the thread that adds data or wakes) whenever data arrives or
+        :meth:`wakeup` is called, until :meth:`unwatch`: how an event loop waits for data with
+        no thread of its own (``kaflux.aio``). Returns whether data or a wakeup is there
+        already. Consumes the wakeup, as :meth:`await_not_empty` does."""
+        with self._cond:
+            self._waiter = waiter
+            ready = bool(self._completed) or self._woken
+            self._woken = False
+            return ready
+
+    def unwatch(self, waiter: Callable[[], None]) -> None:
+        """Stop calling ``waiter``; a wakeup that came meanwhile is consumed."""
+        with self._cond:
+            if self._waiter is waiter:
+                self._waiter = None
+            self._woken = False
 
     def retain_all(self, partitions: set[TopicPartition]) -> None:
         """Drop buffered data of partitions not in ``partitions`` (after an assignment change)."""

@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from kaflux.errors import KafkaConnectionError, KafkaError
@@ -69,6 +70,8 @@ class NetworkThread(threading.Thread):
         self._processor = processor
         self._close_deadline_ms: int | None = None
         self._closed = threading.Event()
+        #: completed when the loop stopped (an event loop awaits it: ``kaflux.aio``)
+        self._stopped: Future[None] = Future()
         #: how long the app may wait before the managers need it (for poll timeouts)
         self.max_time_to_wait_ms = MAX_POLL_TIMEOUT_MS
         #: when the current I/O wait ends (0 while the loop is busy); lets producers skip
@@ -98,10 +101,19 @@ class NetworkThread(threading.Thread):
     def close(self, timeout_s: float) -> bool:
         """Let the managers finish (bounded by ``timeout_s``), then stop; True if it stopped."""
         if self.is_alive():
-            self._close_deadline_ms = monotonic_ms() + int(timeout_s * 1000)
-            self.delegate.client.wakeup()
+            self.request_close(timeout_s)
             self._closed.wait(max(0.0, timeout_s) + 1.0)
         return not self.is_alive() or self._closed.is_set()
+
+    def request_close(self, timeout_s: float) -> Future[None]:
+        """:meth:`close` without the wait: the future completes once the loop stopped (at
+        once if it is not running)."""
+        if self.is_alive():
+            self._close_deadline_ms = monotonic_ms() + int(timeout_s * 1000)
+            self.delegate.client.wakeup()
+        elif not self._stopped.done():
+            self._stopped.set_result(None)
+        return self._stopped
 
     # -- network thread ----------------------------------------------------------------------
 
@@ -212,3 +224,5 @@ class NetworkThread(threading.Thread):
             log.exception("%s: error while closing", self.name)
         finally:
             self._closed.set()
+            if not self._stopped.done():
+                self._stopped.set_result(None)

@@ -243,6 +243,8 @@ class RecordAccumulator:
         self._all: set[ProducerBatch] = set()
         self._flushing = 0
         self._closing = False
+        #: called (outside the lock) whenever a batch is deallocated: event loops' waiters
+        self._waiters: list[Callable[[], None]] = []
 
     @property
     def compression(self) -> int:
@@ -422,6 +424,32 @@ class RecordAccumulator:
                 self._cond.wait(remaining)
             return True
 
+    def has_room(self) -> bool:
+        """Whether a new batch (``batch.size`` bytes) fits in ``buffer.memory`` now."""
+        with self._lock:
+            return not self._must_wait(self._batch_size)
+
+    def await_room(self, deadline_s: float, clock_s: Callable[[], float]) -> bool:
+        """Wait until a new batch fits (True) or ``deadline_s`` passes (False)."""
+        with self._lock:
+            while self._must_wait(self._batch_size):
+                remaining = deadline_s - clock_s()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def watch(self, waiter: Callable[[], None]) -> None:
+        """Call ``waiter`` (on the network thread) each time a batch is finished and its memory
+        freed, until :meth:`unwatch`: how an event loop waits on this buffer."""
+        with self._lock:
+            self._waiters = [*self._waiters, waiter]
+
+    def unwatch(self, waiter: Callable[[], None]) -> None:
+        """Stop calling ``waiter``."""
+        with self._lock:
+            self._waiters = [w for w in self._waiters if w is not waiter]
+
     def close(self) -> None:
         """From now on every batch is ready immediately."""
         with self._lock:
@@ -547,6 +575,9 @@ class RecordAccumulator:
             self._used_bytes -= batch.size
             self._incomplete_batches -= 1
             self._cond.notify_all()
+            waiters = self._waiters
+        for waiter in waiters:  # a copy-on-write list: safe to iterate outside the lock
+            waiter()
 
     def has_unsent(self) -> bool:
         """Whether any batch waits to be sent."""
@@ -589,3 +620,33 @@ class RecordAccumulator:
         for batch in batches:
             batch.fail(error)
             self.deallocate(batch)
+
+
+class BufferSignal:
+    """A :class:`~kaflux.blocking.Signal` over the accumulator: signalled when every batch is
+    complete (``all_complete``, for ``flush()``) or when a new batch fits in ``buffer.memory``."""
+
+    def __init__(
+        self, accumulator: RecordAccumulator, clock_s: Callable[[], float], *, all_complete: bool
+    ) -> None:
+        self._accumulator = accumulator
+        self._clock_s = clock_s
+        self._all_complete = all_complete
+
+    def _ready(self) -> bool:
+        if self._all_complete:
+            return not self._accumulator.has_incomplete()
+        return self._accumulator.has_room()
+
+    def await_signal(self, timeout_s: float) -> bool:
+        deadline = self._clock_s() + timeout_s
+        if self._all_complete:
+            return self._accumulator.await_all_complete(deadline, self._clock_s)
+        return self._accumulator.await_room(deadline, self._clock_s)
+
+    def watch(self, waiter: Callable[[], None]) -> bool:
+        self._accumulator.watch(waiter)
+        return self._ready()
+
+    def unwatch(self, waiter: Callable[[], None]) -> None:
+        self._accumulator.unwatch(waiter)

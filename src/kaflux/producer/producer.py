@@ -23,9 +23,9 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
+from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking, run_sync
 from kaflux.closeable import Closeable
 from kaflux.config import ProducerConfig
 from kaflux.errors import (
@@ -42,21 +42,17 @@ from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.producer.accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator
-from kaflux.producer.events import (
-    MetricsSnapshotEvent,
-    PartitionCountEvent,
-    ProducerEventProcessor,
-    TransactionalEvent,
-)
+from kaflux.producer.accumulator import BATCH_OVERHEAD, BufferSignal, ProducerBatch, RecordAccumulator
+from kaflux.producer.event_processor import ProducerEventProcessor
+from kaflux.producer.events import MetricsSnapshotEvent, TopicPartitionsEvent, TransactionalEvent
 from kaflux.producer.futures import BatchFuture, DeliveryCallback
 from kaflux.producer.partitioner import StickyPartitioner
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionManager, TxnState
 from kaflux.records import codec_id
 from kaflux.records.encode import load_encoder
-from kaflux.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
-from kaflux.timeouts import MAX_TIMEOUT_S, await_future, timeout_seconds
+from kaflux.structs import OffsetAndMetadata, PartitionInfo, RecordMetadata, TopicPartition
+from kaflux.timeouts import MAX_TIMEOUT_S, timeout_seconds
 
 Serializer = Callable[[Any], bytes | None]
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
@@ -201,6 +197,8 @@ class Producer(Closeable):
         self._max_value = max(0, self._max_record - 2**16)
         self._append = self._accumulator.append
         self._ignore_keys = config_.partitioner_ignore_keys
+        self._all_complete = BufferSignal(self._accumulator, time.monotonic, all_complete=True)
+        self._room = BufferSignal(self._accumulator, time.monotonic, all_complete=False)
         self._closed = False
         self._thread.start()
 
@@ -343,20 +341,54 @@ class Producer(Closeable):
 
     def _partitions(self, topic: str, deadline: float) -> list[TopicPartition]:
         """The partitions of ``topic``, from the network thread's metadata (once per topic)."""
+        run_sync(self._lookup_partitions(topic, deadline))
+        return self._topics[topic]
+
+    def _lookup_partitions(self, topic: str, deadline: float) -> Steps[list[PartitionInfo]]:
+        """Ask the network thread for the partitions of ``topic`` and remember them."""
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-        event = PartitionCountEvent(topic, monotonic_ms() + int((deadline - time.monotonic()) * 1000))
+        event = TopicPartitionsEvent(topic, monotonic_ms() + int((deadline - time.monotonic()) * 1000))
         self._thread.submit(event)
-        count = await_future(
+        infos: list[PartitionInfo] = yield FutureWait(
             event.future,
             max(0.0, deadline - time.monotonic()) + 1.0,
             f"fetching metadata for topic {topic!r} (bounded by max.block.ms)",
         )
-        partitions = [TopicPartition(topic, p) for p in range(count)]
-        self._topics[topic] = partitions
-        return partitions
+        self._topics[topic] = [TopicPartition(topic, p) for p in range(len(infos))]
+        return infos
 
-    def flush(self, timeout: float | None = None) -> None:
+    @blocking
+    def partitions_for(self, topic: str, timeout: float | None = None) -> Steps[list[PartitionInfo]]:
+        """The partitions of ``topic``, sorted, from cluster metadata (as Java's
+        ``partitionsFor``); afterwards :meth:`send` to ``topic`` never waits for metadata.
+
+        Raises:
+            KafkaTimeoutError: the topic was not found within ``timeout`` seconds (default
+                ``max.block.ms``).
+            TopicAuthorizationFailedError / ...: an error retrying will not cure.
+        """
+        if self._closed:
+            raise IllegalStateError("partitions_for() after close(); create a new Producer")
+        deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
+        return (yield from self._lookup_partitions(topic, deadline))
+
+    @blocking
+    def await_buffer_space(self, timeout: float | None = None) -> Steps[bool]:
+        """Wait until ``buffer.memory`` has room for a new batch (True), or ``timeout``
+        seconds (default ``max.block.ms``) pass (False). :meth:`send` waits so itself; with
+        ``max.block.ms=0`` (sends that never block, failing with KafkaTimeoutError when the
+        buffer is full) this is how to wait before sending again."""
+        deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
+        while not self._accumulator.has_room():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            yield SignalWait(self._room, remaining)
+        return True
+
+    @blocking
+    def flush(self, timeout: float | None = None) -> Steps[None]:
         """Send everything queued so far and wait for the results (not for success).
 
         Raises:
@@ -366,12 +398,16 @@ class Producer(Closeable):
         self._accumulator.begin_flush()
         try:
             self._thread.wakeup()
-            if not self._accumulator.await_all_complete(deadline, time.monotonic):
-                raise KafkaTimeoutError(f"flush() did not complete within {timeout} s")
+            while self._accumulator.has_incomplete():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"flush() did not complete within {timeout} s")
+                yield SignalWait(self._all_complete, remaining)
         finally:
             self._accumulator.end_flush()
 
-    def close(self, timeout: float | None = None) -> None:
+    @blocking
+    def close(self, timeout: float | None = None) -> Steps[None]:
         """Deliver what is pending (bounded by ``timeout`` seconds, default unbounded), then
         stop. Every record sent before is either delivered or failed when this returns.
         An open transaction is aborted first (as Java's producer does). Idempotent."""
@@ -382,21 +418,25 @@ class Producer(Closeable):
         tm = self._tm
         if tm is not None and self._transactional and tm.has_ongoing_transaction and not tm.has_fatal_error:
             try:
-                self.abort_transaction(max(0.0, deadline - time.monotonic()))
+                yield from self._transactional_call(
+                    lambda tm: tm.begin_abort(), max(0.0, deadline - time.monotonic()), "abort_transaction()"
+                )
             except KafkaError:
                 pass  # closing anyway; the coordinator aborts it at transaction.timeout.ms
         self._closed = True
         try:
-            self.flush(max(0.0, deadline - time.monotonic()))
+            yield from Producer.flush.steps(self, max(0.0, deadline - time.monotonic()))
         except KafkaTimeoutError:
             pass
         finally:
-            self._thread.close(max(0.0, deadline - time.monotonic()))
+            remaining = max(0.0, deadline - time.monotonic())
+            yield DoneWait(self._thread.request_close(remaining), remaining + 1.0)
             self._accumulator.fail_all(KafkaError("the producer was closed before the record was sent"))
 
     # -- transactions -------------------------------------------------------------------------
 
-    def init_transactions(self, timeout: float | None = None) -> None:
+    @blocking
+    def init_transactions(self, timeout: float | None = None) -> Steps[None]:
         """Get the producer id and epoch of ``transactional.id``, fencing older producers with
         the same id and completing (aborting) a transaction one of them left open. Call once,
         before the first transaction. If it times out, call it again: it resumes.
@@ -406,23 +446,27 @@ class Producer(Closeable):
             InvalidTxnStateError: no transactional.id, or already called.
             ProducerFencedError / TransactionalIdAuthorizationFailedError / ...: fatal; close.
         """
-        self._transactional_call(lambda tm: tm.initialize_transactions(), timeout, "init_transactions()")
+        yield from self._transactional_call(
+            lambda tm: tm.initialize_transactions(), timeout, "init_transactions()"
+        )
 
-    def begin_transaction(self) -> None:
+    @blocking
+    def begin_transaction(self) -> Steps[None]:
         """Start a transaction: the records sent until commit or abort belong to it.
 
         Raises:
             InvalidTxnStateError: not after init_transactions(), or a transaction is open.
             TransactionAbortableError / ProducerFencedError / ...: an earlier error.
         """
-        self._transactional_call(lambda tm: tm.begin_transaction(), None, "begin_transaction()")
+        yield from self._transactional_call(lambda tm: tm.begin_transaction(), None, "begin_transaction()")
 
+    @blocking
     def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: Any,
         timeout: float | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         """Commit ``offsets`` (the *next* offsets to consume) for the consumer group of
         ``group_metadata`` (``Consumer.group_metadata()``) as part of the transaction: they
         count only if it commits. The group's coordinator checks the generation and member id,
@@ -452,13 +496,14 @@ class Producer(Closeable):
         if not checked:
             return
         group: GroupMetadataLike = group_metadata
-        self._transactional_call(
+        yield from self._transactional_call(
             lambda tm: tm.send_offsets_to_transaction(checked, group),
             timeout,
             "send_offsets_to_transaction()",
         )
 
-    def commit_transaction(self, timeout: float | None = None) -> None:
+    @blocking
+    def commit_transaction(self, timeout: float | None = None) -> Steps[None]:
         """Flush the transaction's records and commit it. If it times out, call it again.
 
         Raises:
@@ -467,9 +512,10 @@ class Producer(Closeable):
             TransactionAbortableError: a record or the commit failed: abort_transaction().
             ProducerFencedError / ...: fatal; close the producer.
         """
-        self._transactional_call(lambda tm: tm.begin_commit(), timeout, "commit_transaction()")
+        yield from self._transactional_call(lambda tm: tm.begin_commit(), timeout, "commit_transaction()")
 
-    def abort_transaction(self, timeout: float | None = None) -> None:
+    @blocking
+    def abort_transaction(self, timeout: float | None = None) -> Steps[None]:
         """Abort the transaction: unsent records fail with TransactionAbortedError, written
         ones are hidden from read_committed consumers. If it times out, call it again.
 
@@ -478,14 +524,14 @@ class Producer(Closeable):
             InvalidTxnStateError: no open transaction.
             ProducerFencedError / ...: fatal; close the producer.
         """
-        self._transactional_call(lambda tm: tm.begin_abort(), timeout, "abort_transaction()")
+        yield from self._transactional_call(lambda tm: tm.begin_abort(), timeout, "abort_transaction()")
 
     def _transactional_call(
         self,
         operation: Callable[[TransactionManager], Future[None] | None],
         timeout: float | None,
         what: str,
-    ) -> None:
+    ) -> Steps[None]:
         if self._closed:
             raise IllegalStateError(f"{what} after close(); create a new Producer")
         tm = self._tm
@@ -494,11 +540,11 @@ class Producer(Closeable):
         deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
         event = TransactionalEvent(operation)
         self._thread.submit(event)
-        pending = await_future(event.future, max(0.0, deadline - time.monotonic()) + 1.0, what)
+        pending = yield FutureWait(event.future, max(0.0, deadline - time.monotonic()) + 1.0, what)
         if pending is None:
             return
         try:
-            await_future(pending, max(0.0, deadline - time.monotonic()), what)
+            yield FutureWait(pending, max(0.0, deadline - time.monotonic()), what)
         except KafkaTimeoutError:
             raise
         except KafkaError as error:
@@ -516,7 +562,8 @@ class Producer(Closeable):
         """The transaction manager's state (Java's names), None without idempotence."""
         return None if self._tm is None else self._tm.state.name
 
-    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
+    @blocking
+    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> Steps[dict[str, dict[str, float]]]:
         """The producer's metrics, with Java's names and meanings: ``{group: {name: value}}``.
 
         Groups: ``producer-metrics`` (records, batches and requests sent, latency, queue time,
@@ -535,8 +582,8 @@ class Producer(Closeable):
             event = MetricsSnapshotEvent()
             self._thread.submit(event)
             try:
-                network = event.future.result(timeout=max(0.0, timeout))
-            except (FutureTimeoutError, KafkaError):
+                network = yield FutureWait(event.future, max(0.0, timeout), "metrics()")
+            except KafkaError:
                 pass  # the last snapshot will do
             else:
                 self._network_metrics = network

@@ -1,4 +1,4 @@
-"""ApplicationEventProcessor: every event reaches its target; expiry and close."""
+"""ApplicationEventProcessor (consumer/event_processor.py): every event reaches its target; expiry and close."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from fakes import COORDINATOR_LOAD_IN_PROGRESS, ClientSide, FakeCluster, connect, exact_backoff
 
-from kaflux.consumer.application_event_processor import ApplicationEventProcessor
 from kaflux.consumer.commit_request_manager import CommitRequestManager
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+from kaflux.consumer.event_processor import ApplicationEventProcessor
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
     CheckAndUpdatePositionsEvent,
