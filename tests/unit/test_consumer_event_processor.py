@@ -1,4 +1,4 @@
-"""ApplicationEventProcessor (consumer/event_processor.py): every event reaches its target; expiry and close."""
+"""ApplicationEventProcessor (consumer/event_processor.py): events reach their targets; expiry, close."""
 
 from __future__ import annotations
 

@@ -8,6 +8,13 @@ and handles background events (errors) between waits. ``wakeup()`` and ``metrics
 only methods other threads may call: wakeup() fails the future being waited on, or the next
 one, with WakeupError.
 
+The facade keeps the public API; the jobs behind it have modules of their own: the single-user
+guard (``access.py``), wakeup (``wakeup.py``), background events (``background_events.py``),
+listener and commit callbacks (``callback_invokers.py``), the offset and metadata calls
+(``offset_calls.py``, mixed in) and the poll metrics (``consumer_metrics.py``). Each blocking
+call is written once as wait steps (:mod:`kaflux.blocking`): this class runs them blocking,
+``kaflux.aio.AsyncConsumer`` awaits them on an event loop.
+
 Metrics. Each thread records into a registry of its own: this thread the time between polls
 and what poll() returns (records, bytes, lag), the network thread its requests, the group and
 the network I/O. ``metrics()`` merges this thread's registry with a snapshot of the network
@@ -22,62 +29,55 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking, run_sync
 from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
+from kaflux.consumer.access import SingleThreadGuard
 from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
 from kaflux.consumer.background_events import BackgroundEventHandler
 from kaflux.consumer.callback_invokers import CommitCallback, CommitCallbackInvoker, RebalanceListenerInvoker
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.components import build_consumer_components
+from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
-    CheckAndUpdatePositionsEvent,
     CommitEvent,
     CompletableEvent,
     EnforceRebalanceEvent,
-    FetchCommittedOffsetsEvent,
     GroupStateEvent,
     LeaveGroupEvent,
-    ListOffsetsEvent,
     MetricsSnapshotEvent,
     PollEvent,
     SubscriptionChangeEvent,
-    TopicMetadataEvent,
 )
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.membership.group import GroupMetadata, GroupState
-from kaflux.consumer.offsets_request_manager import OffsetResult
+from kaflux.consumer.offset_calls import OffsetCalls
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.consumer.subscription_state import (
     FetchPosition,
-    FetchState,
     ResetStrategy,
     SubscriptionState,
     SubscriptionType,
 )
 from kaflux.consumer.wakeup import WakeupTrigger
 from kaflux.errors import (
-    ConcurrentAccessError,
     IllegalStateError,
     InvalidGroupIdError,
     KafkaError,
-    KafkaTimeoutError,
 )
-from kaflux.metrics.clients import KAFLUX_CONSUMER_METRICS, NetworkMetrics, PollMetrics
+from kaflux.metrics.clients import NetworkMetrics, PollMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
-from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.records import RecordColumns, to_arrow
-from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
+from kaflux.structs import OffsetAndMetadata, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
 if TYPE_CHECKING:
@@ -87,14 +87,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 __all__ = ["METRICS_TIMEOUT_S", "CommitCallback", "Consumer"]
 _client_ids = itertools.count(1)
-_NO_THREAD = -1
 #: how long metrics() waits for the network thread's half by default, in seconds
 METRICS_TIMEOUT_S = 0.5
-
-
-def _gauge_of(read: Callable[[], int]) -> Callable[[int], float]:
-    """A gauge (a function of the time) reading a counter."""
-    return lambda now_ms: float(read())
 
 
 def _num_records(records: dict[TopicPartition, list[ConsumerRecord]]) -> int:
@@ -105,7 +99,7 @@ def _num_rows(columns: RecordColumns) -> int:
     return columns.num_rows
 
 
-class Consumer(Closeable):
+class Consumer(OffsetCalls, Closeable):
     """Reads records from Kafka partitions.
 
     Example::
@@ -176,8 +170,7 @@ class Consumer(Closeable):
             tally=True,
             read_committed=self._read_committed,
         )
-        self._poll_metrics = PollMetrics(self._metrics)
-        self._metrics_assignment = -1
+        self._poll_metrics = PollRecorder(PollMetrics(self._metrics), self._subscription, self._collector)
         self._thread = NetworkThread(
             f"kaflux-consumer-network-{self.client_id}", network.delegate, parts.managers, parts.processor
         )
@@ -185,61 +178,29 @@ class Consumer(Closeable):
             self._fetch_buffer, self._subscription, self._thread.submit
         )
         self._commit_callbacks = CommitCallbackInvoker(self.client_id)
-        self._owner = _NO_THREAD
-        self._depth = 0
-        self._owner_lock = threading.Lock()
+        self._guard = SingleThreadGuard()
         self._wakeup = WakeupTrigger(self._fetch_buffer.wakeup)
         self._closed = False
         self._closing = False
         self._records_returned = 0
-        self._add_kaflux_gauges()
+        add_kaflux_gauges(
+            self._metrics,
+            records_returned=lambda: self._records_returned,
+            fetch_requests=lambda: self._fetcher.fetches_sent,
+            fetch_buffer_bytes=self._fetch_buffer.size_bytes,
+            network_loops=lambda: self._thread.loop_count,
+            subscription=self._subscription,
+        )
         self._thread.start()
 
-    def _add_kaflux_gauges(self) -> None:
-        """kaflux's own counters (no Java equivalent), in ``kaflux-consumer-metrics``."""
-        group = KAFLUX_CONSUMER_METRICS
-        gauges: dict[str, Callable[[], int]] = {
-            "records-returned": lambda: self._records_returned,
-            "fetch-requests": lambda: self._fetcher.fetches_sent,
-            "fetch-buffer-bytes": self._fetch_buffer.size_bytes,
-            "network-loops": lambda: self._thread.loop_count,
-            "assigned-partitions": lambda: len(self._subscription.assigned_partitions()),
-            "partitions-awaiting-position": lambda: (
-                len(self._subscription.partitions_in_state(FetchState.AWAIT_RESET))
-                + len(self._subscription.partitions_in_state(FetchState.INITIALIZING))
-            ),
-        }
-        for name, read in gauges.items():
-            self._metrics.add_gauge(group, name, _gauge_of(read))
-
     # -- single-threaded access ---------------------------------------------------------------
-
-    def _acquire(self) -> None:
-        me = threading.get_ident()
-        with self._owner_lock:
-            if self._owner not in (_NO_THREAD, me):
-                raise ConcurrentAccessError(
-                    "this Consumer is being used by another thread; a consumer is not safe for "
-                    "concurrent use (only wakeup() may be called from other threads)"
-                )
-            self._owner = me
-            self._depth += 1
-
-    def _release(self) -> None:
-        with self._owner_lock:
-            self._depth -= 1
-            if self._depth == 0:
-                self._owner = _NO_THREAD
 
     @contextmanager
     def _in_use(self) -> Iterator[None]:
         """Hold the consumer as its only user, for one call on an open consumer."""
-        self._acquire()
-        try:
+        with self._guard:
             self._ensure_open()
             yield
-        finally:
-            self._release()
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -514,21 +475,7 @@ class Consumer(Closeable):
                         self._fetch_buffer, min(remaining, self._thread.max_time_to_wait_ms / 1000)
                     )
             finally:
-                self._record_poll()
-
-    def _record_poll(self) -> None:
-        """The metrics of the poll that ends: once per poll, whatever it returned."""
-        version = self._subscription.assignment_version
-        if version != self._metrics_assignment:
-            self._metrics_assignment = version
-            self._poll_metrics.retain_partitions(self._subscription.assigned_partitions())
-        tally = self._collector.tally
-        now_ms = time.monotonic() * 1000
-        if tally is None or not tally.records:
-            self._poll_metrics.poll_ended(now_ms)
-        else:
-            self._poll_metrics.poll_ended(now_ms, tally.records, tally.bytes, tally.lags)
-            tally.reset()
+                self._poll_metrics.poll_ended()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Yield records forever (polling in 1-second slices) until the consumer is closed."""
@@ -566,30 +513,6 @@ class Consumer(Closeable):
         """Move to the end (of all assigned partitions by default); resolved lazily."""
         self._reset(partitions, ResetStrategy.LATEST)
 
-    @blocking
-    def position(self, tp: TopicPartition, timeout: float | None = None) -> Steps[int]:
-        """The offset of the next record to be returned for ``tp``.
-
-        Raises:
-            IllegalStateError: ``tp`` is not assigned.
-            KafkaTimeoutError: the position could not be determined within ``timeout`` seconds.
-            NoOffsetForPartitionError: no committed offset and auto.offset.reset=none.
-        """
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            current = self._subscription.position(tp)
-            if current is not None and self._subscription.has_all_positions([tp]):
-                return current.offset
-            yield from self._call(
-                CheckAndUpdatePositionsEvent(self._deadline_ms(timeout_s), partitions=[tp]),
-                timeout_s,
-                f"position({tp})",
-            )
-            resolved = self._subscription.position(tp)
-            if resolved is None:
-                raise KafkaTimeoutError(f"the position of {tp} is not known yet")
-            return resolved.offset
-
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching these partitions; data already buffered is kept for :meth:`resume`.
 
@@ -613,182 +536,10 @@ class Consumer(Closeable):
 
     # -- commits -----------------------------------------------------------------------------------
 
-    @blocking
-    def commit_sync(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        timeout: float | None = None,
-    ) -> Steps[None]:
-        """Commit ``offsets`` (default: every consumed position) and wait, retrying retriable
-        errors until ``timeout``. Earlier asynchronous commits finish first and their callbacks run.
-
-        Raises:
-            CommitFailedError: the group no longer accepts this member's commits.
-            KafkaTimeoutError: not committed within ``timeout`` seconds.
-            InvalidGroupIdError: no group.id was configured.
-        """
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            deadline = time.monotonic() + timeout_s
-            event = CommitEvent(self._deadline_ms(timeout_s), offsets=self._normalize(offsets), sync=True)
-            yield from self._call(event, timeout_s)
-            for future in self._commit_callbacks.pending():
-                if not (yield DoneWait(future, max(0.0, deadline - time.monotonic()))):
-                    raise KafkaTimeoutError("earlier asynchronous commits did not finish in time")
-            self._commit_callbacks.run_completed()
-
-    def commit_async(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: CommitCallback | None = None,
-    ) -> Future[dict[TopicPartition, OffsetAndMetadata]]:
-        """Commit without waiting; ``callback(offsets, error)`` runs on this thread during a
-        later poll(), commit or close(), in commit order. Failures are never retried.
-
-        Returns the commit's future (the committed offsets, or the error); nothing needs to
-        wait on it."""
-        with self._in_use():
-            event = CommitEvent(2**62, offsets=self._normalize(offsets), sync=False)
-            self._thread.submit(event)
-            self._commit_callbacks.add(event.future, callback)
-            future: Future[dict[TopicPartition, OffsetAndMetadata]] = event.future
-            return future
-
-    @staticmethod
-    def _normalize(
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
-    ) -> dict[TopicPartition, OffsetAndMetadata] | None:
-        if offsets is None:
-            return None
-        result: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, value in offsets.items():
-            meta = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-            if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
-                raise ValueError(f"commit offset for {tp} must be a non-negative int, got {meta.offset!r}")
-            result[tp] = meta
-        return result
-
-    @blocking
-    def committed(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> Steps[dict[TopicPartition, OffsetAndMetadata | None]]:
-        """The committed offsets of ``partitions`` (None where nothing was committed).
-
-        Raises:
-            KafkaTimeoutError: no answer within ``timeout`` seconds.
-            InvalidGroupIdError: no group.id was configured.
-        """
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            wanted = list(dict.fromkeys(partitions))
-            if not wanted:
-                return {}
-            result: dict[TopicPartition, OffsetAndMetadata | None] = yield from self._call(
-                FetchCommittedOffsetsEvent(self._deadline_ms(timeout_s), partitions=wanted), timeout_s
-            )
-            return {tp: result.get(tp) for tp in wanted}
-
-    # -- offset lookups ----------------------------------------------------------------------------
-
-    def _list_offsets(
-        self, timestamps: dict[TopicPartition, int], timeout: float | None
-    ) -> Steps[dict[TopicPartition, OffsetResult]]:
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            if not timestamps:
-                return {}
-            event = ListOffsetsEvent(
-                self._deadline_ms(timeout_s), timestamps=timestamps, require_timestamp=True
-            )
-            result: dict[TopicPartition, OffsetResult] = yield from self._call(event, timeout_s)
-            return result
-
-    @blocking
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
-    ) -> Steps[dict[TopicPartition, OffsetAndTimestamp | None]]:
-        """For each partition, the earliest offset whose timestamp is >= the given one
-        (milliseconds), or None if there is none.
-
-        Raises:
-            ValueError: a timestamp is negative.
-            KafkaTimeoutError: no answer within ``timeout`` seconds.
-        """
-        for tp, ts in timestamps.items():
-            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                raise ValueError(f"timestamp for {tp} must be a non-negative int (ms), got {ts!r}")
-        result = yield from self._list_offsets(dict(timestamps), timeout)
-        return {
-            tp: None if (r := result.get(tp)) is None else OffsetAndTimestamp(r[0], r[1], r[2])
-            for tp in timestamps
-        }
-
-    @blocking
-    def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> Steps[dict[TopicPartition, int]]:
-        """The first offset of each partition."""
-        return (yield from self._ends(partitions, -2, timeout))
-
-    @blocking
-    def end_offsets(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
-    ) -> Steps[dict[TopicPartition, int]]:
-        """The offset after the last record of each partition (the LSO under read_committed)."""
-        return (yield from self._ends(partitions, -1, timeout))
-
-    def _ends(
-        self, partitions: Iterable[TopicPartition], which: int, timeout: float | None
-    ) -> Steps[dict[TopicPartition, int]]:
-        wanted = list(dict.fromkeys(partitions))
-        result = yield from self._list_offsets({tp: which for tp in wanted}, timeout)
-        out: dict[TopicPartition, int] = {}
-        for tp in wanted:
-            r = result.get(tp)
-            if r is None:
-                raise KafkaError(
-                    f"the broker returned no {'end' if which == -1 else 'beginning'} offset for {tp}"
-                )
-            out[tp] = r[0]
-        return out
-
     def current_lag(self, tp: TopicPartition) -> int | None:
         """Records between the position and the end of ``tp`` as of the last fetch, without
         a network call; None while unknown."""
         return self._guarded(lambda: self._subscription.lag(tp, self._read_committed))
-
-    # -- metadata ----------------------------------------------------------------------------------
-
-    @blocking
-    def partitions_for(self, topic: str, timeout: float | None = None) -> Steps[list[PartitionInfo]]:
-        """The partitions of ``topic`` (empty if it does not exist).
-
-        As Java's ``partitionsFor``, a lost connection or a leader election is retried until
-        ``timeout`` (default ``default.api.timeout.ms``), then :class:`KafkaTimeoutError`
-        names the last failure; an error retrying cannot cure (e.g.
-        :class:`TopicAuthorizationFailedError`) is raised at once."""
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = yield from self._call(
-                TopicMetadataEvent(self._deadline_ms(timeout_s), topic=topic), timeout_s
-            )
-            info = answer.topics.get(topic)
-            return [] if info is None else [info.partitions[p] for p in sorted(info.partitions)]
-
-    @blocking
-    def list_topics(self, timeout: float | None = None) -> Steps[dict[str, list[PartitionInfo]]]:
-        """Every topic the consumer may read, with its partitions; failures are retried
-        until ``timeout`` as in :meth:`partitions_for`."""
-        with self._in_use():
-            timeout_s = self._timeout_s(timeout)
-            answer: MetadataAnswer = yield from self._call(
-                TopicMetadataEvent(self._deadline_ms(timeout_s), topic=None), timeout_s
-            )
-            return {
-                name: [info.partitions[p] for p in sorted(info.partitions)]
-                for name, info in sorted(answer.topics.items())
-                if not (info.is_internal and self._config.exclude_internal_topics)
-            }
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -800,7 +551,7 @@ class Consumer(Closeable):
     def close(self, timeout: float = 30.0) -> Steps[None]:
         """Commit consumed offsets (with auto-commit), finish pending commits and stop the
         network thread, all within ``timeout`` seconds. Idempotent."""
-        self._acquire()
+        self._guard.acquire()
         try:
             if self._closed or self._closing:
                 return  # closed already, or close() called again from a callback of this close
@@ -832,7 +583,7 @@ class Consumer(Closeable):
             self._commit_callbacks.run_after_close()
         finally:
             self._closed = True
-            self._release()
+            self._guard.release()
 
     @blocking
     def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> Steps[dict[str, dict[str, float]]]:
