@@ -147,13 +147,14 @@ class LoopGuard:
         self._lock = threading.Lock()
 
     def check_thread(self) -> None:
-        """For plain methods: refuse a thread other than the loop's while a coroutine is pending."""
-        with self._lock:
-            if self._pending and threading.get_ident() != self._thread:
-                raise ConcurrentAccessError(
-                    f"this {self._client} has a coroutine pending on its event loop; it may not be "
-                    "used from another thread meanwhile (call it from the loop's thread)"
-                )
+        """For plain methods: refuse a thread other than the loop's while a coroutine is pending.
+        (Lock-free: two int reads; a coroutine that starts or ends meanwhile makes no difference
+        to a caller that is misusing the client either way.)"""
+        if self._pending and threading.get_ident() != self._thread:
+            raise ConcurrentAccessError(
+                f"this {self._client} has a coroutine pending on its event loop; it may not be "
+                "used from another thread meanwhile (call it from the loop's thread)"
+            )
 
     def enter(self) -> None:
         """A coroutine starts on the running loop."""

@@ -12,6 +12,7 @@ bridged to the loop only when awaited.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Mapping
 from types import TracebackType
@@ -23,6 +24,10 @@ from kaflux.errors import KafkaTimeoutError
 from kaflux.producer.futures import DeliveryCallback
 from kaflux.producer.producer import METRICS_TIMEOUT_S, Headers, Producer, Serializer
 from kaflux.structs import OffsetAndMetadata, PartitionInfo, RecordMetadata, TopicPartition
+
+#: send() yields to the loop once per this many records, so that a tight send loop leaves the
+#: loop's other tasks a turn (the loop-lag bound of the consumer's poll(), for the producer)
+YIELD_EVERY = 1000
 
 
 class AsyncProducer:
@@ -55,6 +60,8 @@ class AsyncProducer:
         self._value_serializer = value_serializer
         self._guard = LoopGuard("AsyncProducer")
         self._topics: set[str] = set()
+        self._send = self._producer.send
+        self._sends = 0
 
     @property
     def client_id(self) -> str:
@@ -113,6 +120,9 @@ class AsyncProducer:
             RecordTooLargeError / InvalidTxnStateError / TypeError / ...: as the sync send.
         """
         self._guard.check_thread()
+        self._sends += 1
+        if not self._sends % YIELD_EVERY:
+            await asyncio.sleep(0)  # bounded work per loop turn (before queueing: cancel-safe)
         if self._key_serializer is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
@@ -120,7 +130,7 @@ class AsyncProducer:
         deadline = None if topic in self._topics else await self._room(topic, None)
         while True:
             try:
-                future = self._producer.send(topic, value, key, headers, partition, timestamp, callback)
+                future = self._send(topic, value, key, headers, partition, timestamp, callback)
             except KafkaTimeoutError:  # buffer.memory is full (the topic's partitions are known)
                 if topic not in self._topics:
                     raise
