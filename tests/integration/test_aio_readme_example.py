@@ -1,0 +1,31 @@
+"""The README's asyncio example (a FastAPI-style lifespan) runs as plain asyncio on Tansu."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aio_helpers import create_topic
+
+from kaflux.testing.brokers import Broker
+
+pytestmark = pytest.mark.integration
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_lifespan_example_runs(tansu: Broker, tmp_path: Path) -> None:
+    text = README.read_text()
+    found = re.search(r"<!-- kaflux-aio-example -->\n```python\n(.*?)```", text, re.S)
+    assert found, "the README lost its asyncio example"
+    script = tmp_path / "lifespan_example.py"
+    script.write_text(found.group(1))
+    topic = create_topic(tansu.bootstrap_servers, 1)
+    env = {**os.environ, "KAFLUX_BOOTSTRAP": tansu.bootstrap_servers, "KAFLUX_TOPIC": topic}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["order written at offset 0", "consumed b'{\"id\": 1}'"]
