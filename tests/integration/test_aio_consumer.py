@@ -226,6 +226,9 @@ def test_a_plain_listener_still_works_under_the_async_consumer(tansu: Broker) ->
             while not seen:
                 assert time.monotonic() < deadline, "never assigned"
                 await c.poll(0.2)
+            leaving = c.unsubscribe()  # local state at once; the leave goes on in a task
+            await leaving
+            assert c.assignment() == set()
 
     run(main())
     assert seen[0] == set(partitions_of(topic, 2))

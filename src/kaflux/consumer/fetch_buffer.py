@@ -28,8 +28,9 @@ class FetchBuffer:
         self._parked: list[CompletedFetch] = []
         self._bytes = 0
         self._woken = False
-        #: called (outside the lock) when data arrives or on wakeup: an event loop's (:meth:`watch`)
-        self._waiter: Callable[[], None] | None = None
+        #: called (outside the lock) when data arrives or on wakeup: event loops' (:meth:`watch`);
+        #: copy-on-write, so that it can be iterated outside the lock
+        self._waiters: list[Callable[[], None]] = []
 
     # -- network thread --------------------------------------------------------------------
 
@@ -40,8 +41,8 @@ class FetchBuffer:
                 self._completed.append(fetch)
                 self._bytes += fetch.size_bytes
             self._cond.notify_all()
-            waiter = self._waiter
-        if waiter is not None:
+            waiters = self._waiters
+        for waiter in waiters:
             waiter()
 
     def buffered_partitions(self) -> set[TopicPartition]:
@@ -109,8 +110,8 @@ class FetchBuffer:
             self._completed.extendleft(reversed(back))
             if back:
                 self._cond.notify_all()
-            waiter = self._waiter if back else None
-        if waiter is not None:
+            waiters = self._waiters if back else []
+        for waiter in waiters:
             waiter()
 
     def requeue_front(self, fetch: CompletedFetch) -> None:
@@ -139,8 +140,8 @@ class FetchBuffer:
         with self._cond:
             self._woken = True
             self._cond.notify_all()
-            waiter = self._waiter
-        if waiter is not None:
+            waiters = self._waiters
+        for waiter in waiters:
             waiter()
 
     # -- waiting on an event loop (``kaflux.blocking.Signal``) --------------------------------
@@ -155,7 +156,7 @@ class FetchBuffer:
         no thread of its own (``kaflux.aio``). Returns whether data or a wakeup is there
         already. Consumes the wakeup, as :meth:`await_not_empty` does."""
         with self._cond:
-            self._waiter = waiter
+            self._waiters = [*self._waiters, waiter]
             ready = bool(self._completed) or self._woken
             self._woken = False
             return ready
@@ -163,8 +164,7 @@ class FetchBuffer:
     def unwatch(self, waiter: Callable[[], None]) -> None:
         """Stop calling ``waiter``; a wakeup that came meanwhile is consumed."""
         with self._cond:
-            if self._waiter is waiter:
-                self._waiter = None
+            self._waiters = [w for w in self._waiters if w is not waiter]
             self._woken = False
 
     def retain_all(self, partitions: set[TopicPartition]) -> None:
