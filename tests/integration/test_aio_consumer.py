@@ -188,6 +188,10 @@ def test_coroutine_listeners_of_two_members_on_one_loop(
             )
 
         await eventually(split, WAIT_S, f"the two members never split the partitions: {log}")
+        state = await a.group_state(WAIT_S)
+        assert state.group_id == group and state.protocol == protocol and state.generation >= 0
+        assert state.assignment == a.assignment()
+        assert a.group_metadata().member_id == state.member_id
         stop.set()
         await asyncio.gather(task_a, task_b)
         await a.close(10)  # the revocation callback on leaving is awaited too
