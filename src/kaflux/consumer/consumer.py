@@ -551,11 +551,12 @@ class Consumer(OffsetCalls, Closeable):
     def close(self, timeout: float = 30.0) -> Steps[None]:
         """Commit consumed offsets (with auto-commit), finish pending commits and stop the
         network thread, all within ``timeout`` seconds. Idempotent."""
+        budget = timeout_seconds(timeout, 30.0)  # a bad timeout is refused, the consumer left open
         self._guard.acquire()
         try:
             if self._closed or self._closing:
                 return  # closed already, or close() called again from a callback of this close
-            deadline = time.monotonic() + timeout_seconds(timeout, 30.0)
+            deadline = time.monotonic() + budget
             self._closing = True
             self._wakeup.clear()
             if self._subscription.subscription_type() in (

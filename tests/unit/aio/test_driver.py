@@ -109,13 +109,19 @@ def test_future_awaitable_bridges_only_when_awaited() -> None:
             Counting.callbacks += 1
             super().add_done_callback(fn)
 
+    async def wait(awaitable: FutureAwaitable[int]) -> int:
+        return await awaitable
+
     async def main() -> int:
         future = Counting()
         awaitable = FutureAwaitable(future)
         await asyncio.sleep(0.01)
         assert Counting.callbacks == 0  # nothing is bridged until awaited
-        threading.Timer(0.02, future.set_result, (3,)).start()
-        return await awaitable
+        waiting = asyncio.ensure_future(wait(awaitable))
+        await asyncio.sleep(0.01)
+        assert Counting.callbacks == 1 and not waiting.done()
+        threading.Thread(target=future.set_result, args=(3,)).start()
+        return await waiting
 
     assert asyncio.run(main()) == 3
     assert Counting.callbacks == 1
