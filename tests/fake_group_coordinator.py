@@ -1,4 +1,4 @@
-"""An in-memory classic group coordinator, and a driver of real MembershipManagers against it.
+"""An in-memory classic group coordinator, and a driver of real classic memberships against it.
 
 Not a test module. Tests import it as ``from fake_group_coordinator import ...`` (``tests`` is on
 the Python path through ``pythonpath = ["tests"]`` in the pytest config).
@@ -17,7 +17,7 @@ the Python path through ``pythonpath = ["tests"]`` in the pytest config).
   assignment without a rebalance); OffsetCommit validated as Kafka's ``validateOffsetCommit``
   does. Faults: error codes per request kind (:meth:`FakeGroupCoordinator.inject`), a forced
   protocol choice, removal of a member (:meth:`FakeGroupCoordinator.remove_member`).
-* :class:`GroupDriver` owns several :class:`Member` objects, each a ``MembershipManager`` with its
+* :class:`GroupDriver` owns several :class:`Member` objects, each a ``ClassicMembershipManager`` with its
   own SubscriptionState, ClusterMetadata and MetadataManager, and the coordinator and commit
   managers built with it by ``kaflux.consumer.components.build_consumer_components``, the builder
   ``kaflux.Consumer`` uses (the offsets and fetch managers it also builds are not driven: the
@@ -944,10 +944,12 @@ class Member:
             post_event=self._post_event,
             on_error=self._on_error,
         )
-        assert parts.coordinator is not None and parts.commits is not None and parts.membership is not None
+        assert parts.coordinator is not None and parts.commits is not None
+        assert parts.membership is not None and parts.heartbeat is not None
         self.coordinator = parts.coordinator
         self.commits = parts.commits
         self.manager = parts.membership
+        self.heartbeat: Any = parts.heartbeat
         # Observe every transition of the real table (the manager's own machine is replaced by
         # an identical one that also records).
         self.manager._machine = TracingStateMachine(
@@ -1104,7 +1106,7 @@ class Member:
 
     def managers(self) -> list[Any]:
         """In the order the consumer's network thread polls them."""
-        return [self.metadata, self.coordinator, self.commits, self.manager]
+        return [self.metadata, self.coordinator, self.commits, self.manager, self.heartbeat]
 
     def __repr__(self) -> str:
         return f"<Member {self.name} {self.state.name} {self.member_id!r} gen {self.manager.generation}>"

@@ -960,7 +960,7 @@ def test_the_heartbeat_interval_is_the_one_the_coordinator_sends() -> None:
     driver.run(10_000)
     sent = [e.sent_ms for e in driver.heartbeats(a)][2:]
     assert {later - earlier for earlier, later in itertools.pairwise(sent)} == {2_500}
-    assert a.manager.heartbeat.interval_ms == 2_500
+    assert a.heartbeat.interval_ms == 2_500
     coordinator.heartbeat_interval_ms = 700
     driver.run(5_000)
     sent = [e.sent_ms for e in driver.heartbeats(a)]
@@ -988,7 +988,7 @@ def test_coordinator_errors_make_the_member_find_the_coordinator_again(code: int
     assert owned_in(after.request, driver) == all_of(6)
     assert after.error_code == 0 and after.response.assignment is not None
     assert a.state is M.STABLE and a.manager.generation == epoch
-    assert a.manager.heartbeat.interval_ms == HEARTBEAT_MS  # the error's 0 was not taken
+    assert a.heartbeat.interval_ms == HEARTBEAT_MS  # the error's 0 was not taken
     assert M.JOINING not in a.states()[1:]
     assert len(a.calls) == 1  # nothing revoked, lost or assigned again
 
@@ -1044,7 +1044,7 @@ def test_a_fatal_error_in_any_state_fails_the_member_and_reaches_the_application
     sent = len(driver.heartbeats(a))
     driver.run(5 * HEARTBEAT_MS)
     assert len(driver.heartbeats(a)) == sent  # no more heartbeats
-    assert a.manager.poll(driver.now_ms).unsent == []
+    assert a.heartbeat.poll(driver.now_ms).unsent == []
     assert a.state is M.FATAL
 
 
@@ -1115,25 +1115,25 @@ def test_maximum_time_to_wait_is_the_time_to_the_next_heartbeat_and_zero_once_th
     driver, (a,) = stable_group("a", max_poll_interval_ms=60_000)
     now = driver.now_ms
     beat = driver.heartbeats(a)[-1].sent_ms
-    assert a.manager.maximum_time_to_wait(now) == max(0, beat + HEARTBEAT_MS - now)
-    assert 0 < a.manager.maximum_time_to_wait(now) <= HEARTBEAT_MS
-    a.manager.heartbeat.poll_timer.reset(now - 60_001)  # the application stopped polling a while ago
-    assert a.manager.maximum_time_to_wait(now) == 0
-    a.manager.heartbeat.poll_timer.reset(now)
+    assert a.heartbeat.maximum_time_to_wait(now) == max(0, beat + HEARTBEAT_MS - now)
+    assert 0 < a.heartbeat.maximum_time_to_wait(now) <= HEARTBEAT_MS
+    a.heartbeat.poll_timer.reset(now - 60_001)  # the application stopped polling a while ago
+    assert a.heartbeat.maximum_time_to_wait(now) == 0
+    a.heartbeat.poll_timer.reset(now)
     future = a.leave()
     driver.run_until(future.done, timeout_ms=10_000)
-    assert a.manager.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS
+    assert a.heartbeat.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS
 
 
 def test_maximum_time_to_wait_follows_the_coordinator_interval() -> None:
     coordinator = FakeConsumerGroupCoordinator(heartbeat_interval_ms=4_000)
     driver = new_driver(coordinator, topics={"t": 2})
     a = driver.add_member("a")
-    assert a.manager.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS  # not in a group
+    assert a.heartbeat.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS  # not in a group
     driver.settle()
     driver.run(1_000)
     beat = driver.heartbeats(a)[-1].sent_ms
-    assert a.manager.maximum_time_to_wait(driver.now_ms) == beat + 4_000 - driver.now_ms > HEARTBEAT_MS
+    assert a.heartbeat.maximum_time_to_wait(driver.now_ms) == beat + 4_000 - driver.now_ms > HEARTBEAT_MS
 
 
 def test_a_topic_the_member_cannot_resolve_yet_does_not_hold_up_the_rest_of_its_target() -> None:

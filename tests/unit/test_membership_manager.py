@@ -32,7 +32,7 @@ from fakes import FakeCluster, FakePartition, roundtrip
 
 from kaflux.consumer.assignors import Subscription, decode_subscription, encode_subscription
 from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState
-from kaflux.consumer.membership_manager import LEADER_METADATA_WAIT_MS
+from kaflux.consumer.membership.classic_membership import LEADER_METADATA_WAIT_MS
 from kaflux.errors import (
     CommitFailedError,
     FencedInstanceIdError,
@@ -531,16 +531,16 @@ def test_the_application_may_block_in_poll_only_until_the_next_heartbeat() -> No
     next heartbeat while in the group, not at all once the poll timer ran out, and only the
     longest poll slice outside a group."""
     driver, (a,) = stable_group("a", max_poll_interval_ms=60_000)
-    heartbeat = a.manager.heartbeat
+    heartbeat = a.heartbeat
     now = driver.now_ms
     beat = a.sent(HeartbeatRequest)[-1].sent_ms
-    assert a.manager.maximum_time_to_wait(now) == max(0, beat + HEARTBEAT_MS - now)
-    assert 0 < a.manager.maximum_time_to_wait(now) <= HEARTBEAT_MS
+    assert a.heartbeat.maximum_time_to_wait(now) == max(0, beat + HEARTBEAT_MS - now)
+    assert 0 < a.heartbeat.maximum_time_to_wait(now) <= HEARTBEAT_MS
     heartbeat.poll_timer.reset(now - 60_001)  # the application stopped polling a while ago
-    assert a.manager.maximum_time_to_wait(now) == 0
+    assert a.heartbeat.maximum_time_to_wait(now) == 0
     a.leave()
     driver.run_until(lambda: a.state is M.UNJOINED, timeout_ms=10_000)
-    assert a.manager.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS
+    assert a.heartbeat.maximum_time_to_wait(driver.now_ms) == MAX_POLL_TIMEOUT_MS
 
 
 def test_a_member_that_keeps_polling_stays_in_the_group() -> None:
@@ -738,7 +738,7 @@ def test_group_authorization_failure_on_join_is_fatal() -> None:
     sent = len(driver.exchanges)
     driver.run(5_000)
     assert [e for e in driver.exchanges[sent:] if e.api in (JoinGroupRequest, HeartbeatRequest)] == []
-    assert a.manager.poll(driver.now_ms).unsent == []
+    assert a.heartbeat.poll(driver.now_ms).unsent == []
 
 
 def test_an_inconsistent_group_protocol_is_fatal_for_the_joiner_only() -> None:

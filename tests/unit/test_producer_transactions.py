@@ -17,7 +17,7 @@ from fake_transactions import (
 )
 from fakes import BACKOFF_MS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, Committed
 
-from kaflux.consumer.membership_manager import GroupMetadata
+from kaflux.consumer.membership.group import GroupMetadata
 from kaflux.errors import (
     CommitFailedError,
     IllegalStateError,

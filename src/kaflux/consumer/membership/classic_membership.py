@@ -1,12 +1,12 @@
 """Group membership with the classic protocol, driven by the network thread. [bg, pure: takes now_ms]
 
 Theory of operation. The member's life is the :class:`MemberState` machine. Nothing here
-blocks or waits. :class:`MembershipManager` is built from the parts in
-:mod:`kaflux.consumer.membership`: the protocol-neutral membership core it extends (states,
-callbacks, revoke-then-assign, leaving, fencing), the classic heartbeat request manager that
-sends JoinGroup, SyncGroup, Heartbeat and LeaveGroup and reports their outcomes here, and the
-poll timer. It is the request manager the network thread polls for the group (its ``poll``
-is its heartbeat request manager's) and what the application events reach.
+blocks or waits. :class:`ClassicMembershipManager` extends the protocol-neutral membership
+core (states, callbacks, revoke-then-assign, leaving, fencing) with the classic decisions. Its
+partner, :class:`~.classic_heartbeat.ClassicHeartbeatRequestManager`, sends JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup and reports their outcomes here, seeing this class only as
+a :class:`~.contracts.ClassicMembershipContext`; ``consumer/components.py`` builds the two and
+registers both with the network thread. The application events reach the membership.
 
 * **Joining.** ``subscribe()`` asks for a join; the next ``poll()`` of the application (a
   PollEvent) starts it. With the eager protocol every owned partition is revoked first; with
@@ -49,31 +49,26 @@ from kaflux.consumer.assignors import (
     rebalance_protocol_for,
 )
 from kaflux.consumer.member_state import MemberState
-from kaflux.consumer.membership.classic_heartbeat import ClassicHeartbeatRequestManager
+from kaflux.consumer.membership.contracts import JoinedMember
 from kaflux.consumer.membership.core import MembershipCore
-from kaflux.consumer.membership.group import GroupMetadata, GroupSettings
 from kaflux.errors import InconsistentGroupProtocolError, KafkaError
 
 if TYPE_CHECKING:
     from kaflux.consumer.commit_request_manager import CommitRequestManager
     from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
     from kaflux.consumer.events import BackgroundEvent
+    from kaflux.consumer.membership.group import GroupSettings
     from kaflux.consumer.subscription_state import SubscriptionState
-    from kaflux.network.backoff import ExponentialBackoff
     from kaflux.network.cluster import ClusterMetadata
     from kaflux.network.metadata_manager import MetadataManager
 
-__all__ = ["LEADER_METADATA_WAIT_MS", "GroupMetadata", "GroupSettings", "MembershipManager"]
+__all__ = ["LEADER_METADATA_WAIT_MS", "ClassicMembershipManager"]
 
 log = logging.getLogger(__name__)
 
 _M = MemberState
 #: How long the leader waits for metadata of topics its members subscribe to.
 LEADER_METADATA_WAIT_MS = 2000
-
-#: A member of the generation as the JoinGroup response lists it (for the leader):
-#: member id, group.instance.id, subscription metadata.
-JoinedMember = tuple[str, str | None, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +82,8 @@ class _Joined:
     joined_at_ms: int = 0
 
 
-class MembershipManager(MembershipCore):
+class ClassicMembershipManager(MembershipCore):
     """One consumer's membership in one group, with the classic protocol."""
-
-    heartbeat: ClassicHeartbeatRequestManager
 
     def __init__(
         self,
@@ -102,7 +95,6 @@ class MembershipManager(MembershipCore):
         metadata: MetadataManager,
         commits: CommitRequestManager,
         assignors: list[PartitionAssignor],
-        retry_backoff: ExponentialBackoff,
         post_event: Callable[[BackgroundEvent], None],
     ) -> None:
         super().__init__(
@@ -121,9 +113,6 @@ class MembershipManager(MembershipCore):
         self._joined = _Joined()
         #: partition counts of the topics the leader assigned (a change makes it rejoin)
         self._assigned_counts: dict[str, int] = {}
-        self.heartbeat = ClassicHeartbeatRequestManager(self, coordinator, settings, retry_backoff)
-
-    # -- request manager: the classic protocol's requests ---------------------------------------
 
     # -- joining -----------------------------------------------------------------------------------
 
