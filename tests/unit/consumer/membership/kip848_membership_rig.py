@@ -1,7 +1,6 @@
 """Helpers of the KIP-848 membership tests: drivers, settled groups, a member in any state. [test]
 
-
-The tests build real members, wired as ``kaflux.Consumer`` wires them, and drives them with
+The tests build real members, wired as ``kaflux.Consumer`` wires them, and drive them with
 :class:`fake_consumer_group_coordinator.ConsumerGroupDriver` over a
 :class:`~fake_consumer_group_coordinator.FakeConsumerGroupCoordinator` that applies Kafka's
 rules (member epochs, revoke before reassign, full requests, leave epochs, sessions, OffsetCommit
