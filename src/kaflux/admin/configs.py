@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
-from kaflux.errors import InvalidArgumentError, KafkaError, error_for_code
+from kaflux.errors import InvalidArgumentError, KafkaError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.protocol.framing import RequestMessage
 from kaflux.protocol.messages.alter_configs import AlterableConfig as LegacyAlterableConfig
 from kaflux.protocol.messages.alter_configs import (
@@ -238,7 +238,9 @@ class _ResourceApi(AdminApi[ConfigResource, Any]):
                 continue  # not answered: retried
             if result.error_code:
                 error = _resource_error(key, result.error_code, result.error_message)
-                (outcome.retry if error.retriable else outcome.failed)[key] = error
+                # an unknown topic is retriable in Kafka's table, but not for its configs
+                retry = error.retriable and not isinstance(error, UnknownTopicOrPartitionError)
+                (outcome.retry if retry else outcome.failed)[key] = error
             else:
                 outcome.completed[key] = value(result)
         return outcome
