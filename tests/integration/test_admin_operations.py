@@ -7,13 +7,16 @@ noida-db. Broker defects are strict xfails, each shown with confluent-kafka doin
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from kaflux import AdminClient, Producer, TopicPartition
 from kaflux.admin import (
+    AbortTransactionSpec,
     AclBinding,
     AclBindingFilter,
     AlterConfigOp,
@@ -241,3 +244,60 @@ def test_kafka_python_meets_tansu_dropping_a_describe_that_names_configs(
             peer.describe_configs([named])
     finally:
         peer.close()
+
+
+def test_legacy_alter_configs_on_noida_replaces_the_dynamic_configs(noida: Broker, topic_name: str) -> None:
+    with AdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+        admin.create_topics([topic_name])
+        topic = ConfigResource("topic", topic_name)
+        admin.incremental_alter_configs({topic: [AlterConfigOp("retention.ms", "60000")]})
+        admin.alter_configs({topic: {"cleanup.policy": "compact"}})
+        entries = admin.describe_configs([topic])[topic]
+        assert entries["cleanup.policy"].value == "compact"
+        assert entries["retention.ms"].value != "60000"  # left out, so back to its default
+
+
+def test_log_dirs_of_noida_list_the_topics_replicas(noida: Broker, topic_name: str) -> None:
+    with AdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+        admin.create_topics([topic_name])
+        [broker_id] = [n.node_id for n in admin.describe_cluster().nodes]
+        dirs = admin.describe_log_dirs([broker_id])[broker_id]
+    replicas = {tp for d in dirs.values() for tp in d.replicas}
+    assert TopicPartition(topic_name, 0) in replicas
+
+
+def test_partition_reassignments_are_listed_on_tansu(tansu: Broker, topic_name: str) -> None:
+    with AdminClient({"bootstrap.servers": tansu.bootstrap_servers}) as admin:
+        admin.create_topics([topic_name])
+        listed = admin.list_partition_reassignments([TopicPartition(topic_name, 0)])
+    assert all(isinstance(r.replicas, list) for r in listed.values())
+
+
+@pytest.mark.parametrize(
+    ("call", "api", "key"),
+    [
+        (lambda a, t: a.elect_leaders("preferred", [TopicPartition(t, 0)], timeout=5), "ELECT_LEADERS", 43),
+        (
+            lambda a, t: a.alter_partition_reassignments({TopicPartition(t, 0): [1]}, timeout=5),
+            "ALTER_PARTITION_REASSIGNMENTS",
+            45,
+        ),
+        (
+            lambda a, t: a.abort_transaction(AbortTransactionSpec(TopicPartition(t, 0), 7, 0, 0), timeout=5),
+            "WRITE_TXN_MARKERS",
+            27,
+        ),
+    ],
+    ids=["elect_leaders", "alter_partition_reassignments", "abort_transaction"],
+)
+def test_calls_no_broker_here_offers_raise_unsupported_naming_api_and_broker(
+    broker: Broker, topic_name: str, call: Any, api: str, key: int
+) -> None:
+    assert key not in broker.api_versions()  # neither broker offers it: kaflux must say so
+    with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics([topic_name])
+        started = time.monotonic()
+        with pytest.raises(UnsupportedVersionError, match=api) as caught:
+            call(admin, topic_name)
+        assert time.monotonic() - started < 5
+    assert broker.bootstrap_servers.rsplit(":", 1)[1] in str(caught.value)

@@ -12,26 +12,45 @@ from admin_rig import AdminRig
 from fakes import FakeCluster
 
 from kaflux.admin import (
+    AbortTransactionSpec,
     AclBinding,
     AclBindingFilter,
     AlterConfigOp,
     ConfigResource,
     ConfigSource,
+    PartitionReassignment,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 from kaflux.admin.acls import CreateAclsApi, DeleteAclsApi, DescribeAclsApi
-from kaflux.admin.configs import DescribeConfigsApi, IncrementalAlterConfigsApi
-from kaflux.admin.replicas import AlterReassignmentsApi, DescribeLogDirsApi
-from kaflux.admin.scram import AlterScramCredentialsApi, ScramMechanism
-from kaflux.admin.transactions import DescribeTransactionsApi, FenceProducersApi, OffsetDeleteApi
+from kaflux.admin.configs import DescribeConfigsApi, IncrementalAlterConfigsApi, LegacyAlterConfigsApi
+from kaflux.admin.replicas import (
+    AlterReassignmentsApi,
+    DescribeLogDirsApi,
+    ElectLeadersApi,
+    ListReassignmentsApi,
+)
+from kaflux.admin.scram import AlterScramCredentialsApi, DescribeScramCredentialsApi, ScramMechanism
+from kaflux.admin.transactions import (
+    AbortTransactionApi,
+    DescribeTransactionsApi,
+    FenceProducersApi,
+    ListTransactionsApi,
+    OffsetDeleteApi,
+)
 from kaflux.errors import (
+    ElectionNotNeededError,
     GroupSubscribedToTopicError,
     InvalidArgumentError,
     SecurityDisabledError,
     TransactionalIdNotFoundError,
     UnknownTopicOrPartitionError,
 )
+from kaflux.protocol.messages.alter_configs import AlterConfigsRequest as LegacyAlterConfigsRequest
+from kaflux.protocol.messages.alter_configs import (
+    AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse,
+)
+from kaflux.protocol.messages.alter_configs import AlterConfigsResponse as LegacyAlterConfigsResponse
 from kaflux.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -76,6 +95,18 @@ from kaflux.protocol.messages.describe_transactions import (
     TopicData,
     TransactionState,
 )
+from kaflux.protocol.messages.describe_user_scram_credentials import (
+    CredentialInfo,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+)
+from kaflux.protocol.messages.elect_leaders import (
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.incremental_alter_configs import (
     AlterConfigsResourceResponse,
@@ -83,11 +114,26 @@ from kaflux.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kaflux.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+)
+from kaflux.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+from kaflux.protocol.messages.list_transactions import TransactionState as ListedTransaction
 from kaflux.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
+)
+from kaflux.protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kaflux.structs import TopicPartition
 
@@ -96,6 +142,7 @@ UNKNOWN_TOPIC = 3
 TRANSACTIONAL_ID_NOT_FOUND = 105
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 INVALID_REPLICA_ASSIGNMENT = 39
+ELECTION_NOT_NEEDED = 84
 
 
 class OpsFakeCluster(FakeCluster):
@@ -481,3 +528,144 @@ def test_reassignments_report_each_partition_and_go_to_the_controller(fake: OpsF
     assert result[TopicPartition("t", 1)] is not None
     assert result[TopicPartition("t", 1)].code == INVALID_REPLICA_ASSIGNMENT  # type: ignore[union-attr]
     assert [b for b, _ in rig.sent(AlterPartitionReassignmentsRequest)] == [min(fake.brokers)]
+
+
+class MoreOpsFakeCluster(OpsFakeCluster):
+    """Also answers ElectLeaders, ListPartitionReassignments, WriteTxnMarkers, ListTransactions,
+    the legacy AlterConfigs and DescribeUserScramCredentials."""
+
+    def handle(self, broker_id: int, request: Any, version: int) -> Any:
+        handlers = {
+            ElectLeadersRequest: lambda r: ElectLeadersResponse(
+                replica_election_results=[
+                    ReplicaElectionResult(
+                        topic=t.topic,
+                        partition_result=[
+                            PartitionResult(partition_id=p, error_code=ELECTION_NOT_NEEDED if p == 0 else 0)
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in r.topic_partitions
+                ]
+            ),
+            ListPartitionReassignmentsRequest: lambda r: ListPartitionReassignmentsResponse(
+                topics=[
+                    OngoingTopicReassignment(
+                        name="t",
+                        partitions=[
+                            OngoingPartitionReassignment(
+                                partition_index=1,
+                                replicas=[0, 1, 2],
+                                adding_replicas=[2],
+                                removing_replicas=[0],
+                            )
+                        ],
+                    )
+                ]
+            ),
+            WriteTxnMarkersRequest: lambda r: WriteTxnMarkersResponse(
+                markers=[
+                    WritableTxnMarkerResult(
+                        producer_id=m.producer_id,
+                        topics=[
+                            WritableTxnMarkerTopicResult(
+                                name=t.name,
+                                partitions=[
+                                    WritableTxnMarkerPartitionResult(partition_index=p)
+                                    for p in t.partition_indexes
+                                ],
+                            )
+                            for t in m.topics
+                        ],
+                    )
+                    for m in r.markers
+                ]
+            ),
+            ListTransactionsRequest: lambda r: ListTransactionsResponse(
+                transaction_states=[
+                    ListedTransaction(
+                        transactional_id=f"tx-{broker_id}", producer_id=broker_id, transaction_state="Ongoing"
+                    )
+                ]
+            ),
+            LegacyAlterConfigsRequest: lambda r: LegacyAlterConfigsResponse(
+                responses=[
+                    LegacyAlterConfigsResourceResponse(
+                        resource_type=x.resource_type, resource_name=x.resource_name
+                    )
+                    for x in r.resources
+                ]
+            ),
+            DescribeUserScramCredentialsRequest: lambda r: DescribeUserScramCredentialsResponse(
+                results=[
+                    DescribeUserScramCredentialsResult(
+                        user=u,
+                        credential_infos=[
+                            CredentialInfo(mechanism=m, iterations=it) for m, (it, _, _) in creds.items()
+                        ],
+                    )
+                    for u, creds in self.scram.items()
+                ]
+            ),
+        }
+        handler = handlers.get(type(request))
+        if handler is None:
+            return super().handle(broker_id, request, version)
+        self.handled.append((broker_id, request, version))
+        return handler(request)
+
+
+@pytest.fixture
+def more() -> MoreOpsFakeCluster:
+    cluster = MoreOpsFakeCluster(3)
+    cluster.create_topic("t", 3)
+    return cluster
+
+
+def test_elect_leaders_reports_each_partition(more: MoreOpsFakeCluster) -> None:
+    rig = AdminRig(more)
+    partitions = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    result = rig.run(ElectLeadersApi(0, partitions, 1000)).values()[None]
+    assert result[TopicPartition("t", 1)] is None
+    assert isinstance(result[TopicPartition("t", 0)], ElectionNotNeededError)
+    [(broker, request)] = rig.sent(ElectLeadersRequest)
+    assert broker == min(more.brokers) and request.election_type == 0
+
+
+def test_ongoing_reassignments_are_listed(more: MoreOpsFakeCluster) -> None:
+    listed = AdminRig(more).run(ListReassignmentsApi(None, 1000)).values()[None]
+    assert listed == {TopicPartition("t", 1): PartitionReassignment([0, 1, 2], [2], [0])}
+
+
+def test_an_abort_marker_goes_to_the_partitions_leader(more: MoreOpsFakeCluster) -> None:
+    rig = AdminRig(more)
+    spec = AbortTransactionSpec(TopicPartition("t", 2), producer_id=9, producer_epoch=1, coordinator_epoch=4)
+    rig.run(AbortTransactionApi(spec)).values()
+    [(broker, request)] = rig.sent(WriteTxnMarkersRequest)
+    assert broker == more.partition(TopicPartition("t", 2)).leader
+    [marker] = request.markers
+    assert (marker.producer_id, marker.producer_epoch, marker.coordinator_epoch) == (9, 1, 4)
+    assert marker.transaction_result is False
+
+
+def test_transactions_are_listed_by_every_broker(more: MoreOpsFakeCluster) -> None:
+    listed = AdminRig(more).run(ListTransactionsApi([], [], -1)).values()
+    assert sorted(t.transactional_id for ts in listed.values() for t in ts) == ["tx-0", "tx-1", "tx-2"]
+
+
+def test_the_legacy_alter_configs_sends_the_whole_set(more: MoreOpsFakeCluster) -> None:
+    rig = AdminRig(more)
+    topic = ConfigResource("topic", "t")
+    rig.run(LegacyAlterConfigsApi({topic: {"b": "2", "a": "1"}}, validate_only=False)).values()
+    [(_, request)] = rig.sent(LegacyAlterConfigsRequest)
+    assert [(c.name, c.value) for c in request.resources[0].configs] == [("a", "1"), ("b", "2")]
+
+
+def test_scram_credentials_are_described_without_secrets(more: MoreOpsFakeCluster) -> None:
+    rig = AdminRig(more)
+    rig.run(
+        AlterScramCredentialsApi([UserScramCredentialUpsertion("alice", "SCRAM-SHA-512", "pw-123456")], [])
+    ).values()
+    described = rig.run(DescribeScramCredentialsApi(None)).values()[None]
+    [info] = described["alice"].credential_infos
+    assert (info.mechanism.label, info.iterations) == ("SCRAM-SHA-512", 4096)
