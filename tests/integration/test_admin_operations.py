@@ -27,6 +27,7 @@ from kaflux.admin import (
 from kaflux.errors import (
     ProducerFencedError,
     SecurityDisabledError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
 from kaflux.testing.brokers import Broker
@@ -301,3 +302,49 @@ def test_calls_no_broker_here_offers_raise_unsupported_naming_api_and_broker(
             call(admin, topic_name)
         assert time.monotonic() - started < 5
     assert broker.bootstrap_servers.rsplit(":", 1)[1] in str(caught.value)
+
+
+TANSU_SCRAM_LOGIN_DEFECT = (
+    "Tansu stores a SCRAM credential from AlterUserScramCredentials, but its SaslHandshake then refuses "
+    "SCRAM-SHA-256/512 as an unsupported mechanism while listing that very mechanism as enabled"
+)
+
+
+@pytest.mark.xfail(strict=True, raises=UnsupportedSaslMechanismError, reason=TANSU_SCRAM_LOGIN_DEFECT)
+def test_a_user_created_on_tansu_can_log_in(tansu: Broker) -> None:
+    user = f"u{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": tansu.bootstrap_servers}) as admin:
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, "SCRAM-SHA-256", "pw-123456")])
+    config = {
+        "bootstrap.servers": tansu.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": "pw-123456",
+    }
+    with AdminClient(config) as admin:
+        admin.list_topics(timeout=5)
+
+
+def test_confluent_kafka_cannot_log_in_with_a_user_created_on_tansu_either(tansu: Broker) -> None:
+    """The proof for the strict xfail above, with librdkafka's client."""
+    user = f"u{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": tansu.bootstrap_servers}) as admin:
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, "SCRAM-SHA-256", "pw-123456")])
+    errors: list[str] = []
+    peer = ck_admin.AdminClient(
+        {
+            "bootstrap.servers": tansu.bootstrap_servers,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": user,
+            "sasl.password": "pw-123456",
+            "error_cb": lambda error: errors.append(error.str()),
+        }
+    )
+    with pytest.raises(ck.KafkaException):
+        peer.list_topics(timeout=5)
+    deadline = time.monotonic() + WAIT_S
+    while not any("mechanism" in e.lower() for e in errors) and time.monotonic() < deadline:
+        peer.poll(0.2)  # serves error_cb
+    assert any("mechanism" in e.lower() for e in errors), errors
