@@ -38,6 +38,10 @@ def test_acls_on_a_broker_without_authorizer_is_one_clear_line(noida: Broker) ->
     assert "no authorizer" in err
     bad = run_kaflux("acls", "create", "--resource-type", "topic", "-b", noida.bootstrap_servers)
     assert bad.returncode != 0 and "--resource-name" in bad.stderr.decode()
+    deleted = run_kaflux("acls", "delete", "--principal", "User:alice", "-b", noida.bootstrap_servers)
+    assert deleted.returncode == 1 and "no authorizer" in deleted.stderr.decode()
+    unbounded = run_kaflux("acls", "delete", "-b", noida.bootstrap_servers)
+    assert unbounded.returncode != 0 and "which ACLs" in unbounded.stderr.decode()
 
 
 def test_users_set_password_and_delete_on_tansu(tansu: Broker) -> None:
