@@ -216,6 +216,40 @@ class CommonConfig:
     oauth_cb: Callable[[], tuple[str, float]] | None = _setting(
         "oauth_cb", None, kind="callable", doc="() -> (token, expiry epoch seconds), for OAUTHBEARER"
     )
+    # OAUTHBEARER from an OIDC provider (client credentials grant): librdkafka's keys, Java's semantics
+    sasl_oauthbearer_method: str = _setting(
+        "sasl.oauthbearer.method",
+        "default",
+        kind="str",
+        choices=("default", "oidc"),
+        doc="oidc: fetch tokens from sasl.oauthbearer.token.endpoint.url (client credentials grant)",
+    )
+    sasl_oauthbearer_token_endpoint_url: str | None = _setting(
+        "sasl.oauthbearer.token.endpoint.url", None, kind="optional_str", doc="the OIDC token endpoint"
+    )
+    sasl_oauthbearer_client_id: str | None = _setting(
+        "sasl.oauthbearer.client.id",
+        None,
+        kind="optional_str",
+        doc="OIDC client id (or clientId in the JAAS line)",
+    )
+    sasl_oauthbearer_client_secret: str | None = _setting(
+        "sasl.oauthbearer.client.secret", None, kind="secret", doc="OIDC client secret (or clientSecret)"
+    )
+    sasl_oauthbearer_scope: str | None = _setting(
+        "sasl.oauthbearer.scope", None, kind="optional_str", doc="scope asked of the token endpoint"
+    )
+    sasl_oauthbearer_extensions: str | None = _setting(
+        "sasl.oauthbearer.extensions", None, kind="optional_str", doc="SASL extensions: 'key=value,key=value'"
+    )
+    sasl_login_retry_backoff_ms: int = _setting("sasl.login.retry.backoff.ms", 100, low=1)
+    sasl_login_retry_backoff_max_ms: int = _setting("sasl.login.retry.backoff.max.ms", 10000, low=1)
+    sasl_login_connect_timeout_ms: int = _setting(
+        "sasl.login.connect.timeout.ms", 10000, low=1, doc="connecting to the token endpoint"
+    )
+    sasl_login_read_timeout_ms: int = _setting(
+        "sasl.login.read.timeout.ms", 10000, low=1, doc="waiting for the token endpoint's answer"
+    )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> Self:
@@ -323,6 +357,9 @@ class CommonConfig:
                 "GSSAPI (Kerberos), Java's default, is not implemented; set PLAIN, SCRAM-SHA-256, "
                 "SCRAM-SHA-512 or OAUTHBEARER",
             )
+        if mechanism == "OAUTHBEARER" and self.sasl_oauthbearer_method == "oidc":
+            self._validate_oidc()
+            return
         if mechanism == "OAUTHBEARER":
             if self.oauth_cb is None and not self.enable_sasl_oauthbearer_unsecure_jwt:
                 raise ConfigError(
@@ -338,12 +375,72 @@ class CommonConfig:
                 f"SASL {mechanism} needs sasl.username and sasl.password (or sasl.jaas.config)",
             )
 
+    def _validate_oidc(self) -> None:
+        if self.oauth_cb is not None or self.enable_sasl_oauthbearer_unsecure_jwt:
+            raise ConfigError(
+                "sasl.oauthbearer.method",
+                "oidc fetches its own tokens: drop oauth_cb and enable.sasl.oauthbearer.unsecure.jwt",
+            )
+        url = self.sasl_oauthbearer_token_endpoint_url
+        if not url or not re.match(r"https?://[^/\s]+", url):
+            raise ConfigError(
+                "sasl.oauthbearer.token.endpoint.url",
+                "sasl.oauthbearer.method=oidc needs the token endpoint's http(s) URL",
+            )
+        oidc = self.oidc_client()
+        if not oidc.client_id or not oidc.client_secret:
+            raise ConfigError(
+                "sasl.oauthbearer.client.id",
+                "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.client.id and "
+                "sasl.oauthbearer.client.secret (or clientId and clientSecret in sasl.jaas.config)",
+            )
+        self.oauthbearer_extensions()
+
+    def oidc_client(self) -> OidcClient:
+        """The OIDC client settings, from the keys or else from Java's JAAS line options
+        (``clientId``, ``clientSecret``, ``scope``)."""
+        options = (
+            {} if self.sasl_jaas_config is None else parse_jaas_config(self.sasl_jaas_config, "OAUTHBEARER")
+        )
+        return OidcClient(
+            token_endpoint_url=self.sasl_oauthbearer_token_endpoint_url or "",
+            client_id=self.sasl_oauthbearer_client_id or options.get("clientId", ""),
+            client_secret=self.sasl_oauthbearer_client_secret or options.get("clientSecret", ""),
+            scope=self.sasl_oauthbearer_scope or options.get("scope"),
+        )
+
+    def oauthbearer_extensions(self) -> dict[str, str]:
+        """``sasl.oauthbearer.extensions`` as a dict (RFC 7628 keys: letters only; never ``auth``)."""
+        extensions: dict[str, str] = {}
+        for part in (self.sasl_oauthbearer_extensions or "").split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.strip().partition("=")
+            if not sep or not re.fullmatch(r"[A-Za-z]+", key) or key == "auth" or "\x01" in value:
+                raise ConfigError(
+                    "sasl.oauthbearer.extensions",
+                    "expected key=value pairs separated by commas, keys of letters other than 'auth'; "
+                    f"got {key!r}",
+                )
+            extensions[key] = value
+        return extensions
+
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
         if self.sasl_jaas_config is None:
             return self.sasl_username, self.sasl_password
         options = parse_jaas_config(self.sasl_jaas_config, self.sasl_mechanism.upper())
         return options.get("username", self.sasl_username), options.get("password", self.sasl_password)
+
+
+@dataclass(frozen=True, slots=True)
+class OidcClient:
+    """Where and as whom an OAUTHBEARER client fetches its tokens (``sasl.oauthbearer.method=oidc``)."""
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: str = dataclasses.field(repr=False)
+    scope: str | None = None
 
 
 _JAAS_MODULES = {

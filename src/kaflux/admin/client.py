@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
 from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
+from kaflux.admin.operations_calls import OperationsCalls
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
 from kaflux.admin.results import ClusterDescription, TopicDescription
 from kaflux.admin.topics import (
@@ -84,8 +85,9 @@ class _AdminEventProcessor:
         self._manager.fail_all(error)
 
 
-class AdminClient(ConsumerGroupCalls, Closeable):
-    """Administers topics, partitions, consumer groups and their offsets, as Java's ``Admin``
+class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
+    """Administers topics, partitions, consumer groups and their offsets, configs, ACLs, SCRAM
+    users, transactions and replicas, as Java's ``Admin``
     does (Pythonic names, the same semantics). Every call has a deadline: ``timeout`` seconds,
     or ``default.api.timeout.ms`` when None."""
 

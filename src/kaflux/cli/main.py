@@ -204,12 +204,16 @@ def client_settings() -> ClientSettings:
 
 #: subcommand -> (module, attribute); imported when used, since they import this module
 _SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
+    "acls": ("kaflux.cli.operations", "acls"),
     "broker": ("kaflux.cli.broker", "broker"),
+    "configs": ("kaflux.cli.operations", "configs"),
     "consume": ("kaflux.cli.consume", "consume"),
     "demo": ("kaflux.cli.demo", "demo"),
     "groups": ("kaflux.cli.groups", "groups"),
     "produce": ("kaflux.cli.produce", "produce"),
     "topics": ("kaflux.cli.topics", "topics"),
+    "transactions": ("kaflux.cli.operations", "transactions"),
+    "users": ("kaflux.cli.operations", "users"),
 }
 
 
