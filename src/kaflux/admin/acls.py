@@ -9,11 +9,11 @@ permission)``. Each enum field takes the enum or its name in any case (``"topic"
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from kaflux.admin.names import NamedIntEnum
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
 from kaflux.errors import InvalidArgumentError, KafkaError, SecurityDisabledError, error_for_code
 from kaflux.protocol.framing import RequestMessage
@@ -35,25 +35,7 @@ __all__ = [
 ]
 
 
-class _Parsed(enum.IntEnum):
-    @classmethod
-    def parse(cls: type[E], value: object) -> E:
-        """``value`` as this enum: a member, its name in any case, or its wire value."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls[value.strip().upper().replace("-", "_")]
-            except KeyError:
-                pass
-        names = ", ".join(m.name.lower() for m in cls if m.name != "UNKNOWN")
-        raise InvalidArgumentError(f"unknown {cls.__name__} {value!r}: use one of {names}")
-
-
-E = TypeVar("E", bound=_Parsed)
-
-
-class ResourceType(_Parsed):
+class ResourceType(NamedIntEnum):
     """What an ACL protects (Java's ``ResourceType``; wire values)."""
 
     UNKNOWN = 0
@@ -66,7 +48,7 @@ class ResourceType(_Parsed):
     USER = 7
 
 
-class PatternType(_Parsed):
+class PatternType(NamedIntEnum):
     """How an ACL's resource name matches (Java's ``PatternType``)."""
 
     UNKNOWN = 0
@@ -76,7 +58,7 @@ class PatternType(_Parsed):
     PREFIXED = 4
 
 
-class AclOperation(_Parsed):
+class AclOperation(NamedIntEnum):
     """What an ACL allows or denies (Java's ``AclOperation``)."""
 
     UNKNOWN = 0
@@ -97,7 +79,7 @@ class AclOperation(_Parsed):
     TWO_PHASE_COMMIT = 15
 
 
-class AclPermissionType(_Parsed):
+class AclPermissionType(NamedIntEnum):
     """Whether an ACL allows or denies (Java's ``AclPermissionType``)."""
 
     UNKNOWN = 0
@@ -146,7 +128,7 @@ class AclBinding:
         )
         for value in values:
             # by name: the enums are ints, so TOPIC == MATCH == 2
-            if isinstance(value, _Parsed) and value.name in ("ANY", "MATCH", "UNKNOWN"):
+            if isinstance(value, NamedIntEnum) and value.name in ("ANY", "MATCH", "UNKNOWN"):
                 raise InvalidArgumentError(
                     f"an ACL binding cannot use {type(value).__name__}.{value.name}: that only "
                     "matches, in an AclBindingFilter"
@@ -231,6 +213,19 @@ def _binding(resource_type: int, name: str, pattern: int, acl: Any) -> AclBindin
         return None  # a value this client does not know: left out, as Java does
 
 
+def filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as the fields DescribeAcls and DeleteAcls share."""
+    return {
+        "resource_type_filter": int(f.resource_type),
+        "resource_name_filter": f.name,
+        "pattern_type_filter": int(f.pattern_type),
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": int(f.operation),
+        "permission_type": int(f.permission),
+    }
+
+
 def acl_error(code: int, message: str | None, what: str) -> KafkaError:
     """The error of an ACL answer; SECURITY_DISABLED says what it means here."""
     if code == SecurityDisabledError.code:
@@ -256,17 +251,7 @@ class DescribeAclsApi(AdminApi[None, list[AclBinding]]):
         return "the ACLs"
 
     def build(self, node: Node | None, keys: list[None]) -> list[tuple[RequestMessage[Any], list[None]]]:
-        f = self._filter
-        request = DescribeAclsRequest(
-            resource_type_filter=int(f.resource_type),
-            resource_name_filter=f.name,
-            pattern_type_filter=int(f.pattern_type),
-            principal_filter=f.principal,
-            host_filter=f.host,
-            operation=int(f.operation),
-            permission_type=int(f.permission),
-        )
-        return [(request, keys)]
+        return [(DescribeAclsRequest(**filter_fields(self._filter)), keys)]
 
     def handle(
         self, node: Node | None, keys: list[None], body: DescribeAclsResponse
@@ -340,21 +325,7 @@ class DeleteAclsApi(AdminApi[AclBindingFilter, list[AclBinding]]):
     def build(
         self, node: Node | None, keys: list[AclBindingFilter]
     ) -> list[tuple[RequestMessage[Any], list[AclBindingFilter]]]:
-        request = DeleteAclsRequest(
-            filters=[
-                DeleteAclsFilter(
-                    resource_type_filter=int(f.resource_type),
-                    resource_name_filter=f.name,
-                    pattern_type_filter=int(f.pattern_type),
-                    principal_filter=f.principal,
-                    host_filter=f.host,
-                    operation=int(f.operation),
-                    permission_type=int(f.permission),
-                )
-                for f in keys
-            ]
-        )
-        return [(request, keys)]
+        return [(DeleteAclsRequest(filters=[DeleteAclsFilter(**filter_fields(f)) for f in keys]), keys)]
 
     def handle(
         self, node: Node | None, keys: list[AclBindingFilter], body: DeleteAclsResponse

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kaflux.admin.names import NamedIntEnum
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
 from kaflux.errors import InvalidArgumentError, KafkaError, UnknownTopicOrPartitionError, error_for_code
 from kaflux.protocol.framing import RequestMessage
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-class ConfigResourceType(enum.IntEnum):
+class ConfigResourceType(NamedIntEnum):
     """What a :class:`ConfigResource` names (Java's ``ConfigResource.Type``; wire values)."""
 
     TOPIC = 2
@@ -57,24 +58,6 @@ class ConfigResourceType(enum.IntEnum):
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
     GROUP = 32
-
-    @classmethod
-    def parse(cls, value: ConfigResourceType | str | int) -> ConfigResourceType:
-        """``value`` as a type: the enum, its name in any case (``"topic"``) or its wire value."""
-        if isinstance(value, ConfigResourceType):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls[value.strip().upper().replace("-", "_")]
-            except KeyError:
-                pass
-        elif isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return cls(value)
-            except ValueError:
-                pass
-        names = ", ".join(t.name.lower() for t in cls)
-        raise InvalidArgumentError(f"unknown config resource type {value!r}: use one of {names}")
 
 
 class ConfigSource(enum.Enum):

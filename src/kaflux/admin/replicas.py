@@ -7,7 +7,7 @@ controller, as Java's ``Admin`` sends them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +127,18 @@ class DescribeLogDirsApi(AdminApi[int, dict[str, LogDirDescription]]):
         return outcome
 
 
+def _partition_errors(
+    topics: Iterable[tuple[str, Iterable[tuple[int, int, str | None]]]],
+) -> dict[TopicPartition, KafkaError | None]:
+    """Per partition, None or the error its ``(partition, error code, message)`` names."""
+    results: dict[TopicPartition, KafkaError | None] = {}
+    for topic, partitions in topics:
+        for partition, code, message in partitions:
+            tp = TopicPartition(topic, partition)
+            results[tp] = error_for_code(code)(f"{tp}: {message or ''}".rstrip(": ")) if code else None
+    return dict(sorted(results.items()))
+
+
 def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
     topics: dict[str, list[int]] = {}
     for tp in sorted(set(partitions)):
@@ -170,16 +182,10 @@ class ElectLeadersApi(AdminApi[None, dict[TopicPartition, KafkaError | None]]):
         if body.error_code:
             _fail(outcome, None, error_for_code(body.error_code)("electing leaders"))
             return outcome
-        results: dict[TopicPartition, KafkaError | None] = {}
-        for topic in body.replica_election_results:
-            for p in topic.partition_result:
-                tp = TopicPartition(topic.topic, p.partition_id)
-                results[tp] = (
-                    error_for_code(p.error_code)(f"{tp}: {p.error_message or ''}".rstrip(": "))
-                    if p.error_code
-                    else None
-                )
-        outcome.completed[None] = dict(sorted(results.items()))
+        outcome.completed[None] = _partition_errors(
+            (t.topic, ((p.partition_id, p.error_code, p.error_message) for p in t.partition_result))
+            for t in body.replica_election_results
+        )
         return outcome
 
 
@@ -265,14 +271,8 @@ class AlterReassignmentsApi(AdminApi[None, dict[TopicPartition, KafkaError | Non
             error = error_for_code(body.error_code)(body.error_message or "reassigning partitions")
             _fail(outcome, None, error)
             return outcome
-        results: dict[TopicPartition, KafkaError | None] = {}
-        for topic in body.responses:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                results[tp] = (
-                    error_for_code(p.error_code)(f"{tp}: {p.error_message or ''}".rstrip(": "))
-                    if p.error_code
-                    else None
-                )
-        outcome.completed[None] = results
+        outcome.completed[None] = _partition_errors(
+            (t.name, ((p.partition_index, p.error_code, p.error_message) for p in t.partitions))
+            for t in body.responses
+        )
         return outcome

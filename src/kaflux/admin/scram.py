@@ -7,13 +7,13 @@ process, and no ``repr`` shows it.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflux.admin.names import NamedIntEnum
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
 from kaflux.errors import InvalidArgumentError, KafkaError, ResourceNotFoundError, error_for_code
 from kaflux.network.sasl import MIN_SCRAM_ITERATIONS
@@ -47,23 +47,11 @@ DEFAULT_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 
 
-class ScramMechanism(enum.IntEnum):
+class ScramMechanism(NamedIntEnum):
     """A SCRAM mechanism (wire values as Java's ``ScramMechanism``)."""
 
     SCRAM_SHA_256 = 1
     SCRAM_SHA_512 = 2
-
-    @classmethod
-    def parse(cls, value: ScramMechanism | str) -> ScramMechanism:
-        """``value`` as a mechanism: the enum or its name (``"SCRAM-SHA-256"``, any case)."""
-        if isinstance(value, ScramMechanism):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls[value.strip().upper().replace("-", "_")]
-            except KeyError:
-                pass
-        raise InvalidArgumentError(f"unknown SCRAM mechanism {value!r}: use SCRAM-SHA-256 or SCRAM-SHA-512")
 
     @property
     def label(self) -> str:
