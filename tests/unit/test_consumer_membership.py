@@ -21,24 +21,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fake_consumer_group_coordinator import (
-    COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE,
-    FENCED_MEMBER_EPOCH,
-    GROUP_AUTHORIZATION_FAILED,
-    INVALID_REQUEST,
-    NOT_COORDINATOR,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
-    UNSUPPORTED_VERSION,
-    ConsumerGroupDriver,
-    ConsumerGroupState,
-    FakeConsumerGroupCoordinator,
-)
-from fake_group_coordinator import DriverBase, Exchange, Member, exclusive_ownership
-from fakes import FakeCluster, roundtrip
 
 from kaflux.consumer.member_state import (
     _CONSUMER_ALLOWED_SOURCES,
@@ -68,6 +50,25 @@ from kaflux.protocol.messages.offset_commit import (
 )
 from kaflux.state_machine import StateMachine
 from kaflux.structs import TopicPartition
+
+from support.fake_consumer_group_coordinator import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    FENCED_MEMBER_EPOCH,
+    GROUP_AUTHORIZATION_FAILED,
+    INVALID_REQUEST,
+    NOT_COORDINATOR,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+    UNSUPPORTED_VERSION,
+    ConsumerGroupDriver,
+    ConsumerGroupState,
+    FakeConsumerGroupCoordinator,
+)
+from support.fake_group_coordinator import DriverBase, Exchange, Member, exclusive_ownership
+from support.fakes import FakeCluster, roundtrip
 
 M = MemberState
 HB = ConsumerGroupHeartbeatRequest

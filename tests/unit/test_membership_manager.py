@@ -14,21 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_group_coordinator import (
-    GROUP_AUTHORIZATION_FAILED,
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    MEMBER_ID_REQUIRED,
-    NOT_COORDINATOR,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    FakeGroupCoordinator,
-    GroupDriver,
-    GroupState,
-    Member,
-    exclusive_ownership,
-)
-from fakes import FakeCluster, FakePartition, roundtrip
 
 from kaflux.consumer.assignors import Subscription, decode_subscription, encode_subscription
 from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState
@@ -53,6 +38,22 @@ from kaflux.protocol.messages.offset_commit import (
 )
 from kaflux.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from kaflux.structs import TopicPartition
+
+from support.fake_group_coordinator import (
+    GROUP_AUTHORIZATION_FAILED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    MEMBER_ID_REQUIRED,
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    FakeGroupCoordinator,
+    GroupDriver,
+    GroupState,
+    Member,
+    exclusive_ownership,
+)
+from support.fakes import FakeCluster, FakePartition, roundtrip
 
 M = MemberState
 REVOKED = "on_partitions_revoked"
