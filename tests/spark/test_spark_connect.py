@@ -230,7 +230,10 @@ class ConnectChild:
 
 
 def _connect_env(spark_subprocess_env: dict[str, str]) -> dict[str, str]:
-    return {**spark_subprocess_env, "SPARK_TESTING": "1", "PYTHONUNBUFFERED": "1"}
+    # The child runs this file as a script: it imports the test-support package from tests/.
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    python_path = os.pathsep.join(filter(None, [tests_dir, spark_subprocess_env.get("PYTHONPATH")]))
+    return {**spark_subprocess_env, "SPARK_TESTING": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path}
 
 
 @pytest.fixture(scope="module")
