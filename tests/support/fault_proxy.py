@@ -46,6 +46,14 @@ Typical use::
         fault = proxy.cut_after_response(ApiKey.PRODUCE)
         future = producer.send("t", b"v")
         assert fault.wait(timeout=10)
+
+Why this is test-support code and not public (it used to ship as ``kaflux.testing.fault_proxy``):
+nothing users run needs it (``kaflux broker start``, the demo and the Spark job use only the
+brokers, :mod:`kaflux.devbrokers`); its faults are cut to kaflux's own exactly-once and deadline
+tests (which correlation id to break, when), so publishing it would freeze an API shaped by our
+tests; and it rewrites responses with kaflux's generated protocol classes, so it is a Kafka
+protocol tool to maintain, not a client feature. Applications that want network faults in their
+own tests are better served by a general proxy such as Toxiproxy, which works with any client.
 """
 
 from __future__ import annotations
