@@ -2,15 +2,15 @@
 
     python bench/soak.py --duration 600 --seed 1
 
-Two brokers run behind fault proxies (:func:`kaflux.testing.scenarios.start_proxied_broker`) for the
+Two brokers run behind fault proxies (:func:`support.scenarios.start_proxied_broker`) for the
 whole run. Rounds alternate until ``--duration`` seconds have passed:
 
 * churn, on Tansu: consumer-group members (child processes) join, leave and are SIGKILLed at random
-  while a producer writes (:func:`~kaflux.testing.scenarios.run_group_churn`); the assignment
+  while a producer writes (:func:`~support.scenarios.run_group_churn`); the assignment
   strategy alternates between cooperative-sticky and range;
 * kill, on noida-db: the broker is killed with SIGKILL mid-stream and restarted on the same port
   again and again while a producer writes and a member reads and commits
-  (:func:`~kaflux.testing.scenarios.run_kill_restart`).
+  (:func:`~support.scenarios.run_kill_restart`).
 
 Each round prints a summary line; the run ends with one ``TOTALS`` line (records produced,
 acknowledged, consumed and lost, duplicates, rebalances, restarts, worst recovery time). "lost" counts
@@ -27,8 +27,12 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from kaflux.testing.scenarios import (
+# The scenarios are test-support code (tests/support), not part of the kaflux package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.scenarios import (
     ChurnReport,
     KillRestartReport,
     ProxiedBroker,

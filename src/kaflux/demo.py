@@ -25,8 +25,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from kaflux.devbrokers.brokers import start_broker
 from kaflux.errors import KafkaTimeoutError, TransactionAbortableError
-from kaflux.testing.brokers import start_broker
 
 PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]
 COUNTRIES = ["DE", "FR", "IN", "US", "BR", "JP", "NG", "GB"]

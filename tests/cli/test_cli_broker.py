@@ -9,9 +9,10 @@ import subprocess
 import time
 
 import pytest
-from cli_helpers import WAIT_S, LineReader, cli_env, json_out, kaflux_command, run_kaflux
 
 from kaflux import AdminClient
+
+from support.cli_helpers import WAIT_S, LineReader, cli_env, json_out, kaflux_command, run_kaflux
 
 pytestmark = pytest.mark.integration
 

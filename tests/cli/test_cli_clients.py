@@ -14,7 +14,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cli_helpers import (
+
+from kaflux import Consumer, TopicPartition
+from kaflux.devbrokers import Broker
+
+from support.cli_helpers import (
     WAIT_S,
     LineReader,
     cli_env,
@@ -25,9 +29,6 @@ from cli_helpers import (
     produce,
     run_kaflux,
 )
-
-from kaflux import Consumer, TopicPartition
-from kaflux.testing import Broker
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from cli_helpers import create_topic, json_out, ok, run_kaflux
 
 from kaflux import Producer
-from kaflux.testing import Broker
+from kaflux.devbrokers import Broker
+
+from support.cli_helpers import create_topic, json_out, ok, run_kaflux
 
 pytestmark = pytest.mark.integration
 

@@ -24,13 +24,13 @@ from kaflux.admin import (
     ConfigSource,
     UserScramCredentialUpsertion,
 )
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import (
     ProducerFencedError,
     SecurityDisabledError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
-from kaflux.testing.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
@@ -49,7 +49,7 @@ def admin(broker: Broker) -> Iterator[AdminClient]:
         client.close()
 
 
-def _ck(broker: Broker) -> ck_admin.AdminClient:
+def _ck(broker: Broker) -> Any:
     return ck_admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from security_fixtures import SecureTansu
-from support.oidc_provider import OidcProvider
 
 from kaflux import AdminClient, Consumer, Producer, TopicPartition
 from kaflux.errors import AuthenticationError
+
+from support.oidc_provider import OidcProvider
+from support.security_fixtures import SecureTansu
 
 ck = pytest.importorskip("confluent_kafka")
 

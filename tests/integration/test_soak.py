@@ -32,7 +32,7 @@ def test_soak_60_seconds() -> None:
             timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the soak run did not finish within {TIMEOUT_S} s; output so far:\n{e.stdout}")
+        pytest.fail(f"the soak run did not finish within {TIMEOUT_S} s; output so far:\n{e.stdout}")  # type: ignore[str-bytes-safe]
     output = result.stdout
     print(output)  # the round summaries and totals, in the test's captured output
     totals = re.search(r"^TOTALS .*$", output, re.MULTILINE)

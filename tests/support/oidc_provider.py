@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kaflux.testing.sasl_front_door import InvalidTokenError, OAuthToken, TokenValidator
+from support.sasl_front_door import InvalidTokenError, OAuthToken, TokenValidator
 
 
 def _b64(data: bytes) -> str:

@@ -1,6 +1,6 @@
 """``kaflux broker start``: run an embedded development broker until Ctrl-C or SIGTERM. [app]
 
-The broker is a child process from :mod:`kaflux.testing` (noida-db, Tansu, or librdkafka's
+The broker is a child process from :mod:`kaflux.devbrokers` (noida-db, Tansu, or librdkafka's
 three-broker mock cluster) on 127.0.0.1; its bootstrap string is the one line on stdout, so
 ``BOOTSTRAP=$(kaflux broker start &)``-style scripts can read it. It is stopped by its PID when
 this command ends, and dies with it even when this process is killed.
@@ -14,8 +14,8 @@ import time
 import click
 
 from kaflux.cli.main import CliError
-from kaflux.testing.brokers import Broker, NoidaBroker, TansuBroker
-from kaflux.testing.mock_cluster import MockCluster
+from kaflux.devbrokers.brokers import Broker, NoidaBroker, TansuBroker
+from kaflux.devbrokers.mock_cluster import MockCluster
 
 _CHECK_S = 0.5
 

@@ -5,11 +5,10 @@ sent where, and how each answer is read. [test]"""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from admin_rig import AdminRig
-from fakes import FakeCluster
 
 from kaflux.admin import (
     AbortTransactionSpec,
@@ -137,6 +136,9 @@ from kaflux.protocol.messages.write_txn_markers import (
 )
 from kaflux.structs import TopicPartition
 
+from support.admin_rig import AdminRig
+from support.fakes import FakeCluster
+
 SECURITY_DISABLED = 54
 UNKNOWN_TOPIC = 3
 TRANSACTIONAL_ID_NOT_FOUND = 105
@@ -158,7 +160,7 @@ class OpsFakeCluster(FakeCluster):
         self.transactions: dict[str, TransactionState] = {}
 
     def handle(self, broker_id: int, request: Any, version: int) -> Any:
-        handlers = {
+        handlers: dict[type, Callable[[int, Any, int], Any]] = {
             DescribeConfigsRequest: self._describe_configs,
             IncrementalAlterConfigsRequest: self._alter_configs,
             CreateAclsRequest: self._create_acls,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kip848_membership_rig import forget_drivers
+
+from support.kip848_membership_rig import forget_drivers
 
 
 @pytest.fixture(autouse=True)

@@ -4,12 +4,6 @@ a commit carries."""
 from __future__ import annotations
 
 import pytest
-from classic_membership_rig import COOPERATIVE, EAGER, HEARTBEAT_MS, REVOKED, M, all_of, stable_group
-from fake_group_coordinator import (
-    ILLEGAL_GENERATION,
-    NOT_COORDINATOR,
-    UNKNOWN_MEMBER_ID,
-)
 
 from kaflux.consumer.member_state import MemberState
 from kaflux.errors import (
@@ -23,6 +17,13 @@ from kaflux.protocol.messages.offset_commit import (
 )
 from kaflux.protocol.messages.sync_group import SyncGroupRequest
 from kaflux.structs import TopicPartition
+
+from support.classic_membership_rig import COOPERATIVE, EAGER, HEARTBEAT_MS, REVOKED, M, all_of, stable_group
+from support.fake_group_coordinator import (
+    ILLEGAL_GENERATION,
+    NOT_COORDINATOR,
+    UNKNOWN_MEMBER_ID,
+)
 
 # -- auto-commit -----------------------------------------------------------------------------------
 

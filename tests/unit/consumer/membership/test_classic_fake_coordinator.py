@@ -4,18 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from classic_membership_rig import COOPERATIVE, HEARTBEAT_MS, MAX_POLL_MS, SESSION_MS, M, all_of, stable_group
-from fake_group_coordinator import (
-    ILLEGAL_GENERATION,
-    MEMBER_ID_REQUIRED,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    FakeGroupCoordinator,
-    GroupDriver,
-    GroupState,
-)
-from fakes import roundtrip
-
 from kaflux.consumer.assignors import Subscription, decode_subscription, encode_subscription
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -25,6 +13,26 @@ from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kaflux.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+
+from support.classic_membership_rig import (
+    COOPERATIVE,
+    HEARTBEAT_MS,
+    MAX_POLL_MS,
+    SESSION_MS,
+    M,
+    all_of,
+    stable_group,
+)
+from support.fake_group_coordinator import (
+    ILLEGAL_GENERATION,
+    MEMBER_ID_REQUIRED,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    FakeGroupCoordinator,
+    GroupDriver,
+    GroupState,
+)
+from support.fakes import roundtrip
 
 # -- the fake coordinator itself -------------------------------------------------------------------
 

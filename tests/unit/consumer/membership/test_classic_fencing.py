@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from classic_membership_rig import (
+
+from kaflux.errors import (
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    InconsistentGroupProtocolError,
+)
+from kaflux.network.cluster import coordinator_node_id
+from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kaflux.protocol.messages.heartbeat import HeartbeatRequest
+from kaflux.protocol.messages.join_group import JoinGroupRequest
+from kaflux.protocol.messages.sync_group import SyncGroupRequest
+
+from support.classic_membership_rig import (
     ASSIGNED,
     COOPERATIVE,
     EAGER,
@@ -16,7 +28,7 @@ from classic_membership_rig import (
     record_fetchable,
     stable_group,
 )
-from fake_group_coordinator import (
+from support.fake_group_coordinator import (
     GROUP_AUTHORIZATION_FAILED,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
@@ -26,18 +38,7 @@ from fake_group_coordinator import (
     FakeGroupCoordinator,
     GroupDriver,
 )
-from fakes import FakeCluster
-
-from kaflux.errors import (
-    FencedInstanceIdError,
-    GroupAuthorizationFailedError,
-    InconsistentGroupProtocolError,
-)
-from kaflux.network.cluster import coordinator_node_id
-from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
-from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
-from kaflux.protocol.messages.sync_group import SyncGroupRequest
+from support.fakes import FakeCluster
 
 # -- fencing and coordinator errors ----------------------------------------------------------------
 

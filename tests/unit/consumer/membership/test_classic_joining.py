@@ -4,7 +4,14 @@ heartbeats once in the group; the leader's assignment and its metadata."""
 from __future__ import annotations
 
 import pytest
-from classic_membership_rig import (
+
+from kaflux.consumer.member_state import HEARTBEAT_STATES
+from kaflux.consumer.membership.classic_membership import LEADER_METADATA_WAIT_MS
+from kaflux.protocol.messages.heartbeat import HeartbeatRequest
+from kaflux.protocol.messages.join_group import JoinGroupRequest
+from kaflux.protocol.messages.sync_group import SyncGroupRequest
+
+from support.classic_membership_rig import (
     ASSIGNED,
     HEARTBEAT_MS,
     SESSION_MS,
@@ -14,19 +21,13 @@ from classic_membership_rig import (
     sent_between,
     stable_group,
 )
-from fake_group_coordinator import (
+from support.fake_group_coordinator import (
     MEMBER_ID_REQUIRED,
     FakeGroupCoordinator,
     GroupDriver,
     GroupState,
 )
-from fakes import FakePartition
-
-from kaflux.consumer.member_state import HEARTBEAT_STATES
-from kaflux.consumer.membership.classic_membership import LEADER_METADATA_WAIT_MS
-from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
-from kaflux.protocol.messages.sync_group import SyncGroupRequest
+from support.fakes import FakePartition
 
 # -- joining ---------------------------------------------------------------------------------------
 

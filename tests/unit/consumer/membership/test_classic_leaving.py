@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from classic_membership_rig import (
+
+from kaflux.protocol.messages.heartbeat import HeartbeatRequest
+from kaflux.protocol.messages.join_group import JoinGroupRequest
+from kaflux.protocol.messages.leave_group import LeaveGroupRequest
+from kaflux.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+)
+
+from support.classic_membership_rig import (
     EAGER,
     HEARTBEAT_MS,
     REVOKED,
@@ -13,17 +21,10 @@ from classic_membership_rig import (
     sent_between,
     stable_group,
 )
-from fake_group_coordinator import (
+from support.fake_group_coordinator import (
     FakeGroupCoordinator,
     GroupDriver,
     exclusive_ownership,
-)
-
-from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
-from kaflux.protocol.messages.leave_group import LeaveGroupRequest
-from kaflux.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
 )
 
 # -- leaving ---------------------------------------------------------------------------------------

@@ -3,12 +3,12 @@ application stops polling."""
 
 from __future__ import annotations
 
-from classic_membership_rig import EAGER, HEARTBEAT_MS, LOST, M, all_of, stable_group
-
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
 from kaflux.protocol.messages.join_group import JoinGroupRequest
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest
+
+from support.classic_membership_rig import EAGER, HEARTBEAT_MS, LOST, M, all_of, stable_group
 
 # -- poll timer ------------------------------------------------------------------------------------
 

@@ -4,7 +4,12 @@ move), and the rebalance callbacks they wait for."""
 from __future__ import annotations
 
 import pytest
-from classic_membership_rig import (
+
+from kaflux.consumer.assignors import decode_subscription
+from kaflux.protocol.messages.heartbeat import HeartbeatRequest
+from kaflux.protocol.messages.join_group import JoinGroupRequest
+
+from support.classic_membership_rig import (
     ASSIGNED,
     COOPERATIVE,
     EAGER,
@@ -19,15 +24,11 @@ from classic_membership_rig import (
     stable_group,
     tps,
 )
-from fake_group_coordinator import (
+from support.fake_group_coordinator import (
     UNKNOWN_MEMBER_ID,
     GroupDriver,
     exclusive_ownership,
 )
-
-from kaflux.consumer.assignors import decode_subscription
-from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
 
 # -- eager rebalance -------------------------------------------------------------------------------
 

@@ -205,9 +205,9 @@ def test_heartbeat_states_are_those_holding_a_valid_generation() -> None:
 
 
 def test_state_machine_rejects_a_table_missing_a_row() -> None:
-    incomplete = {s: t for s, t in MEMBER_TRANSITIONS.items() if s is not M.STALE}
+    incomplete: dict[M, frozenset[M]] = {s: t for s, t in MEMBER_TRANSITIONS.items() if s is not M.STALE}
     with pytest.raises(ValueError, match="STALE"):
-        StateMachine("member", M.UNJOINED, incomplete)
+        StateMachine[M]("member", M.UNJOINED, incomplete)
 
 
 @pytest.mark.parametrize("missing", list(MemberState), ids=_pair_id)

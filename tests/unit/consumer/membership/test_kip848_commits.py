@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from fake_consumer_group_coordinator import (
+from kaflux.errors import (
+    CommitFailedError,
+)
+from kaflux.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+)
+from kaflux.structs import TopicPartition
+
+from support.fake_consumer_group_coordinator import (
     FENCED_MEMBER_EPOCH,
     STALE_MEMBER_EPOCH,
 )
-from kip848_membership_rig import (
+from support.kip848_membership_rig import (
     HB,
     HEARTBEAT_MS,
     REVOKED,
@@ -16,14 +24,6 @@ from kip848_membership_rig import (
     member_in,
     stable_group,
 )
-
-from kaflux.errors import (
-    CommitFailedError,
-)
-from kaflux.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-)
-from kaflux.structs import TopicPartition
 
 # -- commits ---------------------------------------------------------------------------------------------
 

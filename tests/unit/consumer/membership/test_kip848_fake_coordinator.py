@@ -4,19 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_consumer_group_coordinator import (
-    FENCED_MEMBER_EPOCH,
-    INVALID_REQUEST,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNSUPPORTED_ASSIGNOR,
-    UNSUPPORTED_VERSION,
-    ConsumerGroupState,
-    FakeConsumerGroupCoordinator,
-)
-from fakes import roundtrip
-from kip848_membership_rig import partitions
-
 from kaflux.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatRequestTopicPartitions,
@@ -27,6 +14,19 @@ from kaflux.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
+
+from support.fake_consumer_group_coordinator import (
+    FENCED_MEMBER_EPOCH,
+    INVALID_REQUEST,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_ASSIGNOR,
+    UNSUPPORTED_VERSION,
+    ConsumerGroupState,
+    FakeConsumerGroupCoordinator,
+)
+from support.fakes import roundtrip
+from support.kip848_membership_rig import partitions
 
 # -- the fake coordinator itself ----------------------------------------------------------------------------
 

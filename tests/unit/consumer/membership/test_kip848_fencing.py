@@ -5,7 +5,18 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from fake_consumer_group_coordinator import (
+
+from kaflux.consumer.member_state import (
+    MemberState,
+)
+from kaflux.errors import (
+    GroupAuthorizationFailedError,
+    UnsupportedAssignorError,
+)
+from kaflux.network.cluster import coordinator_node_id
+from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
+
+from support.fake_consumer_group_coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     FENCED_MEMBER_EPOCH,
@@ -15,8 +26,8 @@ from fake_consumer_group_coordinator import (
     UNSUPPORTED_ASSIGNOR,
     FakeConsumerGroupCoordinator,
 )
-from fakes import FakeCluster
-from kip848_membership_rig import (
+from support.fakes import FakeCluster
+from support.kip848_membership_rig import (
     ASSIGNED,
     HB,
     HEARTBEAT_MS,
@@ -32,16 +43,6 @@ from kip848_membership_rig import (
     owned_in,
     stable_group,
 )
-
-from kaflux.consumer.member_state import (
-    MemberState,
-)
-from kaflux.errors import (
-    GroupAuthorizationFailedError,
-    UnsupportedAssignorError,
-)
-from kaflux.network.cluster import coordinator_node_id
-from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 # -- fencing -------------------------------------------------------------------------------------------
 
@@ -59,7 +60,7 @@ def test_a_fenced_member_loses_its_partitions_and_rejoins_with_the_same_member_i
     driver.run_until(lambda: a.state is M.LOSING_PARTITIONS, timeout_ms=2 * HEARTBEAT_MS)
     assert driver.heartbeats(a)[-1].error_code == code
     assert a.fetchable() == set()
-    assert a.manager.epoch == 0
+    assert a.manager.epoch == 0  # type: ignore[attr-defined]
     assert [(e.method, set(e.partitions)) for e in a.pending_callbacks] == [(LOST, all_of(4))]
     driver.run(2 * HEARTBEAT_MS)
     assert a.state is M.LOSING_PARTITIONS  # waits for on_partitions_lost ...

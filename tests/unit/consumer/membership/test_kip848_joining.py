@@ -7,7 +7,8 @@ import itertools
 import re
 
 import pytest
-from kip848_membership_rig import (
+
+from support.kip848_membership_rig import (
     ASSIGNED,
     HB,
     HEARTBEAT_MS,
@@ -111,7 +112,7 @@ def test_group_state_reports_the_epoch_member_id_assignment_and_reason() -> None
     _, (_, b) = stable_group("a", "b", partitions=4)
     state = b.manager.group_state()
     assert (state.protocol, state.state, state.member_id) == ("consumer", "STABLE", b.member_id)
-    assert state.generation == b.manager.epoch > 0
+    assert state.generation == b.manager.epoch > 0  # type: ignore[attr-defined]
     assert state.assignment == frozenset(b.assignment()) and state.assignment
     assert state.reason.startswith("new target assignment from the coordinator at epoch")
 

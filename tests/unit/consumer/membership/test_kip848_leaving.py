@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from fake_consumer_group_coordinator import (
+
+from kaflux.consumer.member_state import (
+    MemberState,
+)
+from kaflux.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+)
+
+from support.fake_consumer_group_coordinator import (
     UNRELEASED_INSTANCE_ID,
     FakeConsumerGroupCoordinator,
 )
-from kip848_membership_rig import (
+from support.kip848_membership_rig import (
     HB,
     HEARTBEAT_MS,
     LOST,
@@ -23,13 +31,6 @@ from kip848_membership_rig import (
     new_driver,
     stable_group,
     tps,
-)
-
-from kaflux.consumer.member_state import (
-    MemberState,
-)
-from kaflux.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
 )
 
 # -- leaving -----------------------------------------------------------------------------------------------

@@ -4,11 +4,14 @@ earlier incarnation."""
 from __future__ import annotations
 
 import pytest
-from fake_consumer_group_coordinator import (
+
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS
+
+from support.fake_consumer_group_coordinator import (
     FENCED_MEMBER_EPOCH,
     FakeConsumerGroupCoordinator,
 )
-from kip848_membership_rig import (
+from support.kip848_membership_rig import (
     HB,
     HEARTBEAT_MS,
     LOST,
@@ -21,8 +24,6 @@ from kip848_membership_rig import (
     new_driver,
     stable_group,
 )
-
-from kaflux.network.requests import MAX_POLL_TIMEOUT_MS
 
 # -- the poll timer --------------------------------------------------------------------------------------
 

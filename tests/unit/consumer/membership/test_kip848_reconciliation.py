@@ -3,8 +3,10 @@ acknowledge in the next heartbeat, topic ids resolved through metadata."""
 
 from __future__ import annotations
 
-from fake_group_coordinator import exclusive_ownership
-from kip848_membership_rig import (
+from kaflux.protocol.messages.metadata import MetadataRequest
+
+from support.fake_group_coordinator import exclusive_ownership
+from support.kip848_membership_rig import (
     ASSIGNED,
     HEARTBEAT_MS,
     LOST,
@@ -18,8 +20,6 @@ from kip848_membership_rig import (
     stable_group,
     tps,
 )
-
-from kaflux.protocol.messages.metadata import MetadataRequest
 
 # -- two members: incremental, cooperative movement ------------------------------------------------------
 
@@ -98,9 +98,9 @@ def test_a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_a
     driver.run_until(lambda: a.state is M.ASSIGNING_PARTITIONS and len(a.pending_callbacks) == 1)
     first = a.pending_callbacks[0]
     assert set(first.partitions) == tps(2)
-    version = a.manager._target_version
+    version = a.manager._target_version  # type: ignore[attr-defined]
     c.leave()  # ... then everything, while a's first on_partitions_assigned still runs
-    driver.run_until(lambda: a.manager._target_version > version, timeout_ms=3 * HEARTBEAT_MS)
+    driver.run_until(lambda: a.manager._target_version > version, timeout_ms=3 * HEARTBEAT_MS)  # type: ignore[attr-defined]
     assert partitions(driver.heartbeats(a)[-1].response) == list(range(6))
     assert a.state is M.ASSIGNING_PARTITIONS  # the new target waits
     assert len(a.pending_callbacks) == 1
@@ -170,7 +170,7 @@ def test_an_unresolved_topic_id_requests_metadata_and_reconciliation_waits() -> 
     assert a.state is M.STABLE and a.assignment() == all_of(2)
     requested: list[int] = []
     request_update = a.metadata.request_update
-    a.metadata.request_update = lambda: (requested.append(driver.now_ms), request_update())[1]  # type: ignore[method-assign]
+    a.metadata.request_update = lambda: (requested.append(driver.now_ms), request_update())[1]  # type: ignore[method-assign, func-returns-value]
     driver.hold(MetadataRequest, a)  # the member's metadata will not know "u" for a while
     driver.coordinator.cluster.create_topic("u", 3)
     driver.run_until(lambda: a.state is M.RECONCILING, timeout_ms=2 * HEARTBEAT_MS)

@@ -8,12 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import test_kip848_fencing as fencing
-import test_kip848_joining as joining
-import test_kip848_leaving as leaving
-import test_kip848_poll_timer as poll_timer
-import test_kip848_reconciliation as reconciliation
-from kip848_membership_rig import _DRIVERS, M, _name, moves
+from unit.consumer.membership import test_kip848_fencing as fencing
+from unit.consumer.membership import test_kip848_joining as joining
+from unit.consumer.membership import test_kip848_leaving as leaving
+from unit.consumer.membership import test_kip848_poll_timer as poll_timer
+from unit.consumer.membership import test_kip848_reconciliation as reconciliation
 
 from kaflux.consumer.member_state import (
     _CONSUMER_ALLOWED_SOURCES,
@@ -22,6 +21,8 @@ from kaflux.consumer.member_state import (
 )
 from kaflux.errors import IllegalStateError
 from kaflux.state_machine import StateMachine
+
+from support.kip848_membership_rig import _DRIVERS, M, _name, moves
 
 # -- the transition table ----------------------------------------------------------------------------
 
