@@ -94,6 +94,8 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
     elif kind == "list":
         parsed = _parse_list(key, value)
     elif kind in ("str", "optional_str", "secret"):
+        if meta["choices"] is not None and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # acks=1 as Java's and librdkafka's users write it
         parsed = _parse_str(key, value, nullable=kind != "str")
     elif kind == "callable":
         if value is not None and not callable(value):

@@ -152,6 +152,7 @@ def consume(
     if count is not None:
         config.setdefault("max.poll.records", str(min(count, 500)))
     consumer = Consumer(config)
+    interrupted = False
     try:
         if group is not None:
             listener = (
@@ -160,12 +161,18 @@ def consume(
             consumer.subscribe([topic], listener=listener)
         else:
             _assign(consumer, topic, partition, start)
+        tally = _Tally()
         try:
-            _print_records(consumer, topic, count, fmt, timeout)
+            _print_records(consumer, topic, count, fmt, timeout, tally)
         except KeyboardInterrupt:
-            pass  # Ctrl-C (or SIGTERM): stop here, commit and close cleanly
+            # Ctrl-C (or SIGTERM): stop here, commit and close cleanly, then exit 130
+            interrupted = True
+            if count is not None and tally.printed < count:
+                click.echo(f"\nkaflux: interrupted after {tally.printed} of {count} records", err=True)
     finally:
         consumer.close(timeout=10.0)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def _assign(consumer: Consumer, topic: str, partition: int | None, start: StartAt) -> None:
@@ -179,8 +186,15 @@ def _assign(consumer: Consumer, topic: str, partition: int | None, start: StartA
     seek_to_start(consumer, partitions, start)
 
 
+@dataclass
+class _Tally:
+    """Records printed so far (read after an interrupt)."""
+
+    printed: int = 0
+
+
 def _print_records(
-    consumer: Consumer, topic: str, count: int | None, fmt: str, timeout: float | None
+    consumer: Consumer, topic: str, count: int | None, fmt: str, timeout: float | None, tally: _Tally
 ) -> None:
     writer = record_writer(fmt)
     printed = 0
@@ -199,6 +213,7 @@ def _print_records(
                 records = _keep_first(consumer, records, count - printed)
             writer.write(records)
             printed += len(records)
+            tally.printed = printed
             bar.advance(len(records))
 
 
