@@ -202,7 +202,10 @@ def exactly_once(bootstrap: str, source: str, records: int, partitions: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kaflux.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kaflux.demo",
+        description="The demo job: produce a realistic event stream and read it back.",
+    )
     parser.add_argument(
         "--bootstrap-servers",
         default=os.environ.get("KAFLUX_BOOTSTRAP_SERVERS") or None,

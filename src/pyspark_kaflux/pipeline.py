@@ -270,7 +270,8 @@ def summarize(spark: Any, output: Path, expected: int) -> bool:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The job's command line."""
     parser = argparse.ArgumentParser(
-        prog="python -m pyspark_kaflux.pipeline", description=__doc__.splitlines()[0]
+        prog="python -m pyspark_kaflux.pipeline",
+        description="The main job: a Spark Structured Streaming pipeline over Kafka through kaflux.",
     )
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster (default: an embedded broker)")
     where = parser.add_mutually_exclusive_group()

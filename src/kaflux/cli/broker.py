@@ -145,14 +145,14 @@ def stop(pid: int, timeout: float) -> None:
         raise CliError(f"no process {pid}: the broker is not running") from None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not is_running(pid):
             click.echo(f"stopped the broker (pid {pid})", err=True)
             return
         time.sleep(0.1)
     raise CliError(f"the broker (pid {pid}) did not stop within {timeout:g} s")
 
 
-def _alive(pid: int) -> bool:
+def is_running(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie nobody reaped yet counts as ended)."""
     try:
         os.kill(pid, 0)
