@@ -24,8 +24,6 @@ import time
 import click
 
 from kaflux.cli.main import CliError
-from kaflux.testing.brokers import Broker, NoidaBroker, TansuBroker
-from kaflux.testing.mock_cluster import MockCluster
 
 _CHECK_S = 0.5
 ENV_PID = "KAFLUX_BROKER_PID"
@@ -68,6 +66,13 @@ def start(kind: str, port: int | None, brokers: int, timeout: float, env: bool) 
     if env:
         _start_detached(kind, port, brokers, timeout)
         return
+    from kaflux.testing.brokers import (  # imported when the command runs: --help stays fast
+        Broker,
+        NoidaBroker,
+        TansuBroker,
+    )
+    from kaflux.testing.mock_cluster import MockCluster
+
     server: Broker | MockCluster
     if kind == "mock":
         if port is not None:

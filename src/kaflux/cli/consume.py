@@ -12,16 +12,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from kaflux.cli.main import CliError, client_options, client_settings
 from kaflux.cli.output import progress, record_writer, timestamp_callback
-from kaflux.consumer.consumer import Consumer
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
-from kaflux.records import ConsumerRecord
 from kaflux.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.consumer import Consumer
+    from kaflux.records import ConsumerRecord
 
 _POLL_S = 0.5
 
@@ -151,6 +153,8 @@ def consume(
     config.setdefault("allow.auto.create.topics", "false")
     if count is not None:
         config.setdefault("max.poll.records", str(min(count, 500)))
+    from kaflux.consumer.consumer import Consumer  # imported when the command runs: --help stays fast
+
     consumer = Consumer(config)
     interrupted = False
     try:

@@ -24,7 +24,6 @@ import click
 
 from kaflux.cli.main import CliError, client_options, client_settings
 from kaflux.cli.output import decode_text, progress, stderr_console
-from kaflux.producer.producer import Producer
 from kaflux.structs import RecordMetadata
 
 
@@ -213,6 +212,8 @@ def produce(
     deliveries = _Deliveries()
     sent = 0
     started = time.monotonic()
+    from kaflux.producer.producer import Producer  # imported when the command runs: --help stays fast
+
     producer = Producer(config)
     try:
         with progress(
