@@ -3,6 +3,7 @@
 #   bash scripts/bootstrap.sh          what the main job needs: kaflux with its spark extra, and Java
 #   bash scripts/bootstrap.sh --test   everything CI needs too: the dev and docs extras, and stunnel4
 #                                      (the TLS terminator of the TLS/SASL_SSL tests)
+#   --dry-run (after the above)        print the plan, install nothing
 # Prints the venv's python path on the last line of stdout; everything else goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,9 +11,19 @@ PY=${PYTHON:-python3}
 VENV=.venv
 PROFILE=run
 EXTRAS=spark
-if [ "${1:-}" = "--test" ]; then
-  PROFILE=test
-  EXTRAS=dev,spark,docs
+DRY_RUN=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) PROFILE=test; EXTRAS=dev,spark,docs ;;
+    --dry-run) DRY_RUN=1 ;;
+    *) echo "bootstrap: unknown argument $arg (use --test, --dry-run)" >&2; exit 2 ;;
+  esac
+done
+if [ "$DRY_RUN" = 1 ]; then
+  echo "profile: $PROFILE"
+  echo "pip: -e .[$EXTRAS]"
+  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing)')"
+  exit 0
 fi
 # Reinstall when the packaging or the compiled kernel's sources change.
 want=$(cat pyproject.toml setup.py src/kaflux/records/_kernel.pyx src/kaflux/records/_kernel_impl.h \
