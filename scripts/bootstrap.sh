@@ -60,6 +60,10 @@ if ! stamp_ok "$PROFILE" && ! { [ "$PROFILE" = run ] && stamp_ok test; }; then
   say "installing kaflux with its [$EXTRAS] extras into $VENV (the first run downloads and builds for a minute or two)"
   "$VENV/bin/python" -m pip install --progress-bar on --upgrade pip setuptools wheel >&2
   "$VENV/bin/python" -m pip install --progress-bar on -e ".[$EXTRAS]" >&2
+  # Byte-code for the editable sources (even where PYTHONDONTWRITEBYTECODE is set): without it
+  # every start compiles the 20,000 generated lines of the wire protocol again (~0.3 s of CPU).
+  say "compiling kaflux's sources to byte-code"
+  "$VENV/bin/python" -m compileall -q src >/dev/null
   echo "$want" > "$VENV/.kaflux-installed-$PROFILE"
   say "installed"
 fi

@@ -387,7 +387,8 @@ class NetworkClient:
                 self._selector.unregister(conn.fileno())
             except (KeyError, ValueError):
                 pass
-        if conn.node_id in self._reported_ready:
+        established = conn.node_id in self._reported_ready
+        if established:
             self._reported_ready.discard(conn.node_id)
             self.reachability.closed(f"{conn.host}:{conn.port}")
         failed = conn.close()
@@ -397,7 +398,7 @@ class NetworkClient:
             self._auth_errors[conn.node_id] = error
         if backoff:
             self._record_failure(conn.node_id, now_ms)
-            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)

@@ -52,8 +52,8 @@ class Reachability:
 
     # -- network thread ------------------------------------------------------------------------
 
-    def failed(self, address: str, error: BaseException, now_ms: int) -> None:
-        """A connection to ``address`` failed (or a ready one broke) with ``error``."""
+    def failed(self, address: str, error: BaseException, now_ms: int, *, established: bool = False) -> None:
+        """A connection to ``address`` failed with ``error`` (``established``: a ready one broke)."""
         with self._lock:
             state = self._failing.setdefault(address, _Address())
             state.last_error = str(error)
@@ -64,13 +64,9 @@ class Reachability:
             count, state.unreported = state.unreported, 0
             state.next_warn_ms = now_ms + self._warn_interval_ms
         more = f" ({count} failed attempts since the last warning)" if count > 1 else ""
-        log.warning(
-            "%s: cannot connect to broker %s: %s; retrying with backoff%s",
-            self._client_id,
-            address,
-            error,
-            more,
-        )
+        what = "lost the connection to" if established else "cannot connect to"
+        client = self._client_id
+        log.warning("%s: %s broker %s: %s; retrying with backoff%s", client, what, address, error, more)
 
     def ready(self, address: str) -> None:
         """A connection to ``address`` became ready."""

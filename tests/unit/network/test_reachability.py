@@ -71,3 +71,16 @@ def test_a_ready_connection_ends_the_report_and_is_logged_once(caplog: pytest.Lo
     assert reach.unreachable() is not None and "127.0.0.1:9" in str(reach.unreachable())
     reach.failed("127.0.0.1:9", REFUSED, now_ms=1)  # still throttled after the reconnection elsewhere
     assert len(warnings(caplog)) == 2
+
+
+def test_a_broken_ready_connection_is_called_lost(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "kaflux.network")
+    reach = Reachability("c")
+    reach.ready("127.0.0.1:9")
+    reach.closed("127.0.0.1:9")
+    reach.failed(
+        "127.0.0.1:9", KafkaConnectionError("broker closed the connection"), now_ms=0, established=True
+    )
+    assert warnings(caplog) == [
+        "c: lost the connection to broker 127.0.0.1:9: broker closed the connection; retrying with backoff"
+    ]
