@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kaflux needs into .venv (idempotent; re-runs only when the packaging changes).
-#   bash scripts/bootstrap.sh          what the main job needs: kaflux with its spark extra, and Java
+#   bash scripts/bootstrap.sh          what the main job needs: kaflux with its spark and broker
+#                                      extras (PySpark, the embedded broker), and Java
 #   bash scripts/bootstrap.sh --test   everything CI needs too: the dev and docs extras, and stunnel4
 #                                      (the TLS terminator of the TLS/SASL_SSL tests)
 #   --dry-run (after the above)        print the plan, install nothing
@@ -10,11 +11,11 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv
 PROFILE=run
-EXTRAS=spark
+EXTRAS=spark,broker
 DRY_RUN=0
 for arg in "$@"; do
   case "$arg" in
-    --test) PROFILE=test; EXTRAS=dev,spark,docs ;;
+    --test) PROFILE=test; EXTRAS=dev,spark,broker,docs ;;
     --dry-run) DRY_RUN=1 ;;
     *) echo "bootstrap: unknown argument $arg (use --test, --dry-run)" >&2; exit 2 ;;
   esac

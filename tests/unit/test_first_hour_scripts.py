@@ -25,13 +25,13 @@ def plan(*args: str) -> str:
 
 def test_the_main_job_installs_only_what_it_runs() -> None:
     run = plan()
-    assert "pip: -e .[spark]\n" in run
+    assert "pip: -e .[spark,broker]\n" in run  # PySpark and the embedded broker
     assert "dev" not in run and "stunnel4" not in run and "docs" not in run
 
 
 def test_the_test_path_installs_the_test_tools() -> None:
     test = plan("--test")
-    assert "pip: -e .[dev,spark,docs]" in test and "stunnel4" in test
+    assert "pip: -e .[dev,spark,broker,docs]" in test and "stunnel4" in test
 
 
 def test_the_scripts_choose_their_profiles_and_pip_is_not_silenced() -> None:
