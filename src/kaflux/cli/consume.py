@@ -9,8 +9,11 @@ it printed; ``--offset`` and ``--from-time`` then move each partition the first 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -190,6 +193,29 @@ def _assign(consumer: Consumer, topic: str, partition: int | None, start: StartA
     seek_to_start(consumer, partitions, start)
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM, which the command treats alike) until the block ends, then
+    raise KeyboardInterrupt; on a thread other than the main one, do nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in _STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @dataclass
 class _Tally:
     """Records printed so far (read after an interrupt)."""
@@ -215,9 +241,10 @@ def _print_records(
             last_record = time.monotonic()
             if count is not None and printed + len(records) > count:
                 records = _keep_first(consumer, records, count - printed)
-            writer.write(records)
-            printed += len(records)
-            tally.printed = printed
+            with _interrupts_deferred():  # what was printed is what is counted
+                writer.write(records)
+                printed += len(records)
+                tally.printed = printed
             bar.advance(len(records))
 
 
