@@ -65,7 +65,11 @@ class KafluxDataSource(DataSource):
         # option is checked here, so a bad one fails load() instead of a running query.
         # Whether the query is a batch or a stream is not known yet; reader()/streamReader()
         # check what depends on it.
-        parse_source_options(self.options, streaming=None)
+        try:
+            parse_source_options(self.options, streaming=None)
+        except KafluxOptionError as e:
+            # Spark shows the traceback above the message: keep it to this one frame.
+            raise KafluxOptionError(str(e)) from None
         return kafka_schema(parse_include_headers(self.options))
 
     def _check_read_schema(self, schema: StructType) -> bool:

@@ -609,6 +609,8 @@ def check_source_option_names(options: Mapping[str, str]) -> None:
         if key.startswith("kafka."):
             continue
         problem = _unknown_option(key, _KNOWN_SOURCE_OPTIONS, consumer_keys)
+        if problem is not None and "did you mean" in problem:
+            raise KafluxOptionError(problem)
         if problem is not None:
             readable = ", ".join(spec.name for spec in SOURCE_OPTIONS if spec.name != "path")
             raise KafluxOptionError(f"{problem}. The kaflux source takes kafka.<key> and: {readable}")

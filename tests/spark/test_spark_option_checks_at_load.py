@@ -78,3 +78,4 @@ def test_load_refuses_a_bad_option_before_any_query_runs(spark_session: Any, str
     message = str(info.value)
     assert "Unknown option 'bootstrap.servers': did you mean 'kafka.bootstrap.servers'?" in message
     assert "UnboundLocalError" not in message
+    assert message.count('File "') <= 1  # one frame above the message, not a stack
