@@ -24,6 +24,80 @@ from kaflux.errors import ConfigError
 _INT_MAX = 2**31 - 1
 
 
+#: The meaning of each setting declared without ``doc=`` (Java's documentation, in short): the
+#: configuration reference (docs/reference/configuration.md, tools/generate_docs.py) shows it.
+#: A new setting says what it means with ``doc=`` in its declaration.
+_MEANINGS: dict[str, str] = {
+    "client.id": "A name for this client in broker logs and metrics (default: generated).",
+    "client.rack": "The rack of this client, for fetching from the closest replica (KIP-392).",
+    "request.timeout.ms": (
+        "How long to wait for a broker's answer before failing the request and closing the connection."
+    ),
+    "retry.backoff.ms": "The first wait before retrying a failed request (exponential, jittered).",
+    "retry.backoff.max.ms": "The longest wait between retries of a failed request.",
+    "reconnect.backoff.ms": (
+        "The first wait before connecting again to a broker that failed (exponential, jittered). "
+    ),
+    "reconnect.backoff.max.ms": "The longest wait before connecting again to a broker that keeps failing.",
+    "socket.connection.setup.timeout.ms": (
+        "How long a new connection may take (TCP, TLS, ApiVersions, SASL) before it is abandoned. "
+    ),
+    "socket.connection.setup.timeout.max.ms": "The longest connection setup timeout after repeated failures.",
+    "connections.max.idle.ms": "Close connections idle for longer than this (-1: never).",
+    "metadata.max.age.ms": "Refresh cluster metadata at least this often, even without a reason to.",
+    "send.buffer.bytes": "The socket's send buffer (SO_SNDBUF); -1 for the OS default.",
+    "receive.buffer.bytes": "The socket's receive buffer (SO_RCVBUF); -1 for the OS default.",
+    "max.in.flight.requests.per.connection": "Requests sent to one broker without waiting for their answers.",
+    "ssl.key.password": "The password of the private key in ssl.key.location or the key store.",
+    "ssl.truststore.location": "A PEM trust store (Java's name for ssl.ca.location).",
+    "ssl.truststore.type": "The trust store's format: PEM (JKS and PKCS12 must be converted).",
+    "ssl.truststore.password": "The trust store's password (unused for PEM).",
+    "ssl.keystore.location": "A PEM key store with the client's certificate and key (mutual TLS).",
+    "ssl.keystore.type": "The key store's format: PEM (JKS and PKCS12 must be converted).",
+    "ssl.keystore.password": "The key store's password.",
+    "sasl.username": "The SASL PLAIN or SCRAM user (librdkafka's name; or sasl.jaas.config).",
+    "sasl.password": "The SASL PLAIN or SCRAM password; never logged or shown.",
+    "group.id": "The consumer group to join for subscribe() and commits.",
+    "group.instance.id": "A static member id: a restart within session.timeout.ms keeps the assignment.",
+    "group.protocol": "classic (JoinGroup/SyncGroup) or consumer (KIP-848, the broker assigns).",
+    "partition.assignment.strategy": (
+        "Assignors of the classic protocol: range, roundrobin, sticky, cooperative-sticky. "
+    ),
+    "session.timeout.ms": (
+        "A member not heard from for this long is removed from the group (classic protocol). "
+    ),
+    "heartbeat.interval.ms": "How often a member heartbeats to the group coordinator (classic protocol).",
+    "max.poll.interval.ms": "The longest gap between poll() calls before the member leaves the group.",
+    "max.poll.records": "The most records one poll() returns.",
+    "enable.auto.commit": "Commit the positions of returned records in the background.",
+    "auto.commit.interval.ms": "How often positions are committed with enable.auto.commit.",
+    "auto.offset.reset": "Where to start without a committed offset: earliest, latest or none (raise).",
+    "fetch.min.bytes": "The least data a broker returns for a fetch, waiting up to fetch.max.wait.ms for it.",
+    "fetch.max.bytes": "The most data one fetch response may carry.",
+    "fetch.max.wait.ms": "How long a broker may hold a fetch waiting for fetch.min.bytes.",
+    "max.partition.fetch.bytes": "The most data one fetch returns per partition.",
+    "isolation.level": "read_uncommitted, or read_committed to see only committed transactions.",
+    "check.crcs": "Check the CRC32C of every fetched record batch.",
+    "default.api.timeout.ms": (
+        "The timeout of blocking calls given no timeout (seconds in the API: this / 1000). "
+    ),
+    "allow.auto.create.topics": "Let metadata requests create missing topics, where the broker allows it.",
+    "exclude.internal.topics": "Leave internal topics (__consumer_offsets...) out of pattern subscriptions.",
+    "acks": "Acknowledgements a write needs: all (-1), 1 (the leader) or 0 (none). 1 and 0 may be ints.",
+    "linger.ms": "How long a batch waits for more records before it is sent.",
+    "batch.size": "The most bytes of records per partition batch.",
+    "buffer.memory": (
+        "The most bytes of records waiting to be sent; send() blocks up to max.block.ms beyond it."
+    ),
+    "max.block.ms": "How long send() may block for metadata or buffer space.",
+    "max.request.size": "The largest produce request (and so the largest record).",
+    "compression.type": "none, gzip, snappy, lz4 or zstd, per batch.",
+    "retries": "How often a failed batch is retried (bounded by delivery.timeout.ms).",
+    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure.",
+    "partitioner.ignore.keys": "Spread keyed records like unkeyed ones (sticky) instead of hashing the key.",
+}
+
+
 def _setting(
     key: str,
     default: Any,
@@ -35,7 +109,14 @@ def _setting(
     doc: str = "",
 ) -> Any:
     """Declare one setting: its Kafka key, default, value kind and allowed range/choices."""
-    meta = {"key": key, "kind": kind, "low": low, "high": high, "choices": choices, "doc": doc}
+    meta = {
+        "key": key,
+        "kind": kind,
+        "low": low,
+        "high": high,
+        "choices": choices,
+        "doc": doc or _MEANINGS.get(key, ""),
+    }
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -94,6 +175,8 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
     elif kind == "list":
         parsed = _parse_list(key, value)
     elif kind in ("str", "optional_str", "secret"):
+        if meta["choices"] is not None and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # acks=1 as Java's and librdkafka's users write it
         parsed = _parse_str(key, value, nullable=kind != "str")
     elif kind == "callable":
         if value is not None and not callable(value):
@@ -242,8 +325,12 @@ class CommonConfig:
     sasl_oauthbearer_extensions: str | None = _setting(
         "sasl.oauthbearer.extensions", None, kind="optional_str", doc="SASL extensions: 'key=value,key=value'"
     )
-    sasl_login_retry_backoff_ms: int = _setting("sasl.login.retry.backoff.ms", 100, low=1)
-    sasl_login_retry_backoff_max_ms: int = _setting("sasl.login.retry.backoff.max.ms", 10000, low=1)
+    sasl_login_retry_backoff_ms: int = _setting(
+        "sasl.login.retry.backoff.ms", 100, low=1, doc="wait before fetching a token again after a failure"
+    )
+    sasl_login_retry_backoff_max_ms: int = _setting(
+        "sasl.login.retry.backoff.max.ms", 10000, low=1, doc="the longest wait between token fetch attempts"
+    )
     sasl_login_connect_timeout_ms: int = _setting(
         "sasl.login.connect.timeout.ms", 10000, low=1, doc="connecting to the token endpoint"
     )

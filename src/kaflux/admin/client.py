@@ -96,6 +96,7 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
         self._config = AdminConfig.from_dict(config)
         client_id = self._config.client_id or f"admin-{next(_client_ids)}"
         network = build_network(self._config, client_id, allow_auto_create_topics=False)
+        self._reachability = network.client.reachability
         manager = AdminRequestManager(network.cluster, network.metadata, network.retry_backoff)
         self._thread = NetworkThread(
             f"kaflux-admin-network-{client_id}",
@@ -112,7 +113,7 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
             raise IllegalStateError("the admin client is closed")
         call = AdminCall(what, monotonic_ms() + int(timeout * 1000), request)
         self._thread.submit(call)
-        return await_future(call.future, timeout + 1.0, what)
+        return await_future(call.future, timeout + 1.0, what, self._reachability.unreachable)
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
@@ -129,7 +130,12 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
             raise IllegalStateError("the admin client is closed")
         operation = AdminOperation(what, deadline_ms, api)
         self._thread.submit(operation)
-        return await_future(operation.future, max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0, what)
+        return await_future(
+            operation.future,
+            max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0,
+            what,
+            self._reachability.unreachable,
+        )
 
     def create_topics(
         self, topics: Iterable[NewTopic | str], *, timeout: float | None = None, exist_ok: bool = False

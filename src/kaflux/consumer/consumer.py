@@ -149,6 +149,7 @@ class Consumer(Closeable):
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
+        self._reachability = network.client.reachability
         metric_config = MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
         #: this thread's metrics; its lock lets metrics() measure them from any thread
         self._metrics = MetricsRegistry(metric_config, lock=threading.Lock())
@@ -276,7 +277,9 @@ class Consumer(Closeable):
             self._thread.submit(event)
             # The network thread fails the event at its deadline, naming the cause; the extra
             # second only guards against a network thread that cannot.
-            return await_future(event.future, timeout_s + 1.0, what or type(event).__name__)
+            return await_future(
+                event.future, timeout_s + 1.0, what or type(event).__name__, self._reachability.unreachable
+            )
         finally:
             with self._wakeup_lock:
                 self._waiting_on = None

@@ -43,6 +43,7 @@ from kaflux.network.connection import (
     ConnectionState,
     describe_failure,
 )
+from kaflux.network.reachability import Reachability
 from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
@@ -104,6 +105,9 @@ class NetworkClient:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
         self._metrics: NetworkMetrics | None = None
+        #: failed addresses and their last errors: logged here, read by timed-out blocking calls
+        self.reachability = Reachability(client_id)
+        self._reported_ready: set[int] = set()
 
     def enable_metrics(self, metrics: NetworkMetrics) -> None:
         """Record network I/O into ``metrics`` (call before the network thread starts)."""
@@ -267,8 +271,9 @@ class NetworkClient:
             self._connections[node_id] = conn
         try:
             conn.connect(now_ms)
-        except KafkaError:
+        except KafkaError as exc:
             self._record_failure(node_id, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", exc, now_ms)
             return
         self._selector.register(conn.fileno(), selectors.EVENT_WRITE, conn)
 
@@ -300,6 +305,9 @@ class NetworkClient:
         self._record_io(conn, sent_before, received_before, now_ms)
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
+            if conn.node_id not in self._reported_ready:
+                self._reported_ready.add(conn.node_id)
+                self.reachability.ready(f"{conn.host}:{conn.port}")
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
             self._unanswered.pop(conn.node_id, None)
@@ -379,6 +387,10 @@ class NetworkClient:
                 self._selector.unregister(conn.fileno())
             except (KeyError, ValueError):
                 pass
+        established = conn.node_id in self._reported_ready
+        if established:
+            self._reported_ready.discard(conn.node_id)
+            self.reachability.closed(f"{conn.host}:{conn.port}")
         failed = conn.close()
         if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
             error = self._maybe_tls_listener(conn, error)
@@ -386,6 +398,7 @@ class NetworkClient:
             self._auth_errors[conn.node_id] = error
         if backoff:
             self._record_failure(conn.node_id, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)

@@ -56,7 +56,7 @@ from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionMa
 from kaflux.records import codec_id
 from kaflux.records.encode import load_encoder
 from kaflux.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
-from kaflux.timeouts import MAX_TIMEOUT_S, await_future, timeout_seconds
+from kaflux.timeouts import MAX_TIMEOUT_S, await_future, explain, timeout_seconds
 
 Serializer = Callable[[Any], bytes | None]
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
@@ -184,6 +184,7 @@ class Producer(Closeable):
         managers: list[Any] = [network.metadata, self._sender]
         if self._tm is not None:
             managers.append(self._tm)
+        self._reachability = network.client.reachability
         self._thread = NetworkThread(
             f"kaflux-producer-network-{client_id}",
             network.delegate,
@@ -367,7 +368,9 @@ class Producer(Closeable):
         try:
             self._thread.wakeup()
             if not self._accumulator.await_all_complete(deadline, time.monotonic):
-                raise KafkaTimeoutError(f"flush() did not complete within {timeout} s")
+                message = f"flush() did not complete within {timeout} s"
+                reason = self._reachability.unreachable()
+                raise KafkaTimeoutError(message if reason is None else explain(message, reason))
         finally:
             self._accumulator.end_flush()
 
@@ -494,7 +497,9 @@ class Producer(Closeable):
         deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
         event = TransactionalEvent(operation)
         self._thread.submit(event)
-        pending = await_future(event.future, max(0.0, deadline - time.monotonic()) + 1.0, what)
+        pending = await_future(
+            event.future, max(0.0, deadline - time.monotonic()) + 1.0, what, self._reachability.unreachable
+        )
         if pending is None:
             return
         try:
