@@ -86,6 +86,12 @@ class ClosedBeforeAnsweringError(KafkaConnectionError):
     listener does to a client that does not speak TLS (several in a row mean exactly that)."""
 
 
+class SendFailedError(KafkaConnectionError):
+    """Writing to the socket failed. Every request queued on the connection, the one being sent
+    included, is in flight on a broken connection: it fails with the rest when the connection
+    closes (:meth:`BrokerConnection.close`), exactly once."""
+
+
 class BrokerConnection:
     """A connection to ``host:port`` for the broker ``node_id``."""
 
@@ -285,7 +291,7 @@ class BrokerConnection:
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 return
             except OSError as exc:
-                raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
+                raise SendFailedError(f"send to {self.broker} failed: {exc}") from exc
             self._protocol.output_sent(sent)
             self.bytes_sent += sent
             self.last_activity_ms = now_ms
@@ -368,7 +374,13 @@ class BrokerConnection:
         *,
         expect_response: bool = True,
     ) -> InFlightRequest:
-        """Queue ``request`` and try to write it at once. Only when READY."""
+        """Queue ``request`` and try to write it at once. Only when READY.
+
+        From the moment it is queued, the request is in flight (if it expects a response): when
+        the write fails, this raises :class:`SendFailedError` and the request fails with the
+        connection's other requests when the caller closes it, never a second time. Any other
+        error (no common version, a request that cannot be encoded) is raised before anything
+        is queued."""
         if self._machine.state is not _S.READY:
             raise KafkaConnectionError(f"connection to node {self.node_id} is not ready")
         in_flight = self._protocol.send_request(

@@ -41,6 +41,7 @@ from kaflux.network.connection import (
     BrokerConnection,
     ClosedBeforeAnsweringError,
     ConnectionState,
+    SendFailedError,
     describe_failure,
 )
 from kaflux.network.requests import ClientRequest, ClientResponse
@@ -180,6 +181,7 @@ class NetworkClient:
             )
             return
         sent_before = conn.bytes_sent
+        version = -1
         try:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
@@ -188,7 +190,15 @@ class NetworkClient:
             conn.send(
                 request.request, version, request, now_ms, timeout, expect_response=request.expect_response
             )
+        except SendFailedError as exc:
+            # The request was queued: if it awaits a response it is in flight, and closing the
+            # connection fails it with the others. Completing it here too would complete it twice.
+            self._disconnect(conn, exc, now_ms)
+            if not request.expect_response:
+                self._complete(request, None, exc, version, now_ms)
+            return
         except KafkaError as exc:
+            # Raised before anything was queued: the request is nowhere else.
             if isinstance(exc, KafkaConnectionError):
                 self._disconnect(conn, exc, now_ms)
             self._complete(request, None, exc, -1, now_ms)
