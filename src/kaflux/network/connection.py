@@ -28,6 +28,7 @@ from kaflux.errors import (
     KafkaConnectionError,
     KafkaError,
     ProtocolError,
+    ResponseTooLargeError,
     SslAuthenticationError,
     UnsupportedVersionBrokerError,
     UnsupportedVersionError,
@@ -341,7 +342,19 @@ class BrokerConnection:
             total += count
             self.bytes_received += count
             self.last_activity_ms = now_ms
-            for response in self._protocol.data_received(count):
+            try:
+                responses = self._protocol.data_received(count)
+            except ResponseTooLargeError as exc:
+                raise ResponseTooLargeError(
+                    f"broker {self.broker} sent a response of {exc.size} bytes, above "
+                    f"receive.message.max.bytes={exc.limit}; the connection was closed and its "
+                    "requests failed. Raise receive.message.max.bytes, or lower fetch.max.bytes "
+                    "and max.partition.fetch.bytes if the broker honours them",
+                    size=exc.size,
+                    limit=exc.limit,
+                    broker=self.broker,
+                ) from None
+            for response in responses:
                 self._deadlines.pop(response.in_flight.correlation_id, None)
                 context = response.in_flight.context
                 if context is _API_VERSIONS_CONTEXT:
@@ -503,6 +516,8 @@ class BrokerConnection:
 
 def describe_failure(exc: BaseException) -> KafkaError:
     """Translate anything raised by connection I/O into a retriable kaflux error."""
-    if isinstance(exc, KafkaError) and not isinstance(exc, ProtocolError):
+    if isinstance(exc, ResponseTooLargeError) or (
+        isinstance(exc, KafkaError) and not isinstance(exc, ProtocolError)
+    ):
         return exc
     return KafkaConnectionError(f"connection failed: {exc}")
