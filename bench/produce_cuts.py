@@ -6,10 +6,10 @@ One noida-db broker behind :class:`kaflux.testing.fault_proxy.FaultProxy` for th
 run: a new 3-partition topic, an idempotent kaflux Producer (the defaults, ``linger.ms=5``) sends
 ``--records`` records as fast as it can, round-robin over the partitions, then ``flush(60)``; while
 it sends and flushes, a thread arms one cut of a Produce exchange every ``--every`` seconds until
-``--cuts`` have fired, rotating over cut-after-request, cut-mid-request, cut-before-response and
-cut-mid-response (the cuts that make the producer retry a batch the broker may already have
-written). The topic is then read back with confluent-kafka (an independent client) and compared
-with what was sent, partition by partition.
+``--cuts`` have fired, rotating over ``--variants`` (by default cut-after-request, cut-mid-request,
+cut-before-response and cut-mid-response: the cuts that make the producer retry a batch the
+broker may already have written). The topic is then read back with confluent-kafka (an
+independent client) and compared with what was sent, partition by partition.
 
 Prints one line per run and a ``TOTALS`` line: flush timeouts, failed futures, records lost,
 duplicated and out of order, cuts fired, and the producer's CPU seconds. Exit status 1 when any
@@ -46,11 +46,18 @@ class RunResult:
     cpu_s: float
 
 
-def _cutter(pb: ProxiedBroker, cuts: int, every: float, stop: threading.Event, fired: list[int]) -> None:
+def _cutter(
+    pb: ProxiedBroker,
+    cuts: int,
+    every: float,
+    stop: threading.Event,
+    fired: list[int],
+    variants: tuple[str, ...] = VARIANTS,
+) -> None:
     done = 0
     index = 0
     while done < cuts and not stop.is_set():
-        variant = VARIANTS[index % len(VARIANTS)]
+        variant = variants[index % len(variants)]
         index += 1
         fault = getattr(pb.proxy, variant)(ApiKey.PRODUCE, times=1)
         while not stop.is_set() and not fault.wait(1, timeout=0.05):
@@ -100,7 +107,9 @@ def _read_back(bootstrap: str, topic: str, expected: int) -> dict[int, list[byte
     return out
 
 
-def run_once(pb: ProxiedBroker, records: int, cuts: int, every: float) -> RunResult:
+def run_once(
+    pb: ProxiedBroker, records: int, cuts: int, every: float, variants: tuple[str, ...] = VARIANTS
+) -> RunResult:
     topic = unique_name("kx-cuts")
     create_topic(pb.bootstrap_servers, topic, PARTITIONS)
     sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -113,7 +122,7 @@ def run_once(pb: ProxiedBroker, records: int, cuts: int, every: float) -> RunRes
     timed_out = False
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.monotonic()
-    cutter = threading.Thread(target=_cutter, args=(pb, cuts, every, stop, fired), daemon=True)
+    cutter = threading.Thread(target=_cutter, args=(pb, cuts, every, stop, fired, variants), daemon=True)
     try:
         producer.send(topic, b"warm-up", partition=0).result(30)
         sent[0].append(b"warm-up")
@@ -154,12 +163,15 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--cuts", type=int, default=15)
     parser.add_argument("--every", type=float, default=0.05, help="seconds between arming cuts")
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="comma-separated FaultProxy cuts to rotate over"
+    )
     args = parser.parse_args()
     pb = start_proxied_broker("noida")
     results: list[RunResult] = []
     try:
         for run in range(1, args.runs + 1):
-            r = run_once(pb, args.records, args.cuts, args.every)
+            r = run_once(pb, args.records, args.cuts, args.every, tuple(args.variants.split(",")))
             results.append(r)
             print(
                 f"run {run:2d}: {r.seconds:5.1f} s, cuts {r.cuts:2d}, flush timeout {r.flush_timed_out}, "
