@@ -69,6 +69,9 @@ class StandaloneCluster:
                     "spark.ui.showConsoleProgress false",
                     # a lost executor's tasks go to the other one at once
                     "spark.locality.wait 0s",
+                    # a job starts once every worker's executor has registered
+                    "spark.scheduler.minRegisteredResourcesRatio 1.0",
+                    "spark.scheduler.maxRegisteredResourcesWaitingTime 60s",
                 ]
             )
             + "\n"

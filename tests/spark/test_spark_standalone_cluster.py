@@ -1,5 +1,6 @@
-"""The main job (``python -m pyspark_kaflux.pipeline``) on a real Spark standalone cluster, with
-a worker killed mid-stream (issue 24).
+"""``format("kaflux")`` on a real Spark standalone cluster (issue 24): a batch read spreads over both
+workers' executors, and the main job (``python -m pyspark_kaflux.pipeline``) survives a worker
+killed mid-stream.
 
 A master and two workers (1 core, 1 GiB each) start from the installed pyspark's
 ``bin/spark-class`` on loopback (:mod:`spark_cluster`); the job runs as its own driver process
@@ -12,6 +13,7 @@ output. Every process is stopped by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +24,10 @@ from pathlib import Path
 
 import pytest
 from spark_cluster import StandaloneCluster, java_home
+
+from kaflux import Producer
+from kaflux.testing.brokers import start_broker
+from kaflux.testing.scenarios import create_topic
 
 pytestmark = pytest.mark.spark
 
@@ -34,6 +40,31 @@ _TOTAL = re.compile(r"total views in Parquet: ([\d,]+); events read: ([\d,]+) ->
 
 def _number(text: str) -> int:
     return int(text.replace(",", ""))
+
+
+BATCH_JOB = Path(__file__).with_name("spark_cluster_batch_job.py")
+
+
+@pytest.mark.skipif(java_home() is None, reason="Spark needs Java")
+def test_a_batch_read_spreads_over_both_workers_executors(tmp_path: Path) -> None:
+    with start_broker("noida") as broker, StandaloneCluster(tmp_path, workers=2) as cluster:
+        topic = "kx-cluster-batch"
+        create_topic(broker.bootstrap_servers, topic, 4)
+        with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+            for i in range(4000):
+                producer.send(topic, b"%d" % i, partition=i % 4)
+            producer.flush(30)
+        job = subprocess.run(
+            [sys.executable, str(BATCH_JOB), cluster.master_url, broker.bootstrap_servers, topic],
+            env=cluster.env(),
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT_S,
+        )
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:] + cluster.logs()
+    result = json.loads(job.stdout.strip().splitlines()[-1])
+    assert result["rows"] == 4000
+    assert len(result["executors"]) == 2, f"the read ran in executors {result['executors']}"
 
 
 @pytest.mark.skipif(java_home() is None, reason="Spark needs Java")
