@@ -157,6 +157,16 @@ def _parse_str(key: str, value: object, nullable: bool) -> str | None:
     raise ConfigError(key, f"expected a string, got {value!r}")
 
 
+def _parse_secret(key: str, value: object) -> str | None:
+    """A password, JAAS line or token setting: a string or None. The error names the type it
+    was given as, never the value (a password passed as bytes is still a password)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(
+        key, f"expected a string, got a value of type {type(value).__name__} (not shown: it is a secret)"
+    )
+
+
 def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
     meta = f.metadata
     key: str = meta["key"]
@@ -174,7 +184,9 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
         parsed = _parse_bool(key, value)
     elif kind == "list":
         parsed = _parse_list(key, value)
-    elif kind in ("str", "optional_str", "secret"):
+    elif kind == "secret":
+        parsed = _parse_secret(key, value)
+    elif kind in ("str", "optional_str"):
         if meta["choices"] is not None and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # acks=1 as Java's and librdkafka's users write it
         parsed = _parse_str(key, value, nullable=kind != "str")

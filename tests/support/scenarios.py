@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Protocol, Self
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.devbrokers.brokers import Broker, NoidaBroker, TansuBroker, start_broker
@@ -42,6 +42,7 @@ from support.group_member import Commit, MemberEvent, MemberProcess, Read
 __all__ = [
     "GROUP_TIMINGS",
     "ChurnReport",
+    "ChurnTarget",
     "KeyedProducer",
     "KillRestartReport",
     "Ownership",
@@ -832,8 +833,18 @@ def _converged(members: list[MemberProcess], partitions: int) -> bool:
     )
 
 
+class ChurnTarget(Protocol):
+    """Where a group churns: a broker (behind a proxy) or librdkafka's mock cluster."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
 def run_group_churn(
-    pb: ProxiedBroker,
+    pb: ChurnTarget,
     *,
     actions: list[str] | None = None,
     duration: float | None = None,
@@ -843,15 +854,24 @@ def run_group_churn(
     max_members: int = 4,
     rate: float = 300.0,
     strategy: str = "cooperative-sticky",
+    group_protocol: str = "classic",
+    create: Callable[[str, str, int], None] | None = None,
+    outage: Callable[[], str] | None = None,
     converge_bound_s: float = 45.0,
     log: Log = _quiet,
 ) -> ChurnReport:
     """Members (child processes) join, leave (close) and are SIGKILLed while a producer writes.
 
-    ``actions`` is a list of "join", "leave" and "kill"; with ``duration`` instead, actions are drawn
-    from ``rng`` until that many seconds passed. After each action the test waits until the live
-    members own every partition, disjointly, before the next. At the end every acknowledged record
-    must have been read by some member, and no two members may have owned a partition at once.
+    ``actions`` is a list of "join", "leave", "kill" and "outage"; with ``duration`` instead, actions
+    are drawn from ``rng`` until that many seconds passed (an outage in each run of actions when
+    ``outage`` is given). After each action the test waits until the live members own every
+    partition, disjointly, before the next. At the end every acknowledged record must have been read
+    by some member, and no two members may have owned a partition at once.
+
+    ``group_protocol="consumer"`` makes the members KIP-848 members (the broker assigns; no
+    ``strategy``, session or heartbeat settings). ``create(bootstrap, topic, partitions)`` creates the
+    topic (default: CreateTopics). ``outage()`` takes the brokers away for a while and brings them
+    back, returning what it did (for the action list).
     """
     if actions is None and duration is None:
         raise ValueError("give actions or duration")
@@ -860,8 +880,13 @@ def run_group_churn(
     topic = unique_name("kx-churn")
     group = unique_name("kx-churn-group")
     report = ChurnReport(pb.kind, topic)
-    create_topic(pb.bootstrap_servers, topic, partitions)
-    config = member_config(pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy})
+    (create or create_topic)(pb.bootstrap_servers, topic, partitions)
+    if group_protocol == "consumer":
+        config = member_config(pb.bootstrap_servers, group, **{"group.protocol": "consumer"})
+        for classic_only in GROUP_TIMINGS:
+            config.pop(classic_only, None)
+    else:
+        config = member_config(pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy})
     everyone: list[MemberProcess] = []
     live: list[MemberProcess] = []
     serial = 0
@@ -905,9 +930,11 @@ def run_group_churn(
                 # Every run of three actions holds a join, a leave and a kill, in random order, as
                 # far as the member count allows (at least one member stays, at most max_members).
                 if not upcoming:
-                    upcoming = ["join", "leave", "kill"]
+                    upcoming = ["join", "leave", "kill", *(["outage"] if outage is not None else [])]
                     rng.shuffle(upcoming)
                 allowed = {"join"} if len(live) < 2 else {"leave", "kill"}
+                if outage is not None:
+                    allowed.add("outage")
                 if 2 <= len(live) < max_members:
                     allowed.add("join")
                 action = next((a for a in upcoming if a in allowed), sorted(allowed)[0])
@@ -924,6 +951,8 @@ def run_group_churn(
                 else:
                     victim.kill()
                 action = f"{action}:{victim.name}"
+            elif action == "outage" and outage is not None:
+                action = outage()
             else:
                 raise ValueError(f"unknown churn action {action!r}")
             report.actions.append(action)

@@ -51,6 +51,7 @@ from kaflux.protocol.messages.create_topics import (
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo, TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
+from kaflux.validation import check_topic
 
 _client_ids = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
@@ -144,10 +145,16 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
 
         Raises:
             TopicAlreadyExistsError: a topic exists (unless ``exist_ok``).
+            InvalidTopicError: a name Kafka refuses (empty, illegal characters...), before any
+                request; TypeError: an element is neither a NewTopic nor a str.
             BrokerError: the broker refused (the first error, naming the topic).
             KafkaTimeoutError: no answer within ``timeout`` seconds.
         """
         wanted = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        for t in wanted:
+            if not isinstance(t, NewTopic):
+                raise TypeError(f"create_topics() takes NewTopic values or names, got {type(t).__name__}")
+            check_topic(t.name, "create_topics(): topic")
         seconds = self._timeout(timeout)
         request = CreateTopicsRequest(
             topics=[

@@ -242,6 +242,7 @@ def build_consumer_components(
         retry_backoff=backoff,
         use_sessions=config.enable_fetch_sessions,
         metrics=None if metrics is None else FetchMetrics(metrics),
+        on_error=on_error,
     )
     processor = ApplicationEventProcessor(
         subscription,

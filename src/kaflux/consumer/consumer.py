@@ -66,6 +66,7 @@ from kaflux.consumer.subscription_state import (
     SubscriptionState,
     SubscriptionType,
 )
+from kaflux.consumer.validation import check_assignment, check_subscription
 from kaflux.errors import (
     ConcurrentAccessError,
     IllegalStateError,
@@ -367,13 +368,12 @@ class Consumer(Closeable):
 
         Raises:
             IllegalStateError: the consumer is subscribed to topics or a pattern.
-            TypeError: an element is not a TopicPartition.
+            TypeError: an element is not a TopicPartition of a str topic and an int partition.
+            InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...).
+            InvalidArgumentError: a negative partition.
         """
         with self._in_use():
-            wanted = list(dict.fromkeys(partitions))
-            for tp in wanted:
-                if not isinstance(tp, TopicPartition) or not tp.topic or tp.partition < 0:
-                    raise TypeError(f"assign() takes TopicPartition values, got {tp!r}")
+            wanted = check_assignment(partitions)
             if not wanted:
                 self._unassign()
                 return
@@ -402,6 +402,8 @@ class Consumer(Closeable):
             InvalidGroupIdError: no group.id was configured.
             IllegalStateError: partitions were assigned manually with assign().
             ValueError / TypeError: neither or both of topics and pattern, or bad values.
+            InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...),
+                as :meth:`Producer.send` would.
         """
         with self._in_use():
             if self._membership is None:
@@ -415,9 +417,7 @@ class Consumer(Closeable):
             if topics is not None:
                 if isinstance(topics, str):
                     raise TypeError("topics must be a list of topic names, not a string")
-                names = list(dict.fromkeys(topics))
-                if any(not isinstance(t, str) or not t.strip() for t in names):
-                    raise ValueError(f"topic names must be non-empty strings, got {names!r}")
+                names = check_subscription(topics)
                 if not names:
                     self._leave_group(self._timeout_s(None), on_close=False)
                     return
@@ -603,7 +603,10 @@ class Consumer(Closeable):
             tally.reset()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        """Yield records forever (polling in 1-second slices) until the consumer is closed."""
+        """Yield records forever (polling in 1-second slices) until the consumer is closed.
+
+        Raises IllegalStateError, at the first ``next()``, on a consumer already closed."""
+        self._ensure_open()
         while not self._closed:
             yield from self.poll(1.0)
 
