@@ -6,7 +6,7 @@ kafka-python on the same backlog, with kaflux's raw fetch ceiling in the same ru
     python bench/bench_compare.py --clients kaflux-poll,confluent-tuned --rounds 5
 
 The backlog (8-byte keys, 100-byte values, 6 partitions; see ``consume_clients.produce``) is
-written once to a Tansu broker started by ``kaflux.testing.brokers`` (or to
+written once to a Tansu broker started by ``kaflux.devbrokers.brokers`` (or to
 ``--bootstrap-servers``). Every run is one child process that assigns all partitions, reads
 the whole backlog from the beginning and touches every value; the clients take turns within
 each round (interleaved), so drifting machine load spreads over all of them. Per client it
@@ -138,8 +138,8 @@ def main() -> None:
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
         parser.error(f"unknown clients {unknown}; choose from {list(CLIENTS)}")
+    from kaflux.devbrokers.brokers import start_broker
     from kaflux.records import KERNEL
-    from kaflux.testing.brokers import start_broker
 
     broker = None
     bootstrap = args.bootstrap_servers

@@ -252,7 +252,7 @@ def main() -> int:
 
     import contextlib
 
-    from kaflux.testing.brokers import start_broker
+    from kaflux.devbrokers.brokers import start_broker
 
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap_servers

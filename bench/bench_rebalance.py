@@ -39,7 +39,7 @@ Setups (``--setups``):
 The mock cluster is served by a child process (``--serve-mock``) that drives librdkafka's
 mock API through ctypes (the library inside confluent-kafka): that API creates a topic of any
 partition count (the mock has no CreateTopics; auto-creation gives 4), sets the KIP-848
-heartbeat interval and caps API versions. noida-db is started by ``kaflux.testing.brokers``.
+heartbeat interval and caps API versions. noida-db is started by ``kaflux.devbrokers.brokers``.
 ``--verbose`` prints each round's rebalance callbacks; ``--log-dir`` keeps each member's
 kaflux debug log.
 """
@@ -198,7 +198,7 @@ class Child:
 
     def stop(self, timeout: float = 15.0) -> None:
         """Close stdin (the child's cue to finish), then SIGTERM and SIGKILL by PID if needed."""
-        from kaflux.testing.brokers import stop_process
+        from kaflux.devbrokers.brokers import stop_process
 
         proc = self.proc
         try:
@@ -594,7 +594,7 @@ def _fmt(values: list[float], scale: str) -> str:
 
 def run_setup(setup: Setup, args: argparse.Namespace) -> list[RoundResult]:
     from kaflux import AdminClient, NewTopic
-    from kaflux.testing.brokers import start_broker
+    from kaflux.devbrokers.brokers import start_broker
 
     mock: MockServer | None = None
     broker = None

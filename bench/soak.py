@@ -1,16 +1,21 @@
-"""Soak run: group churn and broker kill/restart, alternating, for a set time, then totals.
+"""Soak run: group churn (classic and KIP-848 members) and broker kill/restart, then totals.
 
     python bench/soak.py --duration 600 --seed 1
 
-Two brokers run behind fault proxies (:func:`kaflux.testing.scenarios.start_proxied_broker`) for the
-whole run. Rounds alternate until ``--duration`` seconds have passed:
+Two brokers run behind fault proxies (:func:`support.scenarios.start_proxied_broker`), and
+librdkafka's mock cluster (3 brokers, the only one here with KIP-848) in a child process, for the
+whole run. Rounds take turns, in this order, until ``--duration`` seconds have passed:
 
-* churn, on Tansu: consumer-group members (child processes) join, leave and are SIGKILLed at random
-  while a producer writes (:func:`~kaflux.testing.scenarios.run_group_churn`); the assignment
-  strategy alternates between cooperative-sticky and range;
+* churn, on Tansu: classic consumer-group members (child processes) join, leave and are SIGKILLed at
+  random while a producer writes (:func:`~support.scenarios.run_group_churn`); the
+  assignment strategy alternates between cooperative-sticky and range;
 * kill, on noida-db: the broker is killed with SIGKILL mid-stream and restarted on the same port
-  again and again while a producer writes and a member reads and commits
-  (:func:`~kaflux.testing.scenarios.run_kill_restart`).
+  again and again while a producer writes and a classic member reads and commits
+  (:func:`~support.scenarios.run_kill_restart`);
+* KIP-848 churn, on the mock cluster: the same with ``group.protocol=consumer`` members, plus
+  outages: the mock cluster's process is stopped (SIGSTOP) for 3-8 s and continued, so every broker
+  hangs mid-stream and comes back (its storage is in memory: a real restart would lose the log).
+  Rounds shorter than 40 s (the CI run) take a fixed outage, kill and join instead.
 
 Each round prints a summary line; the run ends with one ``TOTALS`` line (records produced,
 acknowledged, consumed and lost, duplicates, rebalances, restarts, worst recovery time). "lost" counts
@@ -23,12 +28,20 @@ is printed), else 0.
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from kaflux.testing.scenarios import (
+# The scenarios are test-support code (tests/support), not part of the kaflux package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from kaflux.devbrokers.mock_cluster import MockCluster
+
+from support.scenarios import (
     ChurnReport,
     KillRestartReport,
     ProxiedBroker,
@@ -36,6 +49,45 @@ from kaflux.testing.scenarios import (
     run_kill_restart,
     start_proxied_broker,
 )
+
+#: the mock cluster creates a topic, with this many partitions, when something produces to it
+MOCK_PARTITIONS = 4
+
+
+class MockTarget:
+    """The mock cluster as a churn target."""
+
+    kind = "mock cluster (KIP-848)"
+
+    def __init__(self, cluster: MockCluster) -> None:
+        self.cluster = cluster
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    def create(self, bootstrap: str, topic: str, partitions: int) -> None:
+        """The mock has no CreateTopics: producing creates the topic (MOCK_PARTITIONS partitions)."""
+        from confluent_kafka import Producer as CKProducer
+
+        assert partitions == MOCK_PARTITIONS
+        producer = CKProducer({"bootstrap.servers": bootstrap})
+        producer.produce(topic, b"topic-created")
+        if producer.flush(30) != 0:
+            raise RuntimeError(f"could not create {topic} on the mock cluster")
+
+    def outage(self, rng: random.Random) -> str:
+        """Stop every broker (the mock's process, by its PID) for 3-8 s, then let it go on."""
+        pid = self.cluster.pid
+        if pid is None:
+            raise RuntimeError("the mock cluster is not running")
+        seconds = rng.uniform(3.0, 8.0)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return f"outage:{seconds:.1f}s"
 
 
 @dataclass
@@ -50,6 +102,8 @@ class Totals:
     rebalances: int = 0
     restarts: int = 0
     member_kills: int = 0
+    outages: int = 0
+    kip848_rounds: int = 0
     overlaps: int = 0
     worst_recovery_s: float = 0.0
     worst_convergence_s: float = 0.0
@@ -64,6 +118,7 @@ class Totals:
         self.duplicates += r.duplicates_uncommitted + len(r.duplicates_unexplained)
         self.rebalances += r.rebalances
         self.member_kills += sum(1 for a in r.actions if a.startswith("kill"))
+        self.outages += sum(1 for a in r.actions if a.startswith("outage"))
         self.overlaps += len(r.overlaps)
         self.worst_convergence_s = max(self.worst_convergence_s, *r.convergence_s, 0.0)
         self.problems += [f"churn round {self.rounds}: {p}" for p in r.problems()]
@@ -87,7 +142,8 @@ class Totals:
             f"TOTALS elapsed_s={elapsed:.1f} rounds={self.rounds} produced={self.produced} "
             f"acknowledged={self.acknowledged} consumed={self.consumed} lost={self.lost} "
             f"broker_lost={self.broker_lost} duplicates={self.duplicates} rebalances={self.rebalances} "
-            f"restarts={self.restarts} member_kills={self.member_kills} overlaps={self.overlaps} "
+            f"restarts={self.restarts} member_kills={self.member_kills} outages={self.outages} "
+            f"kip848_rounds={self.kip848_rounds} overlaps={self.overlaps} "
             f"worst_recovery_s={self.worst_recovery_s:.2f} "
             f"worst_convergence_s={self.worst_convergence_s:.2f} problems={len(self.problems)}"
         )
@@ -118,21 +174,45 @@ def main(argv: list[str] | None = None) -> int:
     totals = Totals()
     tansu: ProxiedBroker | None = None
     noida: ProxiedBroker | None = None
+    mock: MockCluster | None = None
     try:
         tansu = start_proxied_broker("tansu")
         noida = start_proxied_broker("noida")
+        mock = MockCluster(brokers=3).start()
+        target = MockTarget(mock)
         strategies = ["cooperative-sticky", "range"]
         while True:
             remaining = args.duration - (time.monotonic() - started)
             if remaining <= 0:
                 break
-            if totals.rounds % 2 == 0:
-                strategy = strategies[(totals.rounds // 2) % 2]
+            if totals.rounds % 3 == 0:
+                strategy = strategies[(totals.rounds // 3) % 2]
                 churn = run_group_churn(
                     tansu, duration=min(round_s, remaining), rng=rng, strategy=strategy, log=log
                 )
                 totals.add_churn(churn)
                 print(f"[{time.monotonic() - started:6.1f} s] {churn.summary()} ({strategy})", flush=True)
+            elif totals.rounds % 3 == 2:
+                # A short round (the CI run) takes a fixed outage, kill, join: each fault once.
+                fixed = ["outage", "kill", "join"] if round_s < 40 else None
+                churn = run_group_churn(
+                    target,
+                    actions=fixed,
+                    duration=None if fixed else min(round_s, remaining),
+                    rng=rng,
+                    partitions=MOCK_PARTITIONS,
+                    group_protocol="consumer",
+                    create=target.create,
+                    outage=lambda: target.outage(rng),
+                    converge_bound_s=60.0,
+                    log=log,
+                )
+                totals.add_churn(churn)
+                totals.kip848_rounds += 1
+                print(
+                    f"[{time.monotonic() - started:6.1f} s] {churn.summary()} (group.protocol=consumer)",
+                    flush=True,
+                )
             else:
                 kill = run_kill_restart(noida, duration=min(round_s, remaining), rng=rng, log=log)
                 totals.add_kill(kill)
@@ -141,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         for pb in (tansu, noida):
             if pb is not None:
                 pb.close()
+        if mock is not None:
+            mock.stop()
     for problem in totals.problems:
         print(f"PROBLEM {problem}")
     print(totals.line(time.monotonic() - started), flush=True)

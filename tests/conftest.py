@@ -1,6 +1,6 @@
 """Shared fixtures: real brokers for integration tests, unique topic names, broker-defect markers.
 
-Brokers (see :mod:`kaflux.testing.brokers` and docs/brokers.md for their defects):
+Brokers (see :mod:`kaflux.devbrokers.brokers` and docs/brokers.md for their defects):
 
 - ``tansu`` / ``noida``: one started broker each for the whole session, stopped at the end.
 - ``broker``: parametrized over both (ids ``tansu`` and ``noida``), reusing the session brokers. A
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from kaflux.testing.brokers import (
+from kaflux.devbrokers.brokers import (
     BROKER_KINDS,
     Broker,
     BrokerUnavailableError,
@@ -39,13 +39,14 @@ from kaflux.testing.brokers import (
     TansuBroker,
     start_broker,
 )
-from kaflux.testing.mock_cluster import MockCluster
+from kaflux.devbrokers.mock_cluster import MockCluster
 
-# TLS/SASL test doubles (certs, tls_tansu, mtls_tansu, tls_tansu_other_host, sasl_tansu, sasl_ssl_tansu,
-# make_sasl_tansu) live in security_fixtures.py.
-pytest_plugins = ["security_fixtures"]
-pytest.register_assert_rewrite("security_fixtures")
-from security_fixtures import SECURITY_FIXTURES  # noqa: E402
+# The test-support package (tests/support): its asserts are rewritten like the tests' own. The TLS/SASL
+# test doubles (certs, tls_tansu, mtls_tansu, tls_tansu_other_host, sasl_tansu, sasl_ssl_tansu,
+# make_sasl_tansu) live in support/security_fixtures.py.
+pytest.register_assert_rewrite("support")
+pytest_plugins = ["support.security_fixtures"]
+from support.security_fixtures import SECURITY_FIXTURES  # noqa: E402
 
 _BROKER_FIXTURES = (
     frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida", "mock_cluster"})
@@ -112,7 +113,7 @@ def noida() -> Iterator[Broker]:
 @pytest.fixture(scope="session")
 def mock_cluster() -> Iterator[MockCluster]:
     """librdkafka's mock cluster (3 brokers; KIP-848; no CreateTopics: producing creates a topic with
-    4 partitions) shared by the whole session; see kaflux.testing.mock_cluster for its limits."""
+    4 partitions) shared by the whole session; see kaflux.devbrokers.mock_cluster for its limits."""
     cluster = MockCluster(brokers=3)
     try:
         cluster.start(timeout=_START_TIMEOUT)

@@ -83,6 +83,22 @@ APIS: Final[tuple[str, ...]] = (
     "DescribeCluster",
     "CreatePartitions",
     "DeleteRecords",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "IncrementalAlterConfigs",
+    "DescribeLogDirs",
+    "ElectLeaders",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "OffsetDelete",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
+    "DescribeTransactions",
+    "ListTransactions",
+    "WriteTxnMarkers",
 )
 
 # Modules that are not request/response pairs: module name -> spec names.

@@ -3,25 +3,68 @@
 Public API::
 
     from kaflux import Consumer, Producer, AdminClient, TopicPartition
+
+``import kaflux`` alone is cheap: each name below is imported on first use (PEP 562), so a
+command such as ``kaflux --version`` does not pay for the generated wire protocol.
 """
 
-from kaflux.admin import AdminClient, NewTopic
-from kaflux.consumer.consumer import Consumer
-from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
-from kaflux.consumer.membership.group import GroupMetadata, GroupState
-from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
-from kaflux.errors import KafkaError
-from kaflux.producer.producer import Producer
-from kaflux.structs import (
-    Node,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    PartitionInfo,
-    RecordMetadata,
-    TopicPartition,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kaflux.admin import AdminClient, NewTopic
+    from kaflux.consumer.consumer import Consumer
+    from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
+    from kaflux.consumer.membership.group import GroupMetadata, GroupState
+    from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+    from kaflux.errors import KafkaError
+    from kaflux.producer.producer import Producer
+    from kaflux.structs import (
+        Node,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        PartitionInfo,
+        RecordMetadata,
+        TopicPartition,
+    )
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_LAZY: dict[str, str] = {
+    "AdminClient": "kaflux.admin",
+    "NewTopic": "kaflux.admin",
+    "Consumer": "kaflux.consumer.consumer",
+    "ConsumerRecord": "kaflux.consumer.consumer_record",
+    "ConsumerRecords": "kaflux.consumer.consumer_record",
+    "GroupMetadata": "kaflux.consumer.membership.group",
+    "GroupState": "kaflux.consumer.membership.group",
+    "ConsumerRebalanceListener": "kaflux.consumer.rebalance_listener",
+    "KafkaError": "kaflux.errors",
+    "Producer": "kaflux.producer.producer",
+    "Node": "kaflux.structs",
+    "OffsetAndMetadata": "kaflux.structs",
+    "OffsetAndTimestamp": "kaflux.structs",
+    "PartitionInfo": "kaflux.structs",
+    "RecordMetadata": "kaflux.structs",
+    "TopicPartition": "kaflux.structs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kaflux' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AdminClient",

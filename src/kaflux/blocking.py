@@ -55,11 +55,14 @@ class Signal(Protocol):
 @dataclass(slots=True)
 class FutureWait:
     """Wait for ``future``; the step's outcome is its result, or its error raised. Still not
-    done after ``timeout_s``: :class:`~kaflux.errors.KafkaTimeoutError` naming ``what``."""
+    done after ``timeout_s``: :class:`~kaflux.errors.KafkaTimeoutError` naming ``what`` (and
+    the reason ``why()`` gives, if any), as :func:`kaflux.timeouts.await_future` words it."""
 
     future: Future[Any]
     timeout_s: float
     what: str
+    #: explains a timeout (e.g. no broker reachable), added to its message when it says something
+    why: Callable[[], str | None] | None = None
 
 
 @dataclass(slots=True)
@@ -96,7 +99,7 @@ Steps = Generator[Step, Any, R]
 def wait_sync(step: Step) -> Any:
     """Wait for one step on the calling thread."""
     if isinstance(step, FutureWait):
-        return await_future(step.future, step.timeout_s, step.what)
+        return await_future(step.future, step.timeout_s, step.what, step.why)
     if isinstance(step, DoneWait):
         try:
             step.future.exception(timeout=step.timeout_s)

@@ -24,6 +24,80 @@ from kaflux.errors import ConfigError
 _INT_MAX = 2**31 - 1
 
 
+#: The meaning of each setting declared without ``doc=`` (Java's documentation, in short): the
+#: configuration reference (docs/reference/configuration.md, tools/generate_docs.py) shows it.
+#: A new setting says what it means with ``doc=`` in its declaration.
+_MEANINGS: dict[str, str] = {
+    "client.id": "A name for this client in broker logs and metrics (default: generated).",
+    "client.rack": "The rack of this client, for fetching from the closest replica (KIP-392).",
+    "request.timeout.ms": (
+        "How long to wait for a broker's answer before failing the request and closing the connection."
+    ),
+    "retry.backoff.ms": "The first wait before retrying a failed request (exponential, jittered).",
+    "retry.backoff.max.ms": "The longest wait between retries of a failed request.",
+    "reconnect.backoff.ms": (
+        "The first wait before connecting again to a broker that failed (exponential, jittered). "
+    ),
+    "reconnect.backoff.max.ms": "The longest wait before connecting again to a broker that keeps failing.",
+    "socket.connection.setup.timeout.ms": (
+        "How long a new connection may take (TCP, TLS, ApiVersions, SASL) before it is abandoned. "
+    ),
+    "socket.connection.setup.timeout.max.ms": "The longest connection setup timeout after repeated failures.",
+    "connections.max.idle.ms": "Close connections idle for longer than this (-1: never).",
+    "metadata.max.age.ms": "Refresh cluster metadata at least this often, even without a reason to.",
+    "send.buffer.bytes": "The socket's send buffer (SO_SNDBUF); -1 for the OS default.",
+    "receive.buffer.bytes": "The socket's receive buffer (SO_RCVBUF); -1 for the OS default.",
+    "max.in.flight.requests.per.connection": "Requests sent to one broker without waiting for their answers.",
+    "ssl.key.password": "The password of the private key in ssl.key.location or the key store.",
+    "ssl.truststore.location": "A PEM trust store (Java's name for ssl.ca.location).",
+    "ssl.truststore.type": "The trust store's format: PEM (JKS and PKCS12 must be converted).",
+    "ssl.truststore.password": "The trust store's password (unused for PEM).",
+    "ssl.keystore.location": "A PEM key store with the client's certificate and key (mutual TLS).",
+    "ssl.keystore.type": "The key store's format: PEM (JKS and PKCS12 must be converted).",
+    "ssl.keystore.password": "The key store's password.",
+    "sasl.username": "The SASL PLAIN or SCRAM user (librdkafka's name; or sasl.jaas.config).",
+    "sasl.password": "The SASL PLAIN or SCRAM password; never logged or shown.",
+    "group.id": "The consumer group to join for subscribe() and commits.",
+    "group.instance.id": "A static member id: a restart within session.timeout.ms keeps the assignment.",
+    "group.protocol": "classic (JoinGroup/SyncGroup) or consumer (KIP-848, the broker assigns).",
+    "partition.assignment.strategy": (
+        "Assignors of the classic protocol: range, roundrobin, sticky, cooperative-sticky. "
+    ),
+    "session.timeout.ms": (
+        "A member not heard from for this long is removed from the group (classic protocol). "
+    ),
+    "heartbeat.interval.ms": "How often a member heartbeats to the group coordinator (classic protocol).",
+    "max.poll.interval.ms": "The longest gap between poll() calls before the member leaves the group.",
+    "max.poll.records": "The most records one poll() returns.",
+    "enable.auto.commit": "Commit the positions of returned records in the background.",
+    "auto.commit.interval.ms": "How often positions are committed with enable.auto.commit.",
+    "auto.offset.reset": "Where to start without a committed offset: earliest, latest or none (raise).",
+    "fetch.min.bytes": "The least data a broker returns for a fetch, waiting up to fetch.max.wait.ms for it.",
+    "fetch.max.bytes": "The most data one fetch response may carry.",
+    "fetch.max.wait.ms": "How long a broker may hold a fetch waiting for fetch.min.bytes.",
+    "max.partition.fetch.bytes": "The most data one fetch returns per partition.",
+    "isolation.level": "read_uncommitted, or read_committed to see only committed transactions.",
+    "check.crcs": "Check the CRC32C of every fetched record batch.",
+    "default.api.timeout.ms": (
+        "The timeout of blocking calls given no timeout (seconds in the API: this / 1000). "
+    ),
+    "allow.auto.create.topics": "Let metadata requests create missing topics, where the broker allows it.",
+    "exclude.internal.topics": "Leave internal topics (__consumer_offsets...) out of pattern subscriptions.",
+    "acks": "Acknowledgements a write needs: all (-1), 1 (the leader) or 0 (none). 1 and 0 may be ints.",
+    "linger.ms": "How long a batch waits for more records before it is sent.",
+    "batch.size": "The most bytes of records per partition batch.",
+    "buffer.memory": (
+        "The most bytes of records waiting to be sent; send() blocks up to max.block.ms beyond it."
+    ),
+    "max.block.ms": "How long send() may block for metadata or buffer space.",
+    "max.request.size": "The largest produce request (and so the largest record).",
+    "compression.type": "none, gzip, snappy, lz4 or zstd, per batch.",
+    "retries": "How often a failed batch is retried (bounded by delivery.timeout.ms).",
+    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure.",
+    "partitioner.ignore.keys": "Spread keyed records like unkeyed ones (sticky) instead of hashing the key.",
+}
+
+
 def _setting(
     key: str,
     default: Any,
@@ -35,7 +109,14 @@ def _setting(
     doc: str = "",
 ) -> Any:
     """Declare one setting: its Kafka key, default, value kind and allowed range/choices."""
-    meta = {"key": key, "kind": kind, "low": low, "high": high, "choices": choices, "doc": doc}
+    meta = {
+        "key": key,
+        "kind": kind,
+        "low": low,
+        "high": high,
+        "choices": choices,
+        "doc": doc or _MEANINGS.get(key, ""),
+    }
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -76,6 +157,16 @@ def _parse_str(key: str, value: object, nullable: bool) -> str | None:
     raise ConfigError(key, f"expected a string, got {value!r}")
 
 
+def _parse_secret(key: str, value: object) -> str | None:
+    """A password, JAAS line or token setting: a string or None. The error names the type it
+    was given as, never the value (a password passed as bytes is still a password)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(
+        key, f"expected a string, got a value of type {type(value).__name__} (not shown: it is a secret)"
+    )
+
+
 def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
     meta = f.metadata
     key: str = meta["key"]
@@ -93,7 +184,11 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
         parsed = _parse_bool(key, value)
     elif kind == "list":
         parsed = _parse_list(key, value)
-    elif kind in ("str", "optional_str", "secret"):
+    elif kind == "secret":
+        parsed = _parse_secret(key, value)
+    elif kind in ("str", "optional_str"):
+        if meta["choices"] is not None and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # acks=1 as Java's and librdkafka's users write it
         parsed = _parse_str(key, value, nullable=kind != "str")
     elif kind == "callable":
         if value is not None and not callable(value):
@@ -216,6 +311,44 @@ class CommonConfig:
     oauth_cb: Callable[[], tuple[str, float]] | None = _setting(
         "oauth_cb", None, kind="callable", doc="() -> (token, expiry epoch seconds), for OAUTHBEARER"
     )
+    # OAUTHBEARER from an OIDC provider (client credentials grant): librdkafka's keys, Java's semantics
+    sasl_oauthbearer_method: str = _setting(
+        "sasl.oauthbearer.method",
+        "default",
+        kind="str",
+        choices=("default", "oidc"),
+        doc="oidc: fetch tokens from sasl.oauthbearer.token.endpoint.url (client credentials grant)",
+    )
+    sasl_oauthbearer_token_endpoint_url: str | None = _setting(
+        "sasl.oauthbearer.token.endpoint.url", None, kind="optional_str", doc="the OIDC token endpoint"
+    )
+    sasl_oauthbearer_client_id: str | None = _setting(
+        "sasl.oauthbearer.client.id",
+        None,
+        kind="optional_str",
+        doc="OIDC client id (or clientId in the JAAS line)",
+    )
+    sasl_oauthbearer_client_secret: str | None = _setting(
+        "sasl.oauthbearer.client.secret", None, kind="secret", doc="OIDC client secret (or clientSecret)"
+    )
+    sasl_oauthbearer_scope: str | None = _setting(
+        "sasl.oauthbearer.scope", None, kind="optional_str", doc="scope asked of the token endpoint"
+    )
+    sasl_oauthbearer_extensions: str | None = _setting(
+        "sasl.oauthbearer.extensions", None, kind="optional_str", doc="SASL extensions: 'key=value,key=value'"
+    )
+    sasl_login_retry_backoff_ms: int = _setting(
+        "sasl.login.retry.backoff.ms", 100, low=1, doc="wait before fetching a token again after a failure"
+    )
+    sasl_login_retry_backoff_max_ms: int = _setting(
+        "sasl.login.retry.backoff.max.ms", 10000, low=1, doc="the longest wait between token fetch attempts"
+    )
+    sasl_login_connect_timeout_ms: int = _setting(
+        "sasl.login.connect.timeout.ms", 10000, low=1, doc="connecting to the token endpoint"
+    )
+    sasl_login_read_timeout_ms: int = _setting(
+        "sasl.login.read.timeout.ms", 10000, low=1, doc="waiting for the token endpoint's answer"
+    )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> Self:
@@ -323,6 +456,9 @@ class CommonConfig:
                 "GSSAPI (Kerberos), Java's default, is not implemented; set PLAIN, SCRAM-SHA-256, "
                 "SCRAM-SHA-512 or OAUTHBEARER",
             )
+        if mechanism == "OAUTHBEARER" and self.sasl_oauthbearer_method == "oidc":
+            self._validate_oidc()
+            return
         if mechanism == "OAUTHBEARER":
             if self.oauth_cb is None and not self.enable_sasl_oauthbearer_unsecure_jwt:
                 raise ConfigError(
@@ -338,12 +474,72 @@ class CommonConfig:
                 f"SASL {mechanism} needs sasl.username and sasl.password (or sasl.jaas.config)",
             )
 
+    def _validate_oidc(self) -> None:
+        if self.oauth_cb is not None or self.enable_sasl_oauthbearer_unsecure_jwt:
+            raise ConfigError(
+                "sasl.oauthbearer.method",
+                "oidc fetches its own tokens: drop oauth_cb and enable.sasl.oauthbearer.unsecure.jwt",
+            )
+        url = self.sasl_oauthbearer_token_endpoint_url
+        if not url or not re.match(r"https?://[^/\s]+", url):
+            raise ConfigError(
+                "sasl.oauthbearer.token.endpoint.url",
+                "sasl.oauthbearer.method=oidc needs the token endpoint's http(s) URL",
+            )
+        oidc = self.oidc_client()
+        if not oidc.client_id or not oidc.client_secret:
+            raise ConfigError(
+                "sasl.oauthbearer.client.id",
+                "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.client.id and "
+                "sasl.oauthbearer.client.secret (or clientId and clientSecret in sasl.jaas.config)",
+            )
+        self.oauthbearer_extensions()
+
+    def oidc_client(self) -> OidcClient:
+        """The OIDC client settings, from the keys or else from Java's JAAS line options
+        (``clientId``, ``clientSecret``, ``scope``)."""
+        options = (
+            {} if self.sasl_jaas_config is None else parse_jaas_config(self.sasl_jaas_config, "OAUTHBEARER")
+        )
+        return OidcClient(
+            token_endpoint_url=self.sasl_oauthbearer_token_endpoint_url or "",
+            client_id=self.sasl_oauthbearer_client_id or options.get("clientId", ""),
+            client_secret=self.sasl_oauthbearer_client_secret or options.get("clientSecret", ""),
+            scope=self.sasl_oauthbearer_scope or options.get("scope"),
+        )
+
+    def oauthbearer_extensions(self) -> dict[str, str]:
+        """``sasl.oauthbearer.extensions`` as a dict (RFC 7628 keys: letters only; never ``auth``)."""
+        extensions: dict[str, str] = {}
+        for part in (self.sasl_oauthbearer_extensions or "").split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.strip().partition("=")
+            if not sep or not re.fullmatch(r"[A-Za-z]+", key) or key == "auth" or "\x01" in value:
+                raise ConfigError(
+                    "sasl.oauthbearer.extensions",
+                    "expected key=value pairs separated by commas, keys of letters other than 'auth'; "
+                    f"got {key!r}",
+                )
+            extensions[key] = value
+        return extensions
+
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
         if self.sasl_jaas_config is None:
             return self.sasl_username, self.sasl_password
         options = parse_jaas_config(self.sasl_jaas_config, self.sasl_mechanism.upper())
         return options.get("username", self.sasl_username), options.get("password", self.sasl_password)
+
+
+@dataclass(frozen=True, slots=True)
+class OidcClient:
+    """Where and as whom an OAUTHBEARER client fetches its tokens (``sasl.oauthbearer.method=oidc``)."""
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: str = dataclasses.field(repr=False)
+    scope: str | None = None
 
 
 _JAAS_MODULES = {

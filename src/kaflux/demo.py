@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import sys
 import time
@@ -25,8 +26,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from kaflux.devbrokers.brokers import start_broker
 from kaflux.errors import KafkaTimeoutError, TransactionAbortableError
-from kaflux.testing.brokers import start_broker
 
 PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]
 COUNTRIES = ["DE", "FR", "IN", "US", "BR", "JP", "NG", "GB"]
@@ -201,8 +202,15 @@ def exactly_once(bootstrap: str, source: str, records: int, partitions: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kaflux.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", help="a Kafka cluster to use instead of the embedded broker")
+    parser = argparse.ArgumentParser(
+        prog="python -m kaflux.demo",
+        description="The demo job: produce a realistic event stream and read it back.",
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("KAFLUX_BOOTSTRAP_SERVERS") or None,
+        help="a Kafka cluster to use instead of the embedded broker (default: $KAFLUX_BOOTSTRAP_SERVERS)",
+    )
     parser.add_argument("--topic", default="page-views")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=6)

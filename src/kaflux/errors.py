@@ -68,6 +68,20 @@ class ProtocolError(KafkaError):
     """Bytes from a broker could not be parsed as the expected Kafka message."""
 
 
+class ResponseTooLargeError(KafkaConnectionError, ProtocolError):
+    """A broker sent a response larger than ``receive.message.max.bytes``: the connection was
+    closed unread and the requests in flight on it failed. The consumer raises it from ``poll()``
+    once per occurrence (fetching goes on); raise ``receive.message.max.bytes``, or lower
+    ``fetch.max.bytes`` / ``max.partition.fetch.bytes`` where the broker honours them."""
+
+    def __init__(self, message: str, *, size: int = -1, limit: int = -1, broker: str = "") -> None:
+        super().__init__(message)
+        #: the response's size as its frame announced it, the limit, and ``host:port (node N)``
+        self.size = size
+        self.limit = limit
+        self.broker = broker
+
+
 class UnsupportedVersionError(KafkaError):
     """The broker supports no version of an API that kaflux implements."""
 

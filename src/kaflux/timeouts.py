@@ -9,6 +9,7 @@ long as a deadline can be (about a year). NaN, negative numbers and non-numbers 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TypeVar
@@ -34,14 +35,28 @@ def timeout_seconds(timeout: float | None, default_s: float, *, name: str = "tim
     return min(float(timeout), MAX_TIMEOUT_S)
 
 
-def await_future(future: Future[T], timeout_s: float, what: str) -> T:
+def await_future(
+    future: Future[T], timeout_s: float, what: str, why: Callable[[], str | None] | None = None
+) -> T:
     """``future.result(timeout_s)``; if it is still not done then, KafkaTimeoutError saying
     ``what`` did not complete. An error the future holds is raised as it is, a
     KafkaTimeoutError from the network thread (which names the cause) included: it is a
-    TimeoutError too, and must not be replaced by this generic one."""
+    TimeoutError too, and must not be replaced by this generic one.
+
+    ``why``, when given, explains a timeout (e.g. "no broker reachable at host:port (...)"):
+    its text, if any, is added to the KafkaTimeoutError raised."""
     try:
         return future.result(timeout=timeout_s)
-    except FutureTimeoutError:
+    except FutureTimeoutError as exc:
+        reason = why() if why is not None else None
         if future.done():
-            raise
-        raise KafkaTimeoutError(f"{what} did not complete within {timeout_s:g} s") from None
+            if reason is None:
+                raise
+            raise KafkaTimeoutError(explain(str(exc), reason)) from exc
+        message = f"{what} did not complete within {timeout_s:g} s"
+        raise KafkaTimeoutError(message if reason is None else explain(message, reason)) from None
+
+
+def explain(message: str, reason: str) -> str:
+    """A timeout ``message`` with the ``reason`` it happened and what to check."""
+    return f"{message}: {reason}. Check bootstrap.servers and that the brokers are running"

@@ -3,7 +3,8 @@
 Spark finds it without any ``register()`` call, in classic and Spark Connect sessions alike: see
 :mod:`pyspark_kaflux`.
 
-Source options (Spark's names; keys are case-insensitive):
+Source options (Spark's names; keys are case-insensitive; checked at ``load()``, an unknown one
+refused with the nearest name: ``bootstrap.servers`` -> ``kafka.bootstrap.servers``):
 
 - ``kafka.bootstrap.servers`` (required) and any other ``kafka.<key>`` of ``kaflux.Consumer``;
   refused: ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
@@ -60,6 +61,15 @@ class KafluxDataSource(DataSource):
         return "kaflux"
 
     def schema(self) -> StructType:
+        # Spark asks for the schema at load(), batch or stream, and not for writes: every read
+        # option is checked here, so a bad one fails load() instead of a running query.
+        # Whether the query is a batch or a stream is not known yet; reader()/streamReader()
+        # check what depends on it.
+        try:
+            parse_source_options(self.options, streaming=None)
+        except KafluxOptionError as e:
+            # Spark shows the traceback above the message: keep it to this one frame.
+            raise KafluxOptionError(str(e)) from None
         return kafka_schema(parse_include_headers(self.options))
 
     def _check_read_schema(self, schema: StructType) -> bool:

@@ -15,6 +15,7 @@ warning and not used (kaflux reads by assign + seek and never joins a group).
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
@@ -29,12 +30,15 @@ from kaflux.structs import TopicPartition
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "SINK_OPTIONS",
+    "SOURCE_OPTIONS",
     "Assign",
     "EarliestOffsets",
     "GlobalTimestamp",
     "KafluxOptionError",
     "LatestOffsets",
     "OffsetSpec",
+    "OptionSpec",
     "SinkOptions",
     "SourceOptions",
     "SpecificOffsets",
@@ -42,6 +46,7 @@ __all__ = [
     "Strategy",
     "Subscribe",
     "SubscribePattern",
+    "check_source_option_names",
     "driver_consumer_config",
     "executor_consumer_config",
     "parse_duration_ms",
@@ -518,33 +523,97 @@ def _validate_consumer_config(kafka_config: dict[str, str]) -> None:
 
 # -- the entry points -------------------------------------------------------------------------------------
 
-_KNOWN_SOURCE_OPTIONS = frozenset(
-    k.lower()
-    for k in (
-        "assign",
-        "subscribe",
-        "subscribePattern",
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One option of the source or the sink, as Spark names it: a row of the option tables."""
+
+    name: str
+    default: str
+    meaning: str
+    #: where it applies: "batch", "stream" or "both" (reads); "sink" for writes
+    applies: str = "both"
+
+
+#: Every option of the source but the ``kafka.*`` ones (the kaflux consumer's keys). Adding an
+#: option is adding a row here (and reading it in :func:`parse_source_options`): the names are
+#: checked, suggested and documented from this table.
+SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("assign", "", 'Partitions to read, as JSON: {"topicA":[0,1],"topicB":[2,4]}.'),
+    OptionSpec("subscribe", "", "Topics to read, comma-separated."),
+    OptionSpec("subscribePattern", "", "A Python regex matched against whole topic names."),
+    OptionSpec(
         "startingOffsets",
-        "endingOffsets",
-        "startingTimestamp",
-        "endingTimestamp",
-        "startingOffsetsByTimestamp",
-        "endingOffsetsByTimestamp",
+        "latest (stream), earliest (batch)",
+        'earliest, latest, or JSON {"topic":{"0":23,"1":-2}} (-2 earliest, -1 latest).',
+    ),
+    OptionSpec("endingOffsets", "latest", "Where a batch read stops: latest, or JSON.", "batch"),
+    OptionSpec("startingTimestamp", "", "Start each partition at this epoch ms."),
+    OptionSpec("endingTimestamp", "", "Stop every partition at this epoch ms.", "batch"),
+    OptionSpec("startingOffsetsByTimestamp", "", 'Start times per partition: {"topic":{"0":1700000000000}}.'),
+    OptionSpec("endingOffsetsByTimestamp", "", "Per-partition end times (JSON).", "batch"),
+    OptionSpec(
         "startingOffsetsByTimestampStrategy",
-        "failOnDataLoss",
-        "includeHeaders",
-        "maxOffsetsPerTrigger",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "kafkaConsumer.pollTimeoutMs",
-        "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs",
-        "groupIdPrefix",
-        "path",
-    )
+        "error",
+        "error, or latest: what a partition with no record at or after the time does.",
+    ),
+    OptionSpec("failOnDataLoss", "true", "Fail when offsets were deleted or a topic vanished."),
+    OptionSpec("includeHeaders", "false", "Add the headers column."),
+    OptionSpec("maxOffsetsPerTrigger", "", "At most this many offsets per micro-batch.", "stream"),
+    OptionSpec("minOffsetsPerTrigger", "", "Wait for this many offsets (up to maxTriggerDelay).", "stream"),
+    OptionSpec("maxTriggerDelay", "15m", "The longest wait for minOffsetsPerTrigger.", "stream"),
+    OptionSpec("minPartitions", "", "Split offset ranges into at least this many Spark partitions."),
+    OptionSpec("maxRecordsPerPartition", "", "Split offset ranges so no Spark partition has more records."),
+    OptionSpec("kafkaConsumer.pollTimeoutMs", "120000", "How long an executor waits for one fetch."),
+    OptionSpec("fetchOffset.numRetries", "3", "Retries of an offset lookup."),
+    OptionSpec("fetchOffset.retryIntervalMs", "10", "Wait between offset lookup retries."),
+    OptionSpec("groupIdPrefix", "", "Accepted for compatibility; unused (no group is joined)."),
+    OptionSpec("path", "", "Set by Spark for load(path); unused."),
 )
+
+#: Every option of the sink but the ``kafka.*`` ones (the kaflux producer's keys).
+SINK_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("topic", "", "The topic to write to; wins over a topic column.", "sink"),
+)
+
+_KNOWN_SOURCE_OPTIONS = frozenset(spec.name.lower() for spec in SOURCE_OPTIONS)
+_SPARK_NAMES = {spec.name.lower(): spec.name for spec in (*SOURCE_OPTIONS, *SINK_OPTIONS)}
+
+
+def _unknown_option(key: str, known: frozenset[str], client_keys: frozenset[str]) -> str | None:
+    """Why ``key`` (lower-cased, not ``kafka.*``) is not an option, with the nearest name, or
+    None when it is one."""
+    if key in known:
+        return None
+    if key in client_keys:
+        return f"Unknown option '{key}': did you mean 'kafka.{key}'? (client settings take the kafka. prefix)"
+    names = {name: _SPARK_NAMES.get(name, name) for name in known}
+    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
+    if close:
+        return f"Unknown option '{key}': did you mean '{names[close[0]]}'?"
+    close = difflib.get_close_matches(key, sorted(client_keys), n=1, cutoff=0.8)
+    if close:
+        return f"Unknown option '{key}': did you mean 'kafka.{close[0]}'?"
+    return f"Unknown option '{key}'"
+
+
+def check_source_option_names(options: Mapping[str, str]) -> None:
+    """Refuse every source option that is neither in :data:`SOURCE_OPTIONS` nor ``kafka.*``,
+    suggesting the nearest name.
+
+    Raises:
+        KafluxOptionError: naming the first unknown option.
+    """
+    consumer_keys = frozenset(ConsumerConfig.keys())
+    for key in sorted(_lower(options)):
+        if key.startswith("kafka."):
+            continue
+        problem = _unknown_option(key, _KNOWN_SOURCE_OPTIONS, consumer_keys)
+        if problem is not None and "did you mean" in problem:
+            raise KafluxOptionError(problem)
+        if problem is not None:
+            readable = ", ".join(spec.name for spec in SOURCE_OPTIONS if spec.name != "path")
+            raise KafluxOptionError(f"{problem}. The kaflux source takes kafka.<key> and: {readable}")
 
 
 def parse_include_headers(options: Mapping[str, str]) -> bool:
@@ -552,8 +621,10 @@ def parse_include_headers(options: Mapping[str, str]) -> bool:
     return _bool(_lower(options), "includeHeaders", False)
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
     """Validate the source options of a batch (``streaming=False``) or streaming query.
+    ``streaming=None`` (the query's kind is not known yet, at ``load()``) checks everything
+    but what depends on the kind.
 
     Defaults follow Spark: ``startingOffsets`` is ``latest`` for streaming and ``earliest`` for
     batch, ``endingOffsets`` (batch only) is ``latest``, ``failOnDataLoss`` is true.
@@ -562,6 +633,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         KafluxOptionError: naming the option at fault.
     """
     opts = _lower(options)
+    check_source_option_names(opts)
     if streaming:
         if "endingoffsets" in opts:
             raise KafluxOptionError("Option 'endingOffsets': ending offset not valid in streaming queries")
@@ -591,7 +663,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         LatestOffsets() if streaming else EarliestOffsets(),
     )
     ending: OffsetSpec | None = None
-    if not streaming:
+    if streaming is None:
+        _offset_spec(opts, "endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets", LatestOffsets())
+    elif not streaming:
         ending = _offset_spec(
             opts, "endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets", LatestOffsets()
         )
@@ -641,6 +715,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         KafluxOptionError: naming the option at fault.
     """
     opts = _lower(options)
+    producer_keys = frozenset(ProducerConfig.keys())
+    for key in sorted(opts):
+        if not key.startswith("kafka.") and key in producer_keys:
+            # Other unknown keys are Spark's own (checkpointLocation, path...).
+            raise KafluxOptionError(f"{_unknown_option(key, frozenset({'topic'}), producer_keys)}")
     kafka = _kafka_params(opts)
     for key, message in _FORBIDDEN_SINK_KEYS.items():
         if key in kafka:

@@ -4,14 +4,17 @@
 
 1. starts an embedded broker on a free loopback port (noida-db, whose offset lookups are
    exact) unless ``--bootstrap-servers`` names a cluster;
-2. produces a stream of JSON page-view events with :class:`kaflux.Producer` in a background
-   thread while the query runs;
+2. starts the streaming query, and once it runs, produces a stream of JSON page-view events
+   with :class:`kaflux.Producer` in a background thread: the first hundred alone, the rest once
+   the query has read them (its first batch with data is Spark's slowest), so that the progress
+   shows the query reading while the producer writes;
 3. runs a streaming query that reads the topic with ``format("kaflux")``, parses the JSON and
    counts views and total time per page per 10-second event-time window in each micro-batch,
    writing each batch's partial aggregates to Parquet (idempotently, one directory per batch
    id, so a restarted query rewrites rather than duplicates a batch);
 4. shows progress while it runs, and ends with a summary table read back from the Parquet
-   output, checked against what was produced.
+   output, checked against what was produced; the output is a temporary directory, removed at
+   the end, unless ``--output`` names one.
 
 Against a real cluster and Spark master::
 
@@ -35,6 +38,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -64,12 +68,22 @@ def page_view(rng: random.Random, event_ms: int) -> tuple[bytes, bytes]:
     return user.encode(), json.dumps(event, separators=(",", ":")).encode()
 
 
-class EventProducer(threading.Thread):
-    """Produces ``total`` events at about ``rate`` per second, then stops."""
+#: events sent first, alone: the query's first micro-batch with data (Spark's slowest, its Python
+#: workers starting) reads them before the rest is produced
+WARMUP_EVENTS = 100
+WARMUP_WAIT_S = 300.0
 
-    def __init__(self, client: dict[str, str], topic: str, total: int, rate: int) -> None:
+
+class EventProducer(threading.Thread):
+    """Produces ``total`` events at about ``rate`` per second, then stops. The first ``warmup``
+    of them go alone; the rest follow once :attr:`warmed_up` is set (or after
+    :data:`WARMUP_WAIT_S`)."""
+
+    def __init__(self, client: dict[str, str], topic: str, total: int, rate: int, warmup: int = 0) -> None:
         super().__init__(name="page-view-producer", daemon=True)
         self._client, self._topic, self._total, self._rate = client, topic, total, rate
+        self.warmup = min(warmup, total)
+        self.warmed_up = threading.Event()
         self.sent = 0
         self.failed = 0
         self.error: BaseException | None = None
@@ -83,7 +97,12 @@ class EventProducer(threading.Thread):
                 event_ms = 1_790_000_000_000
                 futures = []
                 while self.sent < self._total:
-                    for _ in range(min(1000, self._total - self.sent)):
+                    if self.sent == self.warmup and self.warmup > 0:
+                        producer.flush(120)
+                        self.warmed_up.wait(WARMUP_WAIT_S)  # the query reads the first events
+                        start = time.monotonic() - self.sent / self._rate
+                    batch = 1000 if self.sent >= self.warmup else self.warmup - self.sent
+                    for _ in range(min(batch, self._total - self.sent)):
                         key, value = page_view(rng, event_ms)
                         futures.append(producer.send(self._topic, value, key=key))
                         event_ms += rng.randrange(1, 40)
@@ -103,7 +122,7 @@ def cluster(bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from kaflux.testing.brokers import start_broker
+    from kaflux.devbrokers.brokers import start_broker
 
     print("starting an embedded noida-db broker on 127.0.0.1 ...", flush=True)
     with start_broker("noida") as broker:
@@ -228,6 +247,8 @@ def watch(query: Any, producer: EventProducer, total: int, timeout_s: float) -> 
             last_print = time.monotonic()
         if producer.error is not None:
             raise RuntimeError(f"the producer failed: {producer.error}")
+        if rows >= producer.warmup and not producer.warmed_up.is_set():
+            producer.warmed_up.set()  # the query reads: produce the rest while it goes on
         if not producer.is_alive() and rows >= total - producer.failed:
             return rows
         query.awaitTermination(0.5)
@@ -270,7 +291,8 @@ def summarize(spark: Any, output: Path, expected: int) -> bool:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The job's command line."""
     parser = argparse.ArgumentParser(
-        prog="python -m pyspark_kaflux.pipeline", description=__doc__.splitlines()[0]
+        prog="python -m pyspark_kaflux.pipeline",
+        description="The main job: a Spark Structured Streaming pipeline over Kafka through kaflux.",
     )
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster (default: an embedded broker)")
     where = parser.add_mutually_exclusive_group()
@@ -312,19 +334,43 @@ def client_settings(bootstrap: str, args: argparse.Namespace) -> dict[str, str]:
     return settings
 
 
+def wait_until_running(query: Any, timeout_s: float) -> None:
+    """Wait for the query's first micro-batch (Spark's start-up, the source's first offsets), so
+    that events produced afterwards are read while they are written."""
+    deadline = time.monotonic() + timeout_s
+    while query.lastProgress is None:
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the streaming query ran no micro-batch within {timeout_s} s")
+        query.awaitTermination(0.2)
+
+
 def run(spark: Any, bootstrap: str, args: argparse.Namespace) -> int:
-    """The job on a session: create the topic, produce while the query runs, summarize; 0 if the
-    Parquet output counts every event read."""
+    """The job on a session: create the topic, start the query, produce while it runs,
+    summarize; 0 if the Parquet output counts every event read. A temporary output directory
+    (no ``--output``) is removed at the end."""
     output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="kaflux-pipeline-"))
+    try:
+        return _run(spark, bootstrap, args, output)
+    finally:
+        if not args.output:
+            shutil.rmtree(output, ignore_errors=True)
+            print(f"removed the temporary output {output} (keep it with --output DIR)")
+
+
+def _run(spark: Any, bootstrap: str, args: argparse.Namespace, output: Path) -> int:
     client = client_settings(bootstrap, args)
     with AdminClient(client) as admin:
         admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
-    producer = EventProducer(client, args.topic, args.records, args.rate)
-    started = time.monotonic()
+    producer = EventProducer(client, args.topic, args.records, args.rate, WARMUP_EVENTS)
+    print("starting the streaming query ...", flush=True)
     query = start_query(spark, client, args.topic, output, args.max_offsets_per_trigger)
-    producer.start()
-    print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
     try:
+        wait_until_running(query, args.timeout)
+        started = time.monotonic()
+        producer.start()
+        print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
         rows = watch(query, producer, args.records, args.timeout)
     finally:
         query.stop()

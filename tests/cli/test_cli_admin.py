@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from cli_helpers import WAIT_S, create_topic, json_out, ok, produce, run_kaflux
 
 from kaflux import Consumer, TopicPartition
-from kaflux.testing import Broker
+from kaflux.devbrokers import Broker
+
+from support.cli_helpers import WAIT_S, create_topic, json_out, ok, produce, run_kaflux
 
 pytestmark = pytest.mark.integration
 

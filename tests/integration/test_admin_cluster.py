@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 from kaflux import AdminClient, NewTopic, Producer, TopicPartition
 from kaflux.admin import PartitionDescription
+from kaflux.devbrokers.brokers import Broker
+from kaflux.devbrokers.mock_cluster import MockCluster
 from kaflux.errors import InvalidPartitionsError, UnknownTopicOrPartitionError, UnsupportedVersionError
-from kaflux.testing.brokers import Broker
-from kaflux.testing.mock_cluster import MockCluster
+
+from support.admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 ck = pytest.importorskip("confluent_kafka")
 

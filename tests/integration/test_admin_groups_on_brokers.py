@@ -15,17 +15,18 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker
+from kaflux.devbrokers.mock_cluster import MockCluster
 from kaflux.errors import (
     GroupIdNotFoundError,
     NonEmptyGroupError,
     UnknownMemberIdError,
     UnsupportedVersionError,
 )
-from kaflux.testing.brokers import Broker
-from kaflux.testing.mock_cluster import MockCluster
+
+from support.admin_helpers import admin_on_the_tests_broker, drop_peers, peer  # noqa: F401  (drop_peers: an autouse fixture)
 
 ck = pytest.importorskip("confluent_kafka")
 

@@ -13,17 +13,18 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from aio_helpers import LOOPS, WAIT_S, LagProbe, create_topic, partitions_of, produce, run
 
 from kaflux import Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from kaflux.aio import AsyncAdminClient, AsyncConsumer, AsyncProducer
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import (
     ConcurrentAccessError,
     InvalidTxnStateError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from kaflux.testing.brokers import Broker
+
+from support.aio_helpers import LOOPS, WAIT_S, LagProbe, create_topic, partitions_of, produce, run
 
 pytestmark = pytest.mark.integration
 

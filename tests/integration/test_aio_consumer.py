@@ -8,14 +8,15 @@ import threading
 import time
 
 import pytest
-from aio_helpers import LOOPS, WAIT_S, create_topic, eventually, partitions_of, produce, run
-from group_helpers import GROUP_TIMINGS
 
 from kaflux import Consumer, ConsumerRebalanceListener, OffsetAndMetadata, Producer, TopicPartition
 from kaflux.aio import AsyncConsumer, AsyncConsumerRebalanceListener
+from kaflux.devbrokers.brokers import Broker
+from kaflux.devbrokers.mock_cluster import MockCluster
 from kaflux.errors import IllegalStateError
-from kaflux.testing.brokers import Broker
-from kaflux.testing.mock_cluster import MockCluster
+
+from support.aio_helpers import LOOPS, WAIT_S, create_topic, eventually, partitions_of, produce, run
+from support.group_helpers import GROUP_TIMINGS
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from aio_helpers import create_topic
 
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
+
+from support.aio_helpers import create_topic
 
 pytestmark = pytest.mark.integration
 

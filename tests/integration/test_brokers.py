@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kaflux.testing import brokers
-from kaflux.testing.brokers import (
+from kaflux.devbrokers import brokers
+from kaflux.devbrokers.brokers import (
     BROKER_KINDS,
     Broker,
     BrokerStartError,
@@ -212,7 +212,7 @@ def test_unknown_kind() -> None:
 
 _CHILD = """
 import sys
-from kaflux.testing import brokers
+from kaflux.devbrokers import brokers
 if sys.argv[1] == "atexit":
     brokers._die_with_parent_prefix = lambda: []  # leave the atexit hook as the only safety net
 broker = brokers.start_broker("tansu")

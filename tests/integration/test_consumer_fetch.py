@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import IllegalStateError, InvalidGroupIdError
-from kaflux.testing.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -228,7 +228,7 @@ def test_commit_sync_and_committed_round_trip(broker: Broker, topic_name: str):
             tps[2]: None,
         }
         consumer.commit_sync({tps[0]: 2}, timeout=WAIT_S)  # commits may move backwards
-        assert consumer.committed([tps[0]], timeout=WAIT_S)[tps[0]].offset == 2
+        assert consumer.committed([tps[0]], timeout=WAIT_S)[tps[0]].offset == 2  # type: ignore[union-attr]
     finally:
         consumer.close()
 
@@ -269,7 +269,7 @@ def test_new_consumer_in_the_group_resumes_from_the_committed_offset(broker: Bro
         got = first.poll(WAIT_S)
         assert [r.offset for r in got] == list(range(8))
         first.commit_sync(timeout=WAIT_S)  # default: the consumed position
-        assert first.committed([tp], timeout=WAIT_S)[tp].offset == 8
+        assert first.committed([tp], timeout=WAIT_S)[tp].offset == 8  # type: ignore[union-attr]
     finally:
         first.close()
 
@@ -277,7 +277,7 @@ def test_new_consumer_in_the_group_resumes_from_the_committed_offset(broker: Bro
     try:
         second.assign([tp])
         assert second.position(tp) == 8
-        got = poll_until(second, 22)
+        got = poll_until(second, 22)  # type: ignore[assignment]
         assert [r.offset for r in got] == list(range(8, 30))
     finally:
         second.close()
@@ -363,11 +363,11 @@ def test_offsets_for_times(broker: Broker, topic_name: str):
     try:
         answer = consumer.offsets_for_times({tp0: base + 125, tp1: base}, timeout=WAIT_S)
         assert answer[tp1] is None  # an empty partition
-        assert (answer[tp0].offset, answer[tp0].timestamp) == (13, base + 130)
+        assert (answer[tp0].offset, answer[tp0].timestamp) == (13, base + 130)  # type: ignore[union-attr]
         result = consumer.offsets_for_times({tp0: base}, timeout=WAIT_S)[tp0]
-        assert (result.offset, result.timestamp) == (0, base)
+        assert (result.offset, result.timestamp) == (0, base)  # type: ignore[union-attr]
         result = consumer.offsets_for_times({tp0: base + 95}, timeout=WAIT_S)[tp0]
-        assert (result.offset, result.timestamp) == (10, base + 100)  # the first record of batch 2
+        assert (result.offset, result.timestamp) == (10, base + 100)  # type: ignore[union-attr]  # the first record of batch 2
         assert consumer.offsets_for_times({tp0: base + 10_000}, timeout=WAIT_S) == {tp0: None}
     finally:
         consumer.close()

@@ -21,8 +21,8 @@ import pytest
 import kaflux.network.connection as connection_module
 import kaflux.network.network_client as network_client_module
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import ConcurrentAccessError, ConfigError, IllegalStateError, WakeupError
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 
@@ -158,7 +158,7 @@ def test_no_socket_operation_runs_on_the_application_thread(
             assert time.monotonic() < deadline
             got.extend(consumer.poll(1.0))
         consumer.commit_sync(timeout=WAIT_S)
-        assert consumer.committed([tp0], timeout=WAIT_S)[tp0].offset == sum(
+        assert consumer.committed([tp0], timeout=WAIT_S)[tp0].offset == sum(  # type: ignore[union-attr]
             1 for r in got if r.partition == 0
         )
         consumer.end_offsets([tp0, tp1], timeout=WAIT_S)

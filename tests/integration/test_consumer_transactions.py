@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, TopicPartition
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
 

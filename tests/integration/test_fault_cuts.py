@@ -1,7 +1,7 @@
 """Connections cut during each request kind: no request is lost.
 
 For each of Produce, Fetch, Metadata, OffsetCommit, JoinGroup, SyncGroup and Heartbeat, the proxy
-(:mod:`kaflux.testing.fault_proxy`) breaks the exchange in each way a network or a crashing broker
+(:mod:`support.fault_proxy`) breaks the exchange in each way a network or a crashing broker
 can (:data:`VARIANTS`): the connection closes before the request reaches the broker, halfway
 through it, right after it (the broker acts, the client never hears), halfway through the
 response, right after the response (the client may read the answer and the close in one go), or
@@ -21,7 +21,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from fault_helpers import (
+
+from kaflux import Consumer, ConsumerRebalanceListener, Producer, TopicPartition
+from kaflux.errors import KafkaError, KafkaTimeoutError
+from kaflux.protocol.api import ApiKey
+
+from support.fault_helpers import (
     MARGIN_S,
     REQUEST_TIMEOUT_MS,
     WAIT_S,
@@ -35,11 +40,7 @@ from fault_helpers import (
     reset_proxy,
     timing,
 )
-
-from kaflux import Consumer, ConsumerRebalanceListener, Producer, TopicPartition
-from kaflux.errors import KafkaError, KafkaTimeoutError
-from kaflux.protocol.api import ApiKey
-from kaflux.testing.scenarios import ProxiedBroker, read_back
+from support.scenarios import ProxiedBroker, read_back
 
 pytestmark = pytest.mark.integration
 
@@ -264,7 +265,7 @@ def test_offset_commit(proxied_tansu: ProxiedBroker, variant: str, timing: Timin
         assert elapsed <= bound
         assert outcomes[0] is None or isinstance(outcomes[0], KafkaError), repr(outcomes[0])
         consumer.commit_sync({tp: 9}, timeout=WAIT_S)
-        assert consumer.committed([tp], timeout=WAIT_S)[tp].offset == 9
+        assert consumer.committed([tp], timeout=WAIT_S)[tp].offset == 9  # type: ignore[union-attr]
     finally:
         consumer.close(5.0)
 

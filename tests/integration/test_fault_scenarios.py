@@ -1,4 +1,4 @@
-"""Fault scenarios on real brokers behind the fault proxy (:mod:`kaflux.testing.scenarios`).
+"""Fault scenarios on real brokers behind the fault proxy (:mod:`support.scenarios`).
 
 * Kill and restart: noida-db is killed with SIGKILL mid-stream and restarted on the same port, again
   and again, while a producer writes and a group member reads and commits. The consumer resumes
@@ -13,7 +13,8 @@
   producer writes; no partition is ever owned by two members at once and no acknowledged record is
   lost.
 * Hostile response frames from a real broker: only kaflux errors, bounded memory, and the consumer
-  reads everything once the frames are sane again. (Fuzzed frames: ``tests/unit/test_hostile_frames.py``.)
+  reads everything once the frames are sane again. (Fuzzed frames:
+  ``tests/unit/network/test_hostile_frames.py``.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from fault_helpers import (
+
+from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.errors import KafkaError
+from kaflux.protocol.api import ApiKey
+
+from support.fault_helpers import (
     MARGIN_S,
     REQUEST_TIMEOUT_MS,
     WAIT_S,
@@ -39,11 +45,7 @@ from fault_helpers import (
     reset_proxy,
     timing,
 )
-
-from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from kaflux.errors import KafkaError
-from kaflux.protocol.api import ApiKey
-from kaflux.testing.scenarios import PeakRss, ProxiedBroker, run_group_churn, run_kill_restart
+from support.scenarios import PeakRss, ProxiedBroker, run_group_churn, run_kill_restart
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +151,7 @@ def test_stalled_broker_every_blocking_call_returns_within_its_deadline(
             ("consumer.commit_sync", lambda: consumer.commit_sync({tp0: 3}, timeout=t), t),
             (
                 "consumer.position",
-                lambda: (consumer.assign([tp0, tp1]), consumer.position(tp1, timeout=t)),
+                lambda: (consumer.assign([tp0, tp1]), consumer.position(tp1, timeout=t)),  # type: ignore[func-returns-value]
                 t,
             ),
             ("consumer.end_offsets", lambda: consumer.end_offsets([tp0], timeout=t), t),
@@ -175,13 +177,13 @@ def test_stalled_broker_every_blocking_call_returns_within_its_deadline(
         pb.proxy.unstall()
         assert producer.send(topic, b"after", partition=0).result(timeout=WAIT_S).offset >= 20
         consumer.commit_sync({tp0: 5}, timeout=WAIT_S)
-        assert consumer.committed([tp0], timeout=WAIT_S)[tp0].offset == 5
+        assert consumer.committed([tp0], timeout=WAIT_S)[tp0].offset == 5  # type: ignore[union-attr]
         assert topic in admin.list_topics(timeout=WAIT_S)
 
         # Closing while stalled returns within the close timeout.
         pb.proxy.stall()
         for name, client in (("consumer", consumer), ("producer", producer), ("admin", admin)):
-            _, elapsed = timed(lambda client=client: client.close(2.0))
+            _, elapsed = timed(lambda client=client: client.close(2.0))  # type: ignore[misc]
             timing(f"{name}.close", elapsed, 2.0 + MARGIN_S)
             assert elapsed <= 2.0 + MARGIN_S, f"{name}.close(2.0) took {elapsed:.2f} s"
     finally:
@@ -220,7 +222,7 @@ def test_close_with_the_broker_unreachable_waits_only_for_pending_work(
     try:
         for c in (idle, committing):
             c.assign([tp])
-            assert poll_until(c, lambda c=c: c.position(tp, timeout=WAIT_S) == 2, WAIT_S)
+            assert poll_until(c, lambda c=c: c.position(tp, timeout=WAIT_S) == 2, WAIT_S)  # type: ignore[misc]
         member.subscribe([topic])
         assert poll_until(member, lambda: bool(member.assignment()), WAIT_S)
         producer.send(topic, b"c").result(timeout=WAIT_S)
@@ -241,7 +243,7 @@ def test_close_with_the_broker_unreachable_waits_only_for_pending_work(
         assert isinstance(undelivered.exception(timeout=0), KafkaError)
     finally:
         pb.proxy.accept_connections()
-        for c in clients:
+        for c in clients:  # type: ignore[assignment]
             c.close(2.0)
 
 

@@ -9,7 +9,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from group_helpers import (
+
+from kaflux import Consumer, TopicPartition
+from kaflux.devbrokers.brokers import Broker
+from kaflux.errors import IllegalStateError
+
+from support.group_helpers import (
     WAIT_S,
     Event,
     RecordingListener,
@@ -22,10 +27,6 @@ from group_helpers import (
     wait_converged,
     wait_until,
 )
-
-from kaflux import Consumer, TopicPartition
-from kaflux.errors import IllegalStateError
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +101,7 @@ def test_unsubscribe_runs_on_partitions_revoked_and_leaves_the_group(tansu: Brok
         owned = a.owned
         events_before = len(a.events)
         called = time.monotonic()
-        assignment_after = a.call(lambda c: (c.unsubscribe(), c.assignment())[1])
+        assignment_after = a.call(lambda c: (c.unsubscribe(), c.assignment())[1])  # type: ignore[func-returns-value]
         returned = time.monotonic()
         assert assignment_after == set()
         new_events = a.events[events_before:]

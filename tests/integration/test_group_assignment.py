@@ -7,7 +7,10 @@ import collections
 import time
 
 import pytest
-from group_helpers import (
+
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import (
     WAIT_S,
     ThreadMember,
     create_topic,
@@ -18,8 +21,6 @@ from group_helpers import (
     wait_converged,
     wait_until,
 )
-
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

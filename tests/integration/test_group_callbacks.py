@@ -7,7 +7,12 @@ import threading
 import time
 
 import pytest
-from group_helpers import (
+
+from kaflux import Consumer
+from kaflux.consumer.member_state import MemberState
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import (
     WAIT_S,
     Event,
     RecordingListener,
@@ -19,10 +24,6 @@ from group_helpers import (
     wait_converged,
     wait_until,
 )
-
-from kaflux import Consumer
-from kaflux.consumer.member_state import MemberState
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

@@ -4,10 +4,11 @@ consumer counts as closed, so the commit-on-revoke pattern keeps its last commit
 from __future__ import annotations
 
 import pytest
-from group_helpers import WAIT_S, create_topic, member_config, new_group, produce, wait_until
 
 from kaflux import Consumer, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import WAIT_S, create_topic, member_config, new_group, produce, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from group_helpers import (
+
+from kaflux import Producer
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import (
     WAIT_S,
     Event,
     Member,
@@ -28,9 +32,6 @@ from group_helpers import (
     new_group,
     wait_converged,
 )
-
-from kaflux import Producer
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

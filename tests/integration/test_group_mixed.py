@@ -14,7 +14,10 @@ import threading
 
 import confluent_kafka
 import pytest
-from group_helpers import (
+
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import (
     GROUP_TIMINGS,
     Member,
     Ownership,
@@ -25,8 +28,6 @@ from group_helpers import (
     stop_all,
     wait_converged,
 )
-
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +99,7 @@ def test_two_kaflux_members_and_one_confluent_member_converge(tansu: Broker, top
     config = member_config(tansu.bootstrap_servers, group, strategy)
     kaflux_members = [ThreadMember(f"kaflux-{i}", config, [topic_name]) for i in range(2)]
     confluent_member = ConfluentMember("confluent", tansu.bootstrap_servers, group, topic_name, strategy)
-    everyone: list[Member] = [*kaflux_members, confluent_member]
+    everyone: list[ThreadMember | ConfluentMember] = [*kaflux_members, confluent_member]
     first, then = (
         (kaflux_members, [confluent_member]) if strategy == "range" else ([confluent_member], kaflux_members)
     )

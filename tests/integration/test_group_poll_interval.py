@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from group_helpers import (
+
+from kaflux import Consumer, TopicPartition
+from kaflux.consumer.member_state import MemberState
+from kaflux.devbrokers.brokers import Broker
+from kaflux.errors import CommitFailedError, RebalanceInProgressError
+
+from support.group_helpers import (
     WAIT_S,
     Event,
     RecordingListener,
@@ -21,11 +27,6 @@ from group_helpers import (
     new_group,
     wait_until,
 )
-
-from kaflux import Consumer, TopicPartition
-from kaflux.consumer.member_state import MemberState
-from kaflux.errors import CommitFailedError, RebalanceInProgressError
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

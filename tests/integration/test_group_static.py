@@ -13,7 +13,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from group_helpers import (
+
+from kaflux.devbrokers.brokers import Broker
+
+from support.group_helpers import (
     WAIT_S,
     ThreadMember,
     create_topic,
@@ -25,8 +28,6 @@ from group_helpers import (
     wait_converged,
     wait_until,
 )
-
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

@@ -16,12 +16,13 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.consumer.consumer_record import CREATE_TIME
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -246,7 +247,7 @@ def test_kaflux_produced_records_are_read_byte_exactly_by_confluent(
             "enable.auto.commit": False,
         }
     )
-    got = []
+    got: list[Any] = []
     try:
         consumer.assign([ck.TopicPartition(topic_name, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + WAIT_S

@@ -27,8 +27,14 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from fault_helpers import Timing, timing
-from group_helpers import (
+
+from kaflux import Consumer, OffsetAndMetadata, TopicPartition
+from kaflux.devbrokers.mock_cluster import MockCluster
+from kaflux.protocol.framing import BrokerProtocol
+from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+from support.fault_helpers import Timing, timing
+from support.group_helpers import (
     Member,
     Ownership,
     Received,
@@ -37,11 +43,6 @@ from group_helpers import (
     describe,
     wait_until,
 )
-
-from kaflux import Consumer, OffsetAndMetadata, TopicPartition
-from kaflux.protocol.framing import BrokerProtocol
-from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from kaflux.testing.mock_cluster import MockCluster
 
 __all__ = ["timing"]  # a fixture used by name
 
@@ -194,7 +195,8 @@ class PeerMember(Member):
             if m.error() is not None:
                 raise confluent_kafka.KafkaException(m.error())
         self._add_records(
-            Received(self.name, m.partition(), m.offset(), m.value() or b"", now) for m in messages
+            Received(self.name, m.partition(), m.offset(), m.value() or b"", now)  # type: ignore[arg-type]
+            for m in messages
         )
 
     def close(self) -> None:

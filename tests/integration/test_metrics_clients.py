@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from kaflux import Consumer, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker
 from kaflux.metrics.clients import (
     CONSUMER_METRICS,
     COORDINATOR_METRICS,
@@ -29,7 +30,6 @@ from kaflux.metrics.clients import (
     producer_topic_group,
 )
 from kaflux.records import BatchBuilder
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +94,7 @@ def test_records_and_bytes_consumed_rate_agree_with_what_was_consumed(noida: Bro
         consumer.assign([tp])
         first: list[float] = []
         before_first = ms()
-        poll_until(consumer, lambda n: n >= count, lambda: first or first.append(ms()))
+        poll_until(consumer, lambda n: n >= count, lambda: first or first.append(ms()))  # type: ignore[arg-type, func-returns-value]
         at_from = ms()
         metrics = consumer.metrics()
         at_to = ms()

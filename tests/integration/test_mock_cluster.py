@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer as PeerProducer
 
 from kaflux import AdminClient, Consumer, OffsetAndMetadata, Producer, TopicPartition
-from kaflux.testing.mock_cluster import MockCluster
+from kaflux.devbrokers.mock_cluster import MockCluster
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker, TansuBroker
 from kaflux.errors import KafkaError, KafkaTimeoutError
-from kaflux.testing.brokers import Broker, TansuBroker
 
 pytestmark = pytest.mark.integration
 
@@ -283,7 +283,7 @@ def test_consumer_calls_fail_on_a_hung_broker_and_work_once_it_answers(
         committed = consumer.committed([tp], timeout=WAIT_S)[tp]
         assert committed is not None and committed.offset in (3, 4)  # the timed-out commit may have landed
         consumer.commit_sync({tp: 5}, timeout=WAIT_S)
-        assert consumer.committed([tp], timeout=WAIT_S)[tp].offset == 5
+        assert consumer.committed([tp], timeout=WAIT_S)[tp].offset == 5  # type: ignore[union-attr]
     finally:
         started = time.monotonic()
         consumer.close(2.0)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, TopicPartition
-from kaflux.testing.brokers import Broker, NoidaBroker
+from kaflux.devbrokers.brokers import Broker, NoidaBroker
 
 ck = pytest.importorskip("confluent_kafka")
 pa = pytest.importorskip("pyarrow")
@@ -131,8 +131,8 @@ def test_poll_arrow_reads_what_poll_reads(broker: Broker, topic_name: str, isola
     expected = read_to_end(broker, topic_name, isolation, by_poll)
     assert read_to_end(broker, topic_name, isolation, by_arrow) == expected
     values = [r[4] for r in expected]
-    assert len([v for v in values if not v.startswith((b"commit", b"abort"))]) == 60
-    assert len([v for v in values if v.startswith(b"commit")]) == 8
+    assert len([v for v in values if not v.startswith((b"commit", b"abort"))]) == 60  # type: ignore[union-attr]
+    assert len([v for v in values if v.startswith(b"commit")]) == 8  # type: ignore[union-attr]
     assert any(r[3] is None for r in expected) and any(r[5] for r in expected)
     if isolation == "read_committed" and isinstance(broker, NoidaBroker):
-        assert not any(v.startswith(b"abort") for v in values)
+        assert not any(v.startswith(b"abort") for v in values)  # type: ignore[union-attr]

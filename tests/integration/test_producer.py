@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, RecordMetadata, TopicPartition
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import IllegalStateError
-from kaflux.testing.brokers import Broker
 
 pytestmark = pytest.mark.integration
 

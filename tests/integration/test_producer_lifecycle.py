@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, RecordMetadata, TopicPartition
+from kaflux.devbrokers.brokers import Broker, BrokerUnavailableError
 from kaflux.errors import KafkaError, KafkaTimeoutError
 from kaflux.producer import BatchMetadata
-from kaflux.testing.brokers import Broker, BrokerUnavailableError
-from kaflux.testing.scenarios import ProxiedBroker, create_topic, start_proxied_broker, unique_name
+
+from support.scenarios import ProxiedBroker, create_topic, start_proxied_broker, unique_name
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The idempotent producer (the default) under forced retries: connections cut in the middle of
 Produce requests, after the broker wrote them, before their answers, through
-:class:`kaflux.testing.fault_proxy.FaultProxy` in front of noida-db. Every record must land exactly
+:class:`support.fault_proxy.FaultProxy` in front of noida-db. Every record must land exactly
 once, in send order within its partition."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from kaflux import Consumer, Producer, TopicPartition
+from kaflux.devbrokers.brokers import BrokerUnavailableError
 from kaflux.protocol.api import ApiKey
-from kaflux.testing.brokers import BrokerUnavailableError
-from kaflux.testing.scenarios import ProxiedBroker, create_topic, start_proxied_broker, unique_name
+
+from support.scenarios import ProxiedBroker, create_topic, start_proxied_broker, unique_name
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,14 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING
 from confluent_kafka import Consumer as PeerConsumer
 from confluent_kafka import TopicPartition as PeerTopicPartition
-from group_helpers import WAIT_S, wait_until
-from security_fixtures import SecureTansu
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.devbrokers.brokers import Broker, TansuBroker
 from kaflux.errors import AuthenticationError, SslAuthenticationError
 from kaflux.network.sasl import unsecured_jwt
-from kaflux.testing.brokers import Broker, TansuBroker
+
+from support.group_helpers import WAIT_S, wait_until
+from support.security_fixtures import SecureTansu
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ def _round_trip(config: dict[str, Any], topic: str, *, peer: dict[str, Any] | No
     try:
         consumer.assign([TopicPartition(topic, 0)])
         wait_until(
-            lambda: bool(got.extend(r.value for r in consumer.poll(0.2))) or len(got) >= RECORDS,
+            lambda: bool(got.extend(r.value for r in consumer.poll(0.2))) or len(got) >= RECORDS,  # type: ignore[func-returns-value]
             WAIT_S,
             lambda: f"kaflux read {len(got)}",
         )
@@ -107,7 +108,7 @@ def test_a_group_consumer_over_sasl_ssl(sasl_ssl_tansu: SecureTansu, topic_name:
     try:
         consumer.subscribe([topic_name])
         wait_until(
-            lambda: bool(got.update(r.value for r in consumer.poll(0.2))) or len(got) == 2,
+            lambda: bool(got.update(r.value for r in consumer.poll(0.2))) or len(got) == 2,  # type: ignore[func-returns-value]
             WAIT_S,
             lambda: f"read {got}",
         )

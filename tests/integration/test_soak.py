@@ -1,4 +1,6 @@
-"""The soak run (``bench/soak.py``) for 60 seconds: group churn on Tansu, then kill/restart on noida-db.
+"""The soak run (``bench/soak.py``) for 60 seconds, in rounds of 20 s: classic group churn on Tansu,
+kill/restart on noida-db, then KIP-848 churn (a broker outage, a member SIGKILL, a join) on
+librdkafka's mock cluster.
 
 It must exit 0 (no acknowledged record lost, no partition owned twice at once, no other guarantee
 broken) and end with its totals line. The longer run is ``python bench/soak.py`` (10 minutes).
@@ -17,8 +19,10 @@ pytestmark = pytest.mark.integration
 
 SOAK = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
 DURATION_S = 60
+#: three rounds fit: classic churn, kill/restart, KIP-848 churn
+ROUND_S = 20
 #: the run ends its last round (up to a kill round's drain or a churn round's final convergence) after
-#: the duration; this is far above what it takes on a loaded 2-core machine (about 70-90 s)
+#: the duration; far above what it takes on a loaded 2-core machine (about 95 s with the KIP-848 round)
 TIMEOUT_S = 240
 
 
@@ -26,13 +30,22 @@ def test_soak_60_seconds() -> None:
     pytest.importorskip("confluent_kafka")
     try:
         result = subprocess.run(
-            [sys.executable, str(SOAK), "--duration", str(DURATION_S), "--seed", "20261124"],
+            [
+                sys.executable,
+                str(SOAK),
+                "--duration",
+                str(DURATION_S),
+                "--round-seconds",
+                str(ROUND_S),
+                "--seed",
+                "20261124",
+            ],
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the soak run did not finish within {TIMEOUT_S} s; output so far:\n{e.stdout}")
+        pytest.fail(f"the soak run did not finish within {TIMEOUT_S} s; output so far:\n{e.stdout}")  # type: ignore[str-bytes-safe]
     output = result.stdout
     print(output)  # the round summaries and totals, in the test's captured output
     totals = re.search(r"^TOTALS .*$", output, re.MULTILINE)
@@ -54,3 +67,6 @@ def test_soak_60_seconds() -> None:
         assert name in fields, f"the totals line lacks {name}: {totals.group(0)}"
     assert int(fields["lost"]) == 0 and int(fields["overlaps"]) == 0
     assert int(fields["acknowledged"]) > 0 and int(fields["restarts"]) > 0 and int(fields["rebalances"]) > 0
+    # KIP-848 members ran too, through a member SIGKILL and a broker outage
+    assert int(fields["kip848_rounds"]) >= 1
+    assert int(fields["member_kills"]) >= 1 and int(fields["outages"]) >= 1

@@ -7,10 +7,11 @@ import time
 from typing import Any
 
 import pytest
-from spark_helpers import Produced, create_topic, produce
 
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 from pyspark_kaflux.schema import kafka_schema
+
+from support.spark_helpers import Produced, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -23,14 +23,15 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from spark_helpers import consume_all, create_topic, produce
 
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
+
+from support.spark_helpers import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -129,7 +130,13 @@ def _serve() -> None:
 
     spark = spark_session(remote="local[2]")
     answer(session=type(spark).__module__, version=spark.version)
-    ops = {"read": _read, "register": _register, "write": _write, "stream": _stream, "job": _job}
+    ops: dict[str, Callable[..., Any]] = {
+        "read": _read,
+        "register": _register,
+        "write": _write,
+        "stream": _stream,
+        "job": _job,
+    }
     try:
         for line in sys.stdin:
             command = json.loads(line)
@@ -223,7 +230,10 @@ class ConnectChild:
 
 
 def _connect_env(spark_subprocess_env: dict[str, str]) -> dict[str, str]:
-    return {**spark_subprocess_env, "SPARK_TESTING": "1", "PYTHONUNBUFFERED": "1"}
+    # The child runs this file as a script: it imports the test-support package from tests/.
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    python_path = os.pathsep.join(filter(None, [tests_dir, spark_subprocess_env.get("PYTHONPATH")]))
+    return {**spark_subprocess_env, "SPARK_TESTING": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path}
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +287,8 @@ def test_batch_write_after_registering(connect: ConnectChild, noida: Broker, top
     assert connect.call("write", bootstrap=noida.bootstrap_servers, topic=topic_name, rows=rows) == 20
     got = consume_all(noida.bootstrap_servers, topic_name, len(rows), 2)
     assert sorted(((r.partition, r.key, r.value) for r in got), key=repr) == sorted(
-        ((p, None if k is None else k.encode(), v.encode()) for k, v, p in rows), key=repr
+        ((p, None if k is None else k.encode(), v.encode()) for k, v, p in rows),  # type: ignore[union-attr]
+        key=repr,
     )
 
 

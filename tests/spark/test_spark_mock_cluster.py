@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import produce
 
 from kaflux import Consumer
-from kaflux.testing.mock_cluster import MockCluster
+from kaflux.devbrokers.mock_cluster import MockCluster
+
+from support.spark_helpers import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

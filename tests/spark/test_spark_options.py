@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kaflux import TopicPartition
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 from pyspark_kaflux.options import (
     Assign,
     EarliestOffsets,
@@ -107,7 +107,7 @@ def test_trigger_and_partition_options() -> None:
 
 
 def test_group_id_is_accepted_with_a_warning_and_not_used(caplog: pytest.LogCaptureFixture) -> None:
-    opts = source(**{"kafka.group.id": "mine", "groupIdPrefix": "x"})
+    opts = source(**{"kafka.group.id": "mine", "groupIdPrefix": "x"})  # type: ignore[arg-type]
     assert "group.id" not in opts.kafka_config
     assert "kafka.group.id" in caplog.text
 
@@ -132,14 +132,14 @@ def test_executor_consumers_never_commit_reset_or_create_topics() -> None:
     ],
 )
 def test_forbidden_kafka_options(key: str, words: str) -> None:
-    message = error_of(**{key: "x"})
+    message = error_of(**{key: "x"})  # type: ignore[arg-type]
     assert key.removeprefix("kafka.") in message and words in message
 
 
 def test_unknown_or_invalid_kafka_options_are_named() -> None:
-    message = error_of(**{"kafka.max.pol.records": "5"})
+    message = error_of(**{"kafka.max.pol.records": "5"})  # type: ignore[arg-type]
     assert "'kafka.max.pol.records'" in message and "did you mean 'kafka.max.poll.records'" in message
-    message = error_of(**{"kafka.max.poll.records": "many"})
+    message = error_of(**{"kafka.max.poll.records": "many"})  # type: ignore[arg-type]
     assert "'kafka.max.poll.records'" in message and "integer" in message
 
 
@@ -168,7 +168,7 @@ def test_exactly_one_strategy() -> None:
     ],
 )
 def test_bad_assign_json(options: dict[str, str], words: str) -> None:
-    assert words in error_of(base={"kafka.bootstrap.servers": "h:1"}, **options)
+    assert words in error_of(base={"kafka.bootstrap.servers": "h:1"}, **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_bad_assign_json(options: dict[str, str], words: str) -> None:
     ],
 )
 def test_bad_source_values(options: dict[str, str], words: str) -> None:
-    assert words in error_of(**options)
+    assert words in error_of(**options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -223,7 +223,7 @@ def test_bad_source_values(options: dict[str, str], words: str) -> None:
     ],
 )
 def test_bad_batch_offsets(options: dict[str, str], words: str) -> None:
-    assert words in error_of(streaming=False, **options)
+    assert words in error_of(streaming=False, **options)  # type: ignore[arg-type]
 
 
 def test_sink_options() -> None:

@@ -16,16 +16,17 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_helpers import WAIT_S, create_topic, produce
 
 from kaflux import Consumer
+from kaflux.devbrokers.brokers import Broker
 from kaflux.records import BatchBuilder, ColumnBuilder, iter_batches, to_arrow
-from kaflux.testing.brokers import Broker
 from pyspark_kaflux import client_cache
 from pyspark_kaflux.offsets import DataLossError, OffsetRange
 from pyspark_kaflux.options import executor_consumer_config, parse_source_options
 from pyspark_kaflux.range_reader import read_partition, read_range, to_source_schema
 from pyspark_kaflux.schema import arrow_schema
+
+from support.spark_helpers import WAIT_S, create_topic, produce
 
 pytestmark = pytest.mark.integration
 ck = pytest.importorskip("confluent_kafka")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from security_fixtures import SecureTansu
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from pyspark_kaflux.pipeline import client_settings, parse_args
+
+from support.security_fixtures import SecureTansu
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import WAIT_S, consume_all, create_topic, produce
 
 from kaflux import AdminClient
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
+
+from support.spark_helpers import WAIT_S, consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -10,14 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from spark_helpers import create_topic, delete_topic, produce
 
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
 from pyspark_kaflux import client_cache
 from pyspark_kaflux.offsets import DataLossError
 from pyspark_kaflux.options import parse_source_options
 from pyspark_kaflux.range_reader import KafkaInputPartition
 from pyspark_kaflux.stream_reader import KafluxStreamReader
+
+from support.spark_helpers import create_topic, delete_topic, produce
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import Produced, create_topic, delete_topic, produce, wait_until
 
 from kaflux import Producer
-from kaflux.testing.brokers import Broker
+from kaflux.devbrokers.brokers import Broker
+
+from support.spark_helpers import Produced, create_topic, delete_topic, produce, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -98,7 +99,7 @@ def test_parquet_stream_survives_restarts_without_loss_or_duplicates(
         for run in range(4):  # the first run and three restarts, all while records keep coming
             query = start(MAX_OFFSETS, processingTime="200 milliseconds")
             before = len(query.recentProgress)
-            assert wait_until(lambda q=query, b=before: len(q.recentProgress) >= b + 2, timeout=60)
+            assert wait_until(lambda q=query, b=before: len(q.recentProgress) >= b + 2, timeout=60)  # type: ignore[misc]
             if run == 0:
                 producer.start()
             query.stop()

@@ -8,12 +8,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from fakes import FakeCluster
-from socket_fake_broker import SocketFakeBroker
 
 from kaflux import Consumer, Producer, TopicPartition
 from kaflux.closeable import Closeable
 from kaflux.errors import KafkaError
+
+from support.fakes import FakeCluster
+from support.socket_fake_broker import SocketFakeBroker
 
 #: far below request.timeout.ms (30 s) and the default close timeout (30 s)
 PROMPT_S = 3.0

@@ -1,4 +1,5 @@
-"""``kaflux.AdminClient``: topics, partitions, consumer groups and the cluster. [app: the client's
+"""``kaflux.AdminClient``: topics, partitions, consumer groups, configs, ACLs, SCRAM users,
+transactions and the cluster. [app: the client's
 public methods]
 
 :mod:`kaflux.admin.client` is the application-side facade (group calls in
@@ -8,7 +9,24 @@ in :mod:`kaflux.admin.groups`, :mod:`kaflux.admin.group_describe` and :mod:`kafl
 The calls return the frozen dataclasses of :mod:`kaflux.admin.results`.
 """
 
+from kaflux.admin.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from kaflux.admin.client import AdminClient, NewTopic
+from kaflux.admin.configs import (
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+)
+from kaflux.admin.replicas import LogDirDescription, PartitionReassignment, ReplicaInfo
 from kaflux.admin.results import (
     ClusterDescription,
     ConsumerGroupDescription,
@@ -17,14 +35,51 @@ from kaflux.admin.results import (
     PartitionDescription,
     TopicDescription,
 )
+from kaflux.admin.scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
+from kaflux.admin.transactions import (
+    AbortTransactionSpec,
+    ProducerIdAndEpoch,
+    TransactionDescription,
+    TransactionListing,
+)
 
 __all__ = [
+    "AbortTransactionSpec",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "AdminClient",
+    "AlterConfigOp",
     "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "LogDirDescription",
     "MemberDescription",
     "NewTopic",
     "PartitionDescription",
+    "PartitionReassignment",
+    "PatternType",
+    "ProducerIdAndEpoch",
+    "ReplicaInfo",
+    "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
 ]

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 from kaflux.admin.event_processor import AdminEventProcessor
 from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
 from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
+from kaflux.admin.operations_calls import OperationsCalls
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
 from kaflux.admin.results import ClusterDescription, TopicDescription
 from kaflux.admin.topics import (
@@ -52,6 +53,7 @@ from kaflux.protocol.messages.create_topics import (
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from kaflux.structs import PartitionInfo, TopicPartition
 from kaflux.timeouts import timeout_seconds
+from kaflux.validation import check_topic
 
 _client_ids = itertools.count(1)
 K = TypeVar("K", bound=Hashable)
@@ -67,8 +69,9 @@ class NewTopic(NamedTuple):
     config: Mapping[str, str] = {}
 
 
-class AdminClient(ConsumerGroupCalls, Closeable):
-    """Administers topics, partitions, consumer groups and their offsets, as Java's ``Admin``
+class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
+    """Administers topics, partitions, consumer groups and their offsets, configs, ACLs, SCRAM
+    users, transactions and replicas, as Java's ``Admin``
     does (Pythonic names, the same semantics). Every call has a deadline: ``timeout`` seconds,
     or ``default.api.timeout.ms`` when None."""
 
@@ -77,6 +80,7 @@ class AdminClient(ConsumerGroupCalls, Closeable):
         self._config = AdminConfig.from_dict(config)
         client_id = self._config.client_id or f"admin-{next(_client_ids)}"
         network = build_network(self._config, client_id, allow_auto_create_topics=False)
+        self._reachability = network.client.reachability
         manager = AdminRequestManager(network.cluster, network.metadata, network.retry_backoff)
         self._thread = NetworkThread(
             f"kaflux-admin-network-{client_id}",
@@ -93,7 +97,7 @@ class AdminClient(ConsumerGroupCalls, Closeable):
             raise IllegalStateError("the admin client is closed")
         call = AdminCall(what, monotonic_ms() + int(timeout * 1000), request)
         self._thread.submit(call)
-        return (yield FutureWait(call.future, timeout + 1.0, what))
+        return (yield FutureWait(call.future, timeout + 1.0, what, self._reachability.unreachable))
 
     def _timeout(self, timeout: float | None) -> float:
         return timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
@@ -111,7 +115,9 @@ class AdminClient(ConsumerGroupCalls, Closeable):
         operation = AdminOperation(what, deadline_ms, api)
         self._thread.submit(operation)
         timeout_s = max(0.0, (deadline_ms - monotonic_ms()) / 1000) + 1.0
-        result: AdminResult[K, V] = yield FutureWait(operation.future, timeout_s, what)
+        result: AdminResult[K, V] = yield FutureWait(
+            operation.future, timeout_s, what, self._reachability.unreachable
+        )
         return result
 
     @blocking
@@ -122,10 +128,16 @@ class AdminClient(ConsumerGroupCalls, Closeable):
 
         Raises:
             TopicAlreadyExistsError: a topic exists (unless ``exist_ok``).
+            InvalidTopicError: a name Kafka refuses (empty, illegal characters...), before any
+                request; TypeError: an element is neither a NewTopic nor a str.
             BrokerError: the broker refused (the first error, naming the topic).
             KafkaTimeoutError: no answer within ``timeout`` seconds.
         """
         wanted = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        for t in wanted:
+            if not isinstance(t, NewTopic):
+                raise TypeError(f"create_topics() takes NewTopic values or names, got {type(t).__name__}")
+            check_topic(t.name, "create_topics(): topic")
         seconds = self._timeout(timeout)
         request = CreateTopicsRequest(
             topics=[

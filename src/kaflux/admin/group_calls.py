@@ -19,6 +19,7 @@ from kaflux.admin.groups import (
 )
 from kaflux.admin.operation import AdminApi, AdminResult
 from kaflux.admin.results import ConsumerGroupDescription, ConsumerGroupListing
+from kaflux.admin.transactions import OffsetDeleteApi
 from kaflux.blocking import Steps, blocking
 from kaflux.errors import InvalidArgumentError, KafkaError
 from kaflux.structs import OffsetAndMetadata, TopicPartition
@@ -188,3 +189,28 @@ class ConsumerGroupCalls:
             return
         _, deadline = self._deadline_ms(timeout)
         (yield from self._run(what, OffsetCommitApi(group_id, checked), deadline)).values()
+
+    @blocking
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> Steps[dict[TopicPartition, KafkaError | None]]:
+        """Delete a group's committed offsets for ``partitions`` (OffsetDelete to its
+        coordinator). Returns, per partition, None when deleted, else the error: Kafka refuses
+        a partition the group's members are subscribed to (``GroupSubscribedToTopicError``).
+
+        Raises:
+            InvalidArgumentError: a bad group id or partition.
+            GroupIdNotFoundError: the group does not exist.
+            UnsupportedVersionError: the coordinator does not implement OffsetDelete.
+            KafkaTimeoutError: not answered in time.
+        """
+        what = "delete_consumer_group_offsets()"
+        _check_group_id(group_id, what)
+        wanted = partitions_of(partitions, what)
+        if not wanted:
+            return {}
+        _, deadline = self._deadline_ms(timeout)
+        result: dict[TopicPartition, KafkaError | None] = (
+            yield from self._run(what, OffsetDeleteApi(group_id, wanted), deadline)
+        ).values()[group_id]
+        return result

@@ -54,6 +54,8 @@ class Lookup(Enum):
     BROKERS = "every broker"
     #: no request of its own: a Metadata answer completes the keys
     METADATA = "a metadata answer"
+    #: the broker :meth:`AdminApi.node_id` names for the key (None: any broker)
+    NODE = "a named broker"
 
 
 @dataclass(slots=True)
@@ -106,6 +108,13 @@ class AdminApi(ABC, Generic[K, V]):
     def group_id(self, key: K) -> str:
         """The group whose coordinator serves ``key`` (:attr:`Lookup.COORDINATOR`)."""
         return str(key)
+
+    #: FindCoordinator's key type for :attr:`Lookup.COORDINATOR`: 0 a group, 1 a transactional id
+    coordinator_type: ClassVar[int] = 0
+
+    def node_id(self, key: K) -> int | None:
+        """The broker ``key`` must be sent to (:attr:`Lookup.NODE`; None: any broker)."""
+        return None
 
     def partition(self, key: K) -> TopicPartition:
         """The partition whose leader serves ``key`` (:attr:`Lookup.LEADER`)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from kaflux.admin.lookup import leaders, timeout_error
 from kaflux.admin.operation import AdminCall, AdminOperation, AdminResult, Lookup, Outcome
-from kaflux.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kaflux.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError, error_for_code
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata, coordinator_node_id
 from kaflux.network.metadata_manager import MetadataAnswer, MetadataManager
@@ -141,7 +141,7 @@ class AdminRequestManager(RequestManager):
         elif api.lookup is Lookup.COORDINATOR:
             for k in unmapped:
                 self._send(run, [k], now_ms)
-                find = FindCoordinatorRequest(key=api.group_id(k), key_type=0)
+                find = FindCoordinatorRequest(key=api.group_id(k), key_type=api.coordinator_type)
                 unsent.append(
                     UnsentRequest(
                         find,
@@ -160,6 +160,17 @@ class AdminRequestManager(RequestManager):
                 else None
             )
             by_node[target] = ready
+        elif api.lookup is Lookup.NODE:
+            for k in ready:
+                node_id = api.node_id(k)
+                if node_id is not None and node_id not in self._cluster.brokers:
+                    known = sorted(self._cluster.brokers)
+                    error = InvalidArgumentError(
+                        f"{run.op.what}: broker {node_id} is not in the cluster (its brokers are {known})"
+                    )
+                    self._apply(run, [k], Outcome(failed={k: error}), now_ms)
+                    continue
+                by_node.setdefault(node_id, []).append(k)
         else:
             for k in ready:
                 mapped = run.keys[k].node

@@ -38,13 +38,13 @@ class AsyncConsumerRebalanceListener(ConsumerRebalanceListener):
     """A rebalance listener with ``async def`` methods, awaited on the loop inside ``poll()``
     before the rebalance is acknowledged. Subclass and override what you need."""
 
-    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:  # type: ignore[override]
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         """See :meth:`ConsumerRebalanceListener.on_partitions_revoked`."""
 
-    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:  # type: ignore[override]
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
         """See :meth:`ConsumerRebalanceListener.on_partitions_assigned`."""
 
-    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:  # type: ignore[override]
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
         """Awaits :meth:`on_partitions_revoked`, as the sync default calls it."""
         await self.on_partitions_revoked(partitions)
 

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from kaflux.blocking import AwaitableWait, DoneWait, FutureWait, SignalWait, Step, Steps
 from kaflux.errors import ConcurrentAccessError, KafkaTimeoutError
+from kaflux.timeouts import explain
 
 T = TypeVar("T")
 
@@ -87,7 +88,9 @@ async def wait_async(step: Step) -> Any:
     """Wait for one step on the running loop (its outcome, as :func:`kaflux.blocking.wait_sync`)."""
     if isinstance(step, FutureWait):
         if not await _until_done(step.future, step.timeout_s):
-            raise KafkaTimeoutError(f"{step.what} did not complete within {step.timeout_s:g} s")
+            message = f"{step.what} did not complete within {step.timeout_s:g} s"
+            reason = step.why() if step.why is not None else None
+            raise KafkaTimeoutError(message if reason is None else explain(message, reason))
         return step.future.result()
     if isinstance(step, DoneWait):
         return await _until_done(step.future, step.timeout_s)

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from kaflux.admin import AdminClient
 from kaflux.cli.main import ClientSettings
-from kaflux.consumer.consumer import Consumer
+
+if TYPE_CHECKING:
+    from kaflux.admin import AdminClient
+    from kaflux.consumer.consumer import Consumer
 
 
 @contextmanager
 def admin_client(settings: ClientSettings) -> Iterator[AdminClient]:
     """An AdminClient on the command's settings, closed at the end."""
+    from kaflux.admin import AdminClient  # imported when the command runs: --help stays fast
+
     with AdminClient(settings.for_client("admin")) as admin:
         yield admin
 
@@ -25,6 +30,8 @@ def offsets_consumer(settings: ClientSettings) -> Iterator[Consumer]:
     for key in ("group.id", "group.instance.id", "enable.auto.commit"):
         config.pop(key, None)
     config["allow.auto.create.topics"] = "false"
+    from kaflux.consumer.consumer import Consumer  # imported when the command runs: --help stays fast
+
     consumer = Consumer(config)
     try:
         yield consumer

@@ -9,19 +9,24 @@ it printed; ``--offset`` and ``--from-time`` then move each partition the first 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from kaflux.cli.main import CliError, client_options, client_settings
 from kaflux.cli.output import progress, record_writer, timestamp_callback
-from kaflux.consumer.consumer import Consumer
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
-from kaflux.records import ConsumerRecord
 from kaflux.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.consumer import Consumer
+    from kaflux.records import ConsumerRecord
 
 _POLL_S = 0.5
 
@@ -151,7 +156,10 @@ def consume(
     config.setdefault("allow.auto.create.topics", "false")
     if count is not None:
         config.setdefault("max.poll.records", str(min(count, 500)))
+    from kaflux.consumer.consumer import Consumer  # imported when the command runs: --help stays fast
+
     consumer = Consumer(config)
+    interrupted = False
     try:
         if group is not None:
             listener = (
@@ -160,12 +168,18 @@ def consume(
             consumer.subscribe([topic], listener=listener)
         else:
             _assign(consumer, topic, partition, start)
+        tally = _Tally()
         try:
-            _print_records(consumer, topic, count, fmt, timeout)
+            _print_records(consumer, topic, count, fmt, timeout, tally)
         except KeyboardInterrupt:
-            pass  # Ctrl-C (or SIGTERM): stop here, commit and close cleanly
+            # Ctrl-C (or SIGTERM): stop here, commit and close cleanly, then exit 130
+            interrupted = True
+            if count is not None and tally.printed < count:
+                click.echo(f"\nkaflux: interrupted after {tally.printed} of {count} records", err=True)
     finally:
         consumer.close(timeout=10.0)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def _assign(consumer: Consumer, topic: str, partition: int | None, start: StartAt) -> None:
@@ -179,8 +193,38 @@ def _assign(consumer: Consumer, topic: str, partition: int | None, start: StartA
     seek_to_start(consumer, partitions, start)
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM, which the command treats alike) until the block ends, then
+    raise KeyboardInterrupt; on a thread other than the main one, do nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in _STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass
+class _Tally:
+    """Records printed so far (read after an interrupt)."""
+
+    printed: int = 0
+
+
 def _print_records(
-    consumer: Consumer, topic: str, count: int | None, fmt: str, timeout: float | None
+    consumer: Consumer, topic: str, count: int | None, fmt: str, timeout: float | None, tally: _Tally
 ) -> None:
     writer = record_writer(fmt)
     printed = 0
@@ -197,8 +241,10 @@ def _print_records(
             last_record = time.monotonic()
             if count is not None and printed + len(records) > count:
                 records = _keep_first(consumer, records, count - printed)
-            writer.write(records)
-            printed += len(records)
+            with _interrupts_deferred():  # what was printed is what is counted
+                writer.write(records)
+                printed += len(records)
+                tally.printed = printed
             bar.advance(len(records))
 
 

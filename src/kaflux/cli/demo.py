@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from kaflux import demo as demo_job
 from kaflux.cli.main import ENV_BOOTSTRAP
 
 
@@ -49,6 +48,8 @@ def demo(
         argv += ["--bootstrap-servers", bootstrap_servers]
     if exactly_once:
         argv.append("--exactly-once")
+    from kaflux import demo as demo_job  # imported when the command runs: --help stays fast
+
     status = demo_job.main(argv)
     if status:
         raise click.exceptions.Exit(status)

@@ -9,6 +9,7 @@ the group has no active members.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import RenderableType
@@ -16,8 +17,10 @@ from rich.console import RenderableType
 from kaflux.cli.clients import admin_client, offsets_consumer
 from kaflux.cli.main import CliError, client_options, client_settings, describe_error
 from kaflux.cli.output import cell, emit, format_option, table, timestamp_callback
-from kaflux.consumer.consumer import Consumer
 from kaflux.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.consumer import Consumer
 
 #: states in which a group has no members whose commits a reset would race
 _INACTIVE = frozenset({"empty", "dead", "unknown", ""})

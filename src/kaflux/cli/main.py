@@ -15,7 +15,6 @@ a traceback (``KAFLUX_TRACEBACK=1`` shows it); SIGTERM is handled as Ctrl-C.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import logging
 import os
 import re
@@ -29,8 +28,6 @@ from types import FrameType
 from typing import Any, Literal, NoReturn, TypeVar
 
 import click
-
-from kaflux.cli.output import key_values_callback
 
 ClientKind = Literal["consumer", "producer", "admin"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,6 +138,8 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
         if name == "bootstrap":
             settings.bootstrap_servers = value or None
         elif name == "overrides":
+            from kaflux.cli.output import key_values_callback  # rich: not for --version or --help
+
             settings.overrides = list(key_values_callback(ctx, param, value))
         else:
             settings.config_file = value
@@ -204,12 +203,16 @@ def client_settings() -> ClientSettings:
 
 #: subcommand -> (module, attribute); imported when used, since they import this module
 _SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
+    "acls": ("kaflux.cli.operations", "acls"),
     "broker": ("kaflux.cli.broker", "broker"),
+    "configs": ("kaflux.cli.operations", "configs"),
     "consume": ("kaflux.cli.consume", "consume"),
     "demo": ("kaflux.cli.demo", "demo"),
     "groups": ("kaflux.cli.groups", "groups"),
     "produce": ("kaflux.cli.produce", "produce"),
     "topics": ("kaflux.cli.topics", "topics"),
+    "transactions": ("kaflux.cli.operations", "transactions"),
+    "users": ("kaflux.cli.operations", "users"),
 }
 
 
@@ -229,10 +232,9 @@ class _Group(click.Group):
 
 
 def _version() -> str:
-    try:
-        return importlib.metadata.version("kaflux")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    from kaflux import __version__  # the package's own attribute: no metadata scan at start-up
+
+    return __version__
 
 
 @click.group(

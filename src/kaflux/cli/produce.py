@@ -1,10 +1,12 @@
 """``kaflux produce``: send lines from stdin or a file as records. [app]
 
-Each line is a record's value; with ``--json`` each line is an object ``{"key", "value",
+Each line is a record's value; with ``--json`` each line is an envelope ``{"key", "value",
 "headers", "partition", "timestamp"}`` (all optional; ``key_encoding``/``value_encoding`` as
-``kaflux consume`` writes them, so its output can be produced again). ``--key-field F`` keys each
-record by field F of its JSON value. A progress bar runs on stderr when it is a terminal, and a
-last line there gives the count and the rate.
+``kaflux consume`` writes them, so its output can be produced again; any other field is refused,
+naming the line and the field). ``--json-value`` sends each line, a JSON object, as the value.
+``--key-field F`` keys each record by field F of the line's JSON object (with ``--json``: of its
+value). A progress bar runs on stderr when it is a terminal, and a last line there gives the
+count and the rate.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import click
 
 from kaflux.cli.main import CliError, client_options, client_settings
 from kaflux.cli.output import decode_text, progress, stderr_console
-from kaflux.producer.producer import Producer
 from kaflux.structs import RecordMetadata
 
 
@@ -37,10 +38,35 @@ class Outgoing:
     timestamp: int | None = None
 
 
-def _key_from(document: object, field: str, line_no: int) -> bytes | None:
-    if not isinstance(document, dict) or field not in document:
-        raise CliError(f"line {line_no}: the value has no field {field!r} for --key-field")
-    return decode_text(document[field], None, f"line {line_no}: field {field!r}")
+#: the fields of a ``--json`` envelope (``kaflux consume``'s output; topic and offset are ignored)
+ENVELOPE_FIELDS = frozenset(
+    {"key", "key_encoding", "value", "value_encoding", "headers", "partition", "timestamp", "topic", "offset"}
+)
+
+
+def _key_from(document: object, field: str, line_no: int, what: str = "the line") -> bytes | None:
+    if not isinstance(document, dict):
+        raise CliError(f"line {line_no}: {what} is not a JSON object, needed for --key-field {field!r}")
+    if field not in document:
+        fields = ", ".join(sorted(map(str, document))) or "none"
+        raise CliError(
+            f"line {line_no}: {what} has no field {field!r} for --key-field (its fields: {fields})"
+        )
+    raw = document[field]
+    if not isinstance(raw, str) and raw is not None:
+        raw = json.dumps(raw)  # a number or an object keys by its JSON text
+    return decode_text(raw, None, f"line {line_no}: field {field!r}")
+
+
+def _json_value_of(envelope: dict[str, Any]) -> object:
+    """The envelope's value as a JSON document (an object given inline, or JSON text)."""
+    raw = envelope.get("value")
+    if isinstance(raw, str) and envelope.get("value_encoding") in (None, "utf-8"):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
 
 
 def _headers(raw: object, line_no: int) -> list[tuple[str, bytes | None]] | None:
@@ -59,12 +85,25 @@ def _headers(raw: object, line_no: int) -> list[tuple[str, bytes | None]] | None
     raise CliError(f"{where}: expected an object or a list, got {type(raw).__name__}")
 
 
-def parse_line(line: bytes, line_no: int, *, json_input: bool, key_field: str | None) -> Outgoing | None:
-    """The record one input line stands for (None: a blank line in --json mode)."""
+def parse_line(
+    line: bytes, line_no: int, *, json_input: bool, key_field: str | None, json_value: bool = False
+) -> Outgoing | None:
+    """The record one input line stands for (None: a blank line in --json or --json-value mode)."""
     if line.endswith(b"\n"):
         line = line[:-1]
         if line.endswith(b"\r"):
             line = line[:-1]
+    if json_value:
+        if not line.strip():
+            return None
+        try:
+            document = json.loads(line)
+        except ValueError as e:
+            raise CliError(f"line {line_no}: not JSON ({e})") from None
+        if not isinstance(document, dict):
+            raise CliError(f"line {line_no}: expected a JSON object, got {type(document).__name__}")
+        key = None if key_field is None else _key_from(document, key_field, line_no)
+        return Outgoing(line, key=key)
     if not json_input:
         if key_field is None:
             return Outgoing(line)
@@ -81,12 +120,19 @@ def parse_line(line: bytes, line_no: int, *, json_input: bool, key_field: str | 
         raise CliError(f"line {line_no}: not JSON ({e})") from None
     if not isinstance(envelope, dict):
         raise CliError(f"line {line_no}: expected a JSON object, got {type(envelope).__name__}")
+    unknown = sorted(str(name) for name in envelope if name not in ENVELOPE_FIELDS)
+    if unknown:
+        raise CliError(
+            f"line {line_no}: unknown field {unknown[0]!r} in a --json envelope (its fields: key, value, "
+            "headers, partition, timestamp, key_encoding, value_encoding); to send each line's object "
+            "as the value, use --json-value"
+        )
     try:
         value = decode_text(envelope.get("value"), envelope.get("value_encoding"), f"line {line_no}: value")
         if envelope.get("key") is not None or key_field is None:
             key = decode_text(envelope.get("key"), envelope.get("key_encoding"), f"line {line_no}: key")
         else:
-            key = _key_from(envelope.get("value"), key_field, line_no)
+            key = _key_from(_json_value_of(envelope), key_field, line_no, "the value")
     except ValueError as e:
         raise CliError(str(e)) from None
     partition, timestamp = envelope.get("partition"), envelope.get("timestamp")
@@ -128,8 +174,19 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 @click.command()
 @click.argument("topic")
 @click.argument("file", type=click.File("rb"), default="-")
-@click.option("--json", "json_input", is_flag=True, help='Lines are {"key", "value", "headers"} objects.')
-@click.option("--key-field", metavar="FIELD", help="Key each record by this field of its JSON value.")
+@click.option(
+    "--json",
+    "json_input",
+    is_flag=True,
+    help='Lines are {"key", "value", "headers", "partition", "timestamp"} envelopes '
+    "(other fields are refused).",
+)
+@click.option("--json-value", is_flag=True, help="Lines are JSON objects, each sent as a record's value.")
+@click.option(
+    "--key-field",
+    metavar="FIELD",
+    help="Key each record by this field of the line's JSON object (with --json: of its value).",
+)
 @click.option("-p", "--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
 @click.option(
     "--compression",
@@ -141,17 +198,22 @@ def produce(
     topic: str,
     file: IO[bytes],
     json_input: bool,
+    json_value: bool,
     key_field: str | None,
     partition: int | None,
     compression: str | None,
 ) -> None:
     """Send each line of FILE (default: stdin) to TOPIC as a record's value."""
+    if json_input and json_value:
+        raise click.UsageError("give at most one of --json and --json-value")
     extra: dict[str, object] = {} if compression is None else {"compression.type": compression}
     config = client_settings().for_client("producer", **extra)
     total_bytes = _input_size(file)
     deliveries = _Deliveries()
     sent = 0
     started = time.monotonic()
+    from kaflux.producer.producer import Producer  # imported when the command runs: --help stays fast
+
     producer = Producer(config)
     try:
         with progress(
@@ -161,7 +223,9 @@ def produce(
             enabled=not file.isatty(),  # no bar over lines being typed
         ) as bar:
             for line_no, line in enumerate(_lines(file), start=1):
-                record = parse_line(line, line_no, json_input=json_input, key_field=key_field)
+                record = parse_line(
+                    line, line_no, json_input=json_input, key_field=key_field, json_value=json_value
+                )
                 if record is not None:
                     producer.send(
                         topic,

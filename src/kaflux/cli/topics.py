@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import RenderableType
 
-from kaflux.admin import NewTopic, TopicDescription
 from kaflux.cli.clients import admin_client, broker_id, broker_ids
 from kaflux.cli.main import CliError, client_options, client_options_without_config, client_settings
 from kaflux.cli.output import cell, emit, format_option, key_values_callback, table
+from kaflux.errors import UnsupportedVersionError
 from kaflux.structs import PartitionInfo
+
+if TYPE_CHECKING:
+    from kaflux.admin import TopicDescription
 
 
 @click.group()
@@ -129,10 +133,20 @@ def create(
     if_not_exists: bool,
 ) -> None:
     """Create TOPIC. (Client settings from a file: --command-config FILE.)"""
+    from kaflux.admin import NewTopic  # imported when the command runs: --help stays fast
+
     with admin_client(client_settings()) as admin:
-        admin.create_topics(
-            [NewTopic(name, partitions, replication_factor, dict(configs))], exist_ok=if_not_exists
-        )
+        try:
+            admin.create_topics(
+                [NewTopic(name, partitions, replication_factor, dict(configs))], exist_ok=if_not_exists
+            )
+        except UnsupportedVersionError as e:
+            if "CREATE_TOPICS" not in str(e):
+                raise
+            raise CliError(
+                "this broker does not implement CreateTopics (librdkafka's mock cluster does not): it "
+                f"creates a topic when a record is first produced to it, e.g. 'kaflux produce {name}'"
+            ) from None
     click.echo(
         f"created topic {name} ({partitions} partitions, replication factor {replication_factor})", err=True
     )

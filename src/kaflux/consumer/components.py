@@ -2,10 +2,13 @@
 
 :func:`build_consumer_components` is the one place that wires the request managers the
 consumer's network thread runs (Java's ``RequestManagers``) and the event processor that feeds
-them: the coordinator, commit and membership managers (with a ``group.id`` only), the offsets
-and fetch managers, and the metadata manager of the network stack, in the order the network
-thread polls them. ``kaflux.Consumer`` calls it, and so do the test fakes that drive real
-managers without a network thread (``tests/fake_group_coordinator.py``).
+them: the coordinator, commit, membership and heartbeat managers (with a ``group.id`` only),
+the offsets and fetch managers, and the metadata manager of the network stack, in the order the
+network thread polls them. A group protocol is a membership and its heartbeat request manager,
+built apart by the protocol's builder in :data:`GROUP_PROTOCOLS` (the heartbeat is given the
+membership; the membership never sees the heartbeat) and registered side by side.
+``kaflux.Consumer`` calls it, and so do the test fakes that drive real managers without a
+network thread (``tests/fake_group_coordinator.py``).
 
 Given the network thread's metrics registry, it also wires what records into it: the fetch
 manager (:class:`~kaflux.metrics.clients.FetchMetrics`), the commit manager and the membership
@@ -27,10 +30,13 @@ from kaflux.consumer.event_processor import ApplicationEventProcessor
 from kaflux.consumer.events import BackgroundEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_request_manager import FetchRequestManager
+from kaflux.consumer.membership.classic_heartbeat import ClassicHeartbeatRequestManager
+from kaflux.consumer.membership.classic_membership import ClassicMembershipManager
+from kaflux.consumer.membership.consumer_heartbeat import ConsumerHeartbeatRequestManager
 from kaflux.consumer.membership.consumer_membership import ConsumerMembershipManager
+from kaflux.consumer.membership.contracts import GroupHeartbeat
 from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.membership.group import GroupSettings
-from kaflux.consumer.membership_manager import MembershipManager
 from kaflux.consumer.offsets_request_manager import OffsetsRequestManager
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaError
@@ -64,15 +70,18 @@ class ConsumerComponents:
     coordinator: CoordinatorRequestManager | None
     commits: CommitRequestManager | None
     membership: MembershipCore | None
+    #: the membership's heartbeat request manager, None without a group.id
+    heartbeat: GroupHeartbeat | None
     offsets: OffsetsRequestManager
     fetcher: FetchRequestManager
     processor: ApplicationEventProcessor
 
     @property
     def managers(self) -> list[RequestManager]:
-        """Every request manager, in the order the network thread polls them."""
+        """Every request manager, in the order the network thread polls them (the membership
+        before its heartbeat: what it reconciles in a pass is acknowledged in the same pass)."""
         group: list[RequestManager] = [
-            m for m in (self.coordinator, self.commits, self.membership) if m is not None
+            m for m in (self.coordinator, self.commits, self.membership, self.heartbeat) if m is not None
         ]
         return [self.metadata, *group, self.offsets, self.fetcher]
 
@@ -92,6 +101,64 @@ def group_settings(config: ConsumerConfig) -> GroupSettings | None:
         request_timeout_ms=config.request_timeout_ms,
         client_rack=config.client_rack,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupParts:
+    """What a group protocol's builder is given: the consumer's parts its membership uses."""
+
+    config: ConsumerConfig
+    settings: GroupSettings
+    network: NetworkParts
+    coordinator: CoordinatorRequestManager
+    subscription: SubscriptionState
+    commits: CommitRequestManager
+    post_event: Callable[[BackgroundEvent], None]
+
+
+def _classic_group(parts: GroupParts) -> tuple[MembershipCore, GroupHeartbeat]:
+    membership = ClassicMembershipManager(
+        parts.settings,
+        coordinator=parts.coordinator,
+        subscription=parts.subscription,
+        cluster=parts.network.cluster,
+        metadata=parts.network.metadata,
+        commits=parts.commits,
+        assignors=[assignor_for_name(name) for name in parts.config.partition_assignment_strategy],
+        post_event=parts.post_event,
+    )
+    heartbeat = ClassicHeartbeatRequestManager(
+        membership, parts.coordinator, parts.settings, parts.network.retry_backoff
+    )
+    return membership, heartbeat
+
+
+def _consumer_group(parts: GroupParts) -> tuple[MembershipCore, GroupHeartbeat]:
+    membership = ConsumerMembershipManager(
+        parts.settings,
+        coordinator=parts.coordinator,
+        subscription=parts.subscription,
+        cluster=parts.network.cluster,
+        metadata=parts.network.metadata,
+        commits=parts.commits,
+        retry_backoff=parts.network.retry_backoff,
+        post_event=parts.post_event,
+    )
+    heartbeat = ConsumerHeartbeatRequestManager(
+        membership,
+        parts.coordinator,
+        parts.settings,
+        parts.network.retry_backoff,
+        parts.config.group_remote_assignor,
+    )
+    return membership, heartbeat
+
+
+#: ``group.protocol`` -> the builder of its membership and heartbeat request manager
+GROUP_PROTOCOLS: dict[str, Callable[[GroupParts], tuple[MembershipCore, GroupHeartbeat]]] = {
+    "classic": _classic_group,
+    "consumer": _consumer_group,
+}
 
 
 def build_consumer_components(
@@ -121,6 +188,7 @@ def build_consumer_components(
     coordinator: CoordinatorRequestManager | None = None
     commits: CommitRequestManager | None = None
     membership: MembershipCore | None = None
+    heartbeat: GroupHeartbeat | None = None
 
     def member_info() -> MemberInfo:
         """Who commits: the membership's view (no membership: no generation)."""
@@ -141,30 +209,11 @@ def build_consumer_components(
             consumer_protocol=config.group_protocol == "consumer",
             metrics=coordinator_metrics,
         )
-        if config.group_protocol == "consumer":
-            membership = ConsumerMembershipManager(
-                settings,
-                coordinator=coordinator,
-                subscription=subscription,
-                cluster=network.cluster,
-                metadata=network.metadata,
-                commits=commits,
-                remote_assignor=config.group_remote_assignor,
-                retry_backoff=backoff,
-                post_event=post_event,
-            )
-        else:
-            membership = MembershipManager(
-                settings,
-                coordinator=coordinator,
-                subscription=subscription,
-                cluster=network.cluster,
-                metadata=network.metadata,
-                commits=commits,
-                assignors=[assignor_for_name(name) for name in config.partition_assignment_strategy],
-                retry_backoff=backoff,
-                post_event=post_event,
-            )
+        build_group = GROUP_PROTOCOLS[config.group_protocol]
+        membership, heartbeat = build_group(
+            GroupParts(config, settings, network, coordinator, subscription, commits, post_event)
+        )
+        membership.add_poll_listener(heartbeat.reset_poll_timer)
         if coordinator_metrics is not None:
             membership.metrics = coordinator_metrics
     offsets = OffsetsRequestManager(
@@ -193,6 +242,7 @@ def build_consumer_components(
         retry_backoff=backoff,
         use_sessions=config.enable_fetch_sessions,
         metrics=None if metrics is None else FetchMetrics(metrics),
+        on_error=on_error,
     )
     processor = ApplicationEventProcessor(
         subscription,
@@ -203,4 +253,6 @@ def build_consumer_components(
         allow_auto_create_topics=config.allow_auto_create_topics,
         metrics=metrics,
     )
-    return ConsumerComponents(network.metadata, coordinator, commits, membership, offsets, fetcher, processor)
+    return ConsumerComponents(
+        network.metadata, coordinator, commits, membership, heartbeat, offsets, fetcher, processor
+    )

@@ -65,6 +65,7 @@ from kaflux.consumer.subscription_state import (
     SubscriptionState,
     SubscriptionType,
 )
+from kaflux.consumer.validation import check_assignment, check_subscription
 from kaflux.consumer.wakeup import WakeupTrigger
 from kaflux.errors import (
     IllegalStateError,
@@ -140,6 +141,7 @@ class Consumer(OffsetCalls, Closeable):
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
+        self._reachability = network.client.reachability
         metric_config = MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
         #: this thread's metrics; its lock lets metrics() measure them from any thread
         self._metrics = MetricsRegistry(metric_config, lock=threading.Lock())
@@ -224,7 +226,14 @@ class Consumer(OffsetCalls, Closeable):
             self._thread.submit(event)
             # The network thread fails the event at its deadline, naming the cause; the extra
             # second only guards against a network thread that cannot.
-            return (yield FutureWait(event.future, timeout_s + 1.0, what or type(event).__name__))
+            return (
+                yield FutureWait(
+                    event.future,
+                    timeout_s + 1.0,
+                    what or type(event).__name__,
+                    why=self._reachability.unreachable,
+                )
+            )
         finally:
             self._wakeup.deactivate()
 
@@ -244,13 +253,12 @@ class Consumer(OffsetCalls, Closeable):
 
         Raises:
             IllegalStateError: the consumer is subscribed to topics or a pattern.
-            TypeError: an element is not a TopicPartition.
+            TypeError: an element is not a TopicPartition of a str topic and an int partition.
+            InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...).
+            InvalidArgumentError: a negative partition.
         """
         with self._in_use():
-            wanted = list(dict.fromkeys(partitions))
-            for tp in wanted:
-                if not isinstance(tp, TopicPartition) or not tp.topic or tp.partition < 0:
-                    raise TypeError(f"assign() takes TopicPartition values, got {tp!r}")
+            wanted = check_assignment(partitions)
             if not wanted:
                 self._unassign()
                 return
@@ -281,6 +289,8 @@ class Consumer(OffsetCalls, Closeable):
             InvalidGroupIdError: no group.id was configured.
             IllegalStateError: partitions were assigned manually with assign().
             ValueError / TypeError: neither or both of topics and pattern, or bad values.
+            InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...),
+                as :meth:`Producer.send` would.
         """
         with self._in_use():
             if self._membership is None:
@@ -294,9 +304,7 @@ class Consumer(OffsetCalls, Closeable):
             if topics is not None:
                 if isinstance(topics, str):
                     raise TypeError("topics must be a list of topic names, not a string")
-                names = list(dict.fromkeys(topics))
-                if any(not isinstance(t, str) or not t.strip() for t in names):
-                    raise ValueError(f"topic names must be non-empty strings, got {names!r}")
+                names = check_subscription(topics)
                 if not names:
                     run_sync(self._leave_group(self._timeout_s(None), on_close=False))
                     return
@@ -478,7 +486,10 @@ class Consumer(OffsetCalls, Closeable):
                 self._poll_metrics.poll_ended()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        """Yield records forever (polling in 1-second slices) until the consumer is closed."""
+        """Yield records forever (polling in 1-second slices) until the consumer is closed.
+
+        Raises IllegalStateError, at the first ``next()``, on a consumer already closed."""
+        self._ensure_open()
         while not self._closed:
             yield from self.poll(1.0)
 

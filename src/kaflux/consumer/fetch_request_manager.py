@@ -14,7 +14,9 @@ once, so the next fetch goes there without waiting for the refresh, after the po
 validated against it (see the offsets request manager); OFFSET_OUT_OF_RANGE requests a reset by
 ``auto.offset.reset`` (or, with ``none``, reaches the application as
 :class:`~kaflux.errors.OffsetOutOfRangeError`); anything else reaches the application
-through the buffer and is raised by ``poll()``.
+through the buffer and is raised by ``poll()``. A response above ``receive.message.max.bytes``
+(:class:`~kaflux.errors.ResponseTooLargeError`) goes to ``on_error``, so ``poll()`` raises it once
+per failed fetch, and fetching goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kaflux.consumer.completed_fetch import CompletedFetch
@@ -32,6 +35,7 @@ from kaflux.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    ResponseTooLargeError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
@@ -119,8 +123,11 @@ class FetchRequestManager(RequestManager):
         retry_backoff: ExponentialBackoff,
         use_sessions: bool = True,
         metrics: FetchMetrics | None = None,
+        on_error: Callable[[KafkaError], None] | None = None,
     ) -> None:
         self._subscription = subscription
+        #: where errors the application must see go (the consumer raises them from poll())
+        self._on_error = on_error
         self._cluster = cluster
         self._metadata = metadata
         self._buffer = buffer
@@ -238,6 +245,10 @@ class FetchRequestManager(RequestManager):
         if response.error is not None:
             session.reset()
             self._node_failed(node, response.received_ms)
+            if isinstance(response.error, ResponseTooLargeError) and self._on_error is not None:
+                # Retrying cannot cure it while the data stays that large: tell the application
+                # (once per failed fetch), as Java raises a fetch error, and keep fetching.
+                self._on_error(response.error)
             if response.error.invalid_metadata:
                 self._metadata.request_update()
             return

@@ -28,6 +28,7 @@ from kaflux.errors import (
     KafkaConnectionError,
     KafkaError,
     ProtocolError,
+    ResponseTooLargeError,
     SslAuthenticationError,
     UnsupportedVersionBrokerError,
     UnsupportedVersionError,
@@ -84,6 +85,12 @@ _TLS_RECORD_TYPES = (0x15, 0x16)
 class ClosedBeforeAnsweringError(KafkaConnectionError):
     """The broker closed a new connection without answering its first request: what a TLS
     listener does to a client that does not speak TLS (several in a row mean exactly that)."""
+
+
+class SendFailedError(KafkaConnectionError):
+    """Writing to the socket failed. Every request queued on the connection, the one being sent
+    included, is in flight on a broken connection: it fails with the rest when the connection
+    closes (:meth:`BrokerConnection.close`), exactly once."""
 
 
 class BrokerConnection:
@@ -285,7 +292,7 @@ class BrokerConnection:
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 return
             except OSError as exc:
-                raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
+                raise SendFailedError(f"send to {self.broker} failed: {exc}") from exc
             self._protocol.output_sent(sent)
             self.bytes_sent += sent
             self.last_activity_ms = now_ms
@@ -335,7 +342,19 @@ class BrokerConnection:
             total += count
             self.bytes_received += count
             self.last_activity_ms = now_ms
-            for response in self._protocol.data_received(count):
+            try:
+                responses = self._protocol.data_received(count)
+            except ResponseTooLargeError as exc:
+                raise ResponseTooLargeError(
+                    f"broker {self.broker} sent a response of {exc.size} bytes, above "
+                    f"receive.message.max.bytes={exc.limit}; the connection was closed and its "
+                    "requests failed. Raise receive.message.max.bytes, or lower fetch.max.bytes "
+                    "and max.partition.fetch.bytes if the broker honours them",
+                    size=exc.size,
+                    limit=exc.limit,
+                    broker=self.broker,
+                ) from None
+            for response in responses:
                 self._deadlines.pop(response.in_flight.correlation_id, None)
                 context = response.in_flight.context
                 if context is _API_VERSIONS_CONTEXT:
@@ -368,7 +387,13 @@ class BrokerConnection:
         *,
         expect_response: bool = True,
     ) -> InFlightRequest:
-        """Queue ``request`` and try to write it at once. Only when READY."""
+        """Queue ``request`` and try to write it at once. Only when READY.
+
+        From the moment it is queued, the request is in flight (if it expects a response): when
+        the write fails, this raises :class:`SendFailedError` and the request fails with the
+        connection's other requests when the caller closes it, never a second time. Any other
+        error (no common version, a request that cannot be encoded) is raised before anything
+        is queued."""
         if self._machine.state is not _S.READY:
             raise KafkaConnectionError(f"connection to node {self.node_id} is not ready")
         in_flight = self._protocol.send_request(
@@ -491,6 +516,8 @@ class BrokerConnection:
 
 def describe_failure(exc: BaseException) -> KafkaError:
     """Translate anything raised by connection I/O into a retriable kaflux error."""
-    if isinstance(exc, KafkaError) and not isinstance(exc, ProtocolError):
+    if isinstance(exc, ResponseTooLargeError) or (
+        isinstance(exc, KafkaError) and not isinstance(exc, ProtocolError)
+    ):
         return exc
     return KafkaConnectionError(f"connection failed: {exc}")

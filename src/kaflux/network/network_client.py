@@ -21,6 +21,7 @@ read with its latency, into the network thread's metrics.
 
 from __future__ import annotations
 
+import logging
 import selectors
 import socket
 import ssl
@@ -33,6 +34,7 @@ from kaflux.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ResponseTooLargeError,
     SslAuthenticationError,
 )
 from kaflux.network.backoff import ExponentialBackoff
@@ -41,8 +43,10 @@ from kaflux.network.connection import (
     BrokerConnection,
     ClosedBeforeAnsweringError,
     ConnectionState,
+    SendFailedError,
     describe_failure,
 )
+from kaflux.network.reachability import Reachability
 from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.network.sasl import SaslCredentials
 from kaflux.protocol.api import ApiKey
@@ -53,6 +57,10 @@ if TYPE_CHECKING:
 
 #: new connections in a row closed unanswered before a plaintext client concludes the listener is TLS
 UNANSWERED_BEFORE_TLS_VERDICT = 3
+#: at most one WARNING per broker this often for responses above receive.message.max.bytes
+OVERSIZED_LOG_INTERVAL_MS = 10_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -104,6 +112,12 @@ class NetworkClient:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
         self._metrics: NetworkMetrics | None = None
+        #: failed addresses and their last errors: logged here, read by timed-out blocking calls
+        self.reachability = Reachability(client_id)
+        self._reported_ready: set[int] = set()
+        #: per broker: when an oversized response was last logged, and how many since then
+        self._oversized_logged_ms: dict[int, int] = {}
+        self._oversized_unlogged: dict[int, int] = {}
 
     def enable_metrics(self, metrics: NetworkMetrics) -> None:
         """Record network I/O into ``metrics`` (call before the network thread starts)."""
@@ -180,6 +194,7 @@ class NetworkClient:
             )
             return
         sent_before = conn.bytes_sent
+        version = -1
         try:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
@@ -188,7 +203,15 @@ class NetworkClient:
             conn.send(
                 request.request, version, request, now_ms, timeout, expect_response=request.expect_response
             )
+        except SendFailedError as exc:
+            # The request was queued: if it awaits a response it is in flight, and closing the
+            # connection fails it with the others. Completing it here too would complete it twice.
+            self._disconnect(conn, exc, now_ms)
+            if not request.expect_response:
+                self._complete(request, None, exc, version, now_ms)
+            return
         except KafkaError as exc:
+            # Raised before anything was queued: the request is nowhere else.
             if isinstance(exc, KafkaConnectionError):
                 self._disconnect(conn, exc, now_ms)
             self._complete(request, None, exc, -1, now_ms)
@@ -267,8 +290,9 @@ class NetworkClient:
             self._connections[node_id] = conn
         try:
             conn.connect(now_ms)
-        except KafkaError:
+        except KafkaError as exc:
             self._record_failure(node_id, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", exc, now_ms)
             return
         self._selector.register(conn.fileno(), selectors.EVENT_WRITE, conn)
 
@@ -300,6 +324,9 @@ class NetworkClient:
         self._record_io(conn, sent_before, received_before, now_ms)
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
+            if conn.node_id not in self._reported_ready:
+                self._reported_ready.add(conn.node_id)
+                self.reachability.ready(f"{conn.host}:{conn.port}")
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
             self._unanswered.pop(conn.node_id, None)
@@ -379,16 +406,39 @@ class NetworkClient:
                 self._selector.unregister(conn.fileno())
             except (KeyError, ValueError):
                 pass
+        established = conn.node_id in self._reported_ready
+        if established:
+            self._reported_ready.discard(conn.node_id)
+            self.reachability.closed(f"{conn.host}:{conn.port}")
         failed = conn.close()
+        if isinstance(error, ResponseTooLargeError):
+            self._log_oversized(conn.node_id, error, now_ms)
         if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
             error = self._maybe_tls_listener(conn, error)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
         if backoff:
             self._record_failure(conn.node_id, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)
+
+    def _log_oversized(self, node_id: int, error: ResponseTooLargeError, now_ms: int) -> None:
+        """WARNING about a response above receive.message.max.bytes, at most once per broker per
+        :data:`OVERSIZED_LOG_INTERVAL_MS` (a consumer meets the same one on every fetch)."""
+        last = self._oversized_logged_ms.get(node_id)
+        if last is not None and now_ms - last < OVERSIZED_LOG_INTERVAL_MS:
+            self._oversized_unlogged[node_id] = self._oversized_unlogged.get(node_id, 0) + 1
+            return
+        self._oversized_logged_ms[node_id] = now_ms
+        suppressed = self._oversized_unlogged.pop(node_id, 0)
+        log.warning(
+            "%s: %s%s",
+            self._client_id,
+            error,
+            f" ({suppressed} more since the last warning)" if suppressed else "",
+        )
 
     def _setup_timed_out(self, conn: BrokerConnection) -> KafkaError:
         limit = f"socket.connection.setup.timeout.ms={self._setup_timeout_ms}"

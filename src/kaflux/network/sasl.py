@@ -21,8 +21,8 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kaflux.errors import (
@@ -166,12 +166,14 @@ class OAuthBearerMechanism:
 
     name = "OAUTHBEARER"
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, extensions: Mapping[str, str] | None = None) -> None:
         self._token = token
+        self._extensions = dict(extensions or {})
         self._refused: str | None = None
 
     def first_message(self) -> bytes:
-        return b"n,,\x01auth=Bearer " + self._token.encode() + b"\x01\x01"
+        pairs = "".join(f"{k}={v}\x01" for k, v in self._extensions.items())
+        return b"n,,\x01auth=Bearer " + self._token.encode() + b"\x01" + pairs.encode() + b"\x01"
 
     def respond(self, challenge: bytes) -> bytes | None:
         if not challenge or self._refused is not None:
@@ -205,6 +207,8 @@ class SaslCredentials:
     username: str = ""
     password: str = ""
     token_provider: TokenProvider | None = None
+    #: OAUTHBEARER's SASL extensions (RFC 7628 section 3.1), sent with every token
+    extensions: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never show the secret parts
         return f"SaslCredentials(mechanism={self.mechanism!r}, username={self.username!r})"
@@ -220,9 +224,11 @@ class SaslCredentials:
                 raise AuthenticationError("OAUTHBEARER needs a token provider (the oauth_cb setting)")
             try:
                 token, _ = self.token_provider()
+            except AuthenticationError:
+                raise  # e.g. the OIDC token endpoint's refusal, which says what to check
             except Exception as exc:
                 raise AuthenticationError(f"the token provider raised {type(exc).__name__}: {exc}") from None
-            return OAuthBearerMechanism(token)
+            return OAuthBearerMechanism(token, self.extensions)
         raise UnsupportedSaslMechanismError(f"kaflux does not implement SASL mechanism {self.mechanism!r}")
 
 

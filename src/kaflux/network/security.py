@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from kaflux.config import CommonConfig
 from kaflux.errors import ConfigError
+from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.oidc import ClientCredentialsTokens
 from kaflux.network.sasl import SaslCredentials, TokenProvider, unsecured_jwt
 
 
@@ -61,14 +63,25 @@ def sasl_credentials_for(
         return None
     mechanism = config.sasl_mechanism.upper()
     if mechanism == "OAUTHBEARER":
-        return SaslCredentials(mechanism, token_provider=_token_provider(config, wall_clock))
+        provider = _token_provider(config, wall_clock)
+        if config.sasl_oauthbearer_method == "oidc":
+            provider()  # the first token now: a wrong secret or a dead endpoint fails the constructor
+        return SaslCredentials(mechanism, token_provider=provider, extensions=config.oauthbearer_extensions())
     username, password = config.sasl_credentials()
     assert username is not None and password is not None  # the config checked them
     return SaslCredentials(mechanism, username, password)
 
 
 def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> TokenProvider:
-    """oauth_cb, cached until shortly before its token expires; or unsecured JWTs."""
+    """oauth_cb, or an OIDC endpoint, cached until shortly before its token expires; or
+    unsecured JWTs."""
+    backoff = ExponentialBackoff(config.sasl_login_retry_backoff_ms, config.sasl_login_retry_backoff_max_ms)
+    if config.sasl_oauthbearer_method == "oidc":
+        timeout_s = (config.sasl_login_connect_timeout_ms + config.sasl_login_read_timeout_ms) / 2000
+        oidc = ClientCredentialsTokens(
+            config.oidc_client(), timeout_s=timeout_s, wall_clock=wall_clock, ssl_context=None
+        )
+        return RefreshingTokens(oidc, wall_clock, backoff)
     if config.oauth_cb is not None:
         source: TokenProvider = config.oauth_cb
     else:
@@ -86,23 +99,38 @@ def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> To
         def source() -> tuple[str, float]:
             return unsecured_jwt(principal, wall_clock(), lifetime)
 
-    return _RefreshingTokens(source, wall_clock)
+    return RefreshingTokens(source, wall_clock, backoff)
 
 
-class _RefreshingTokens:
+class RefreshingTokens:
     """A token provider that asks its source again once 80 % of a token's life has passed
-    (as Java refreshes), so every connection and re-authentication has a fresh one."""
+    (as Java refreshes), so every connection and re-authentication has a fresh one. A failed
+    refresh keeps the current token while it is valid and tries again after the backoff
+    (doubling per failure); with no valid token left, the failure is raised."""
 
-    def __init__(self, source: TokenProvider, wall_clock: Callable[[], float]) -> None:
+    def __init__(
+        self, source: TokenProvider, wall_clock: Callable[[], float], backoff: ExponentialBackoff
+    ) -> None:
         self._source = source
         self._clock = wall_clock
+        self._backoff = backoff
         self._token: tuple[str, float] | None = None
         self._refresh_at = 0.0
+        self._failures = 0
 
     def __call__(self) -> tuple[str, float]:
         now = self._clock()
-        if self._token is None or now >= self._refresh_at:
+        if self._token is not None and now < self._refresh_at:
+            return self._token
+        try:
             token, expiry = self._source()
-            self._token = (token, float(expiry))
-            self._refresh_at = now + 0.8 * (float(expiry) - now)
+        except Exception:
+            self._failures += 1
+            if self._token is not None and now < self._token[1]:
+                self._refresh_at = now + self._backoff.backoff_ms(self._failures - 1) / 1000
+                return self._token
+            raise
+        self._failures = 0
+        self._token = (token, float(expiry))
+        self._refresh_at = now + 0.8 * (float(expiry) - now)
         return self._token

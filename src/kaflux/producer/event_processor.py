@@ -15,6 +15,7 @@ from kaflux.errors import KafkaError, KafkaTimeoutError
 from kaflux.network.factory import NetworkStack
 from kaflux.producer.events import MetricsSnapshotEvent, TopicPartitionsEvent, TransactionalEvent
 from kaflux.producer.transaction_manager import TransactionManager
+from kaflux.timeouts import explain
 
 if TYPE_CHECKING:
     from kaflux.metrics.registry import MetricsRegistry
@@ -33,6 +34,7 @@ class ProducerEventProcessor:
         self._metrics = metrics
         self._cluster = network.cluster
         self._metadata = network.metadata
+        self._reachability = network.client.reachability
         self._tm = transaction_manager
         self._pending: list[TopicPartitionsEvent] = []
         network.metadata.add_error_listener(self._on_metadata_error)
@@ -72,14 +74,19 @@ class ProducerEventProcessor:
             if partitions:
                 event.future.set_result(partitions)
             elif now_ms >= event.deadline_ms:
-                cause = self._metadata.topic_error(event.topic)
-                detail = f" (last metadata error: {cause})" if cause is not None else ""
-                event.future.set_exception(
-                    KafkaTimeoutError(
+                unreachable = self._reachability.unreachable()
+                if unreachable is not None:
+                    message = explain(
+                        f"no metadata for topic {event.topic!r} within max.block.ms", unreachable
+                    )
+                else:
+                    cause = self._metadata.topic_error(event.topic)
+                    detail = f" (last metadata error: {cause})" if cause is not None else ""
+                    message = (
                         f"topic {event.topic!r} was not found in cluster metadata within "
                         f"max.block.ms{detail}; create it first or check the name"
                     )
-                )
+                event.future.set_exception(KafkaTimeoutError(message))
             else:
                 still.append(event)
         self._pending = still

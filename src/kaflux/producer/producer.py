@@ -34,7 +34,6 @@ from kaflux.errors import (
     InvalidTxnStateError,
     KafkaError,
     KafkaTimeoutError,
-    RecordTooLargeError,
     TransactionAbortableError,
 )
 from kaflux.metrics.clients import KAFLUX_PRODUCER_METRICS, NetworkMetrics, ProducerMetrics
@@ -52,7 +51,14 @@ from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionMa
 from kaflux.records import codec_id
 from kaflux.records.encode import load_encoder
 from kaflux.structs import OffsetAndMetadata, PartitionInfo, RecordMetadata, TopicPartition
-from kaflux.timeouts import MAX_TIMEOUT_S, timeout_seconds
+from kaflux.timeouts import MAX_TIMEOUT_S, explain, timeout_seconds
+from kaflux.validation import (
+    check_partition_number,
+    check_record_size,
+    check_timestamp,
+    check_topic,
+    record_size_upper_bound,
+)
 
 Serializer = Callable[[Any], bytes | None]
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
@@ -74,6 +80,13 @@ def _coerce(what: str, data: object) -> bytes | None:
     if isinstance(data, (bytearray, memoryview)):
         return bytes(data)
     raise TypeError(f"{what} must be bytes or None (or give a {what}_serializer), got {type(data).__name__}")
+
+
+def _check_partition_and_timestamp(partition: object, timestamp: object) -> None:
+    if partition is not None:
+        check_partition_number(partition)
+    if timestamp is not None:
+        check_timestamp(timestamp)
 
 
 def _header_list(headers: Headers) -> list[tuple[str, bytes | None]]:
@@ -180,6 +193,7 @@ class Producer(Closeable):
         managers: list[Any] = [network.metadata, self._sender]
         if self._tm is not None:
             managers.append(self._tm)
+        self._reachability = network.client.reachability
         self._thread = NetworkThread(
             f"kaflux-producer-network-{client_id}",
             network.delegate,
@@ -227,7 +241,10 @@ class Producer(Closeable):
             InvalidTxnStateError: a transactional producer outside a transaction.
             ProducerFencedError / TransactionAbortableError / ...: an earlier fatal or
                 abortable error (see the README's "Exactly once").
-            TypeError / ValueError: bad argument types or an out-of-range partition.
+            TypeError: an argument of the wrong type (key, value, headers, partition, timestamp).
+            InvalidTopicError: ``topic`` is not a legal topic name (checked before any request).
+            InvalidArgumentError (a ValueError): a negative or missing partition, or a timestamp
+                outside 0 .. 2**63-1.
         """
         if self._closed:
             raise IllegalStateError("send() after close(); create a new Producer")
@@ -244,8 +261,13 @@ class Producer(Closeable):
             value = _coerce("value", value)
         if headers is not None:
             headers = _header_list(headers) if headers else None
-        if value is not None and len(value) > self._max_value:
-            self._too_large(key, value)
+        size = 0 if value is None else len(value)
+        if key is not None:
+            size += len(key)
+        if size > self._max_value or headers is not None:
+            self._too_large(key, value, headers)
+        if partition is not None or timestamp is not None:
+            _check_partition_and_timestamp(partition, timestamp)
         partitions = self._topics.get(topic)
         if partitions is None:
             deadline = time.monotonic() + self._max_block_s
@@ -260,7 +282,9 @@ class Producer(Closeable):
             else:
                 partition, sticky = self._sticky.partition(topic, count), True
         elif not 0 <= partition < count:
-            raise ValueError(f"partition {partition} does not exist: {topic!r} has {count} partitions")
+            raise InvalidArgumentError(
+                f"partition {partition} does not exist: {topic!r} has {count} partitions"
+            )
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
         future, new_batch, rolled_over = self._append(
@@ -274,13 +298,13 @@ class Producer(Closeable):
             self._thread.wakeup_before(monotonic_ms() + (0 if rolled_over else self._linger_ms))
         return future
 
-    def _too_large(self, key: bytes | None, value: bytes) -> None:
-        size = len(value) + (len(key) if key is not None else 0)
-        if size > self._max_record:
-            raise RecordTooLargeError(
-                f"the record is {size} bytes, more than max.request.size / buffer.memory allow "
-                f"({self._max_record})"
-            )
+    def _too_large(
+        self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+    ) -> None:
+        """RecordTooLargeError if the whole serialized record, sized as Java sizes it, exceeds
+        max.request.size or buffer.memory."""
+        size = record_size_upper_bound(key, value, headers)
+        check_record_size(size, self._config.max_request_size, self._config.buffer_memory)
 
     def send_arrow(self, topic: str, batch: Any) -> list[Future[Any]]:
         """Queue every row of a ``pyarrow.RecordBatch``; returns one future per partition batch.
@@ -346,8 +370,7 @@ class Producer(Closeable):
 
     def _lookup_partitions(self, topic: str, deadline: float) -> Steps[list[PartitionInfo]]:
         """Ask the network thread for the partitions of ``topic`` and remember them."""
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        check_topic(topic)
         event = TopicPartitionsEvent(topic, monotonic_ms() + int((deadline - time.monotonic()) * 1000))
         self._thread.submit(event)
         infos: list[PartitionInfo] = yield FutureWait(
@@ -401,7 +424,9 @@ class Producer(Closeable):
             while self._accumulator.has_incomplete():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(f"flush() did not complete within {timeout} s")
+                    message = f"flush() did not complete within {timeout} s"
+                    reason = self._reachability.unreachable()
+                    raise KafkaTimeoutError(message if reason is None else explain(message, reason))
                 yield SignalWait(self._all_complete, remaining)
         finally:
             self._accumulator.end_flush()
@@ -540,7 +565,9 @@ class Producer(Closeable):
         deadline = time.monotonic() + timeout_seconds(timeout, self._max_block_s)
         event = TransactionalEvent(operation)
         self._thread.submit(event)
-        pending = yield FutureWait(event.future, max(0.0, deadline - time.monotonic()) + 1.0, what)
+        pending = yield FutureWait(
+            event.future, max(0.0, deadline - time.monotonic()) + 1.0, what, self._reachability.unreachable
+        )
         if pending is None:
             return
         try:

@@ -14,27 +14,42 @@ from typing import Any, Final
 from kaflux.errors import UnsupportedVersionError
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kaflux.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from kaflux.protocol.messages.alter_configs import AlterConfigsRequest
+from kaflux.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from kaflux.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest
 from kaflux.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from kaflux.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from kaflux.protocol.messages.create_acls import CreateAclsRequest
 from kaflux.protocol.messages.create_partitions import CreatePartitionsRequest
 from kaflux.protocol.messages.create_topics import CreateTopicsRequest
+from kaflux.protocol.messages.delete_acls import DeleteAclsRequest
 from kaflux.protocol.messages.delete_groups import DeleteGroupsRequest
 from kaflux.protocol.messages.delete_records import DeleteRecordsRequest
 from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest
+from kaflux.protocol.messages.describe_acls import DescribeAclsRequest
 from kaflux.protocol.messages.describe_cluster import DescribeClusterRequest
+from kaflux.protocol.messages.describe_configs import DescribeConfigsRequest
 from kaflux.protocol.messages.describe_groups import DescribeGroupsRequest
+from kaflux.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
+from kaflux.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from kaflux.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
+from kaflux.protocol.messages.elect_leaders import ElectLeadersRequest
 from kaflux.protocol.messages.end_txn import EndTxnRequest
 from kaflux.protocol.messages.fetch import FetchRequest
 from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest
+from kaflux.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest
 from kaflux.protocol.messages.join_group import JoinGroupRequest
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest
 from kaflux.protocol.messages.list_groups import ListGroupsRequest
 from kaflux.protocol.messages.list_offsets import ListOffsetsRequest
+from kaflux.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+from kaflux.protocol.messages.list_transactions import ListTransactionsRequest
 from kaflux.protocol.messages.metadata import MetadataRequest
 from kaflux.protocol.messages.offset_commit import OffsetCommitRequest
+from kaflux.protocol.messages.offset_delete import OffsetDeleteRequest
 from kaflux.protocol.messages.offset_fetch import OffsetFetchRequest
 from kaflux.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kaflux.protocol.messages.produce import ProduceRequest
@@ -42,6 +57,7 @@ from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kaflux.protocol.messages.sync_group import SyncGroupRequest
 from kaflux.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+from kaflux.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 __all__ = [
     "CLIENT_VERSIONS",
@@ -80,11 +96,27 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -122,6 +154,22 @@ REQUESTS: Final[dict[ApiKey, type[Any]]] = {
     ApiKey.DELETE_GROUPS: DeleteGroupsRequest,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeRequest,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsRequest,
+    ApiKey.CREATE_ACLS: CreateAclsRequest,
+    ApiKey.DELETE_ACLS: DeleteAclsRequest,
+    ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
+    ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsRequest,
+    ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsRequest,
+    ApiKey.ELECT_LEADERS: ElectLeadersRequest,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
+    ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
+    ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
+    ApiKey.LIST_TRANSACTIONS: ListTransactionsRequest,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
 }
 
 CLIENT_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from kaflux.errors import ProtocolError, UnsupportedVersionBrokerError
+from kaflux.errors import ProtocolError, ResponseTooLargeError, UnsupportedVersionBrokerError
 from kaflux.protocol.api import request_header_version, response_header_version
 from kaflux.protocol.messages.headers import RequestHeader, ResponseHeader
 from kaflux.protocol.primitives import Reader, Writer
@@ -180,7 +180,15 @@ class BrokerProtocol:
             if self._filled < 4:
                 return []
             (size,) = _SIZE.unpack(self._size_buf)
-            if size < 4 or size > self._max_response_bytes:
+            if size > self._max_response_bytes:
+                raise ResponseTooLargeError(
+                    f"response frame size {size} is out of range (receive.message.max.bytes="
+                    f"{self._max_response_bytes}); raise receive.message.max.bytes if responses "
+                    "this large are expected",
+                    size=size,
+                    limit=self._max_response_bytes,
+                )
+            if size < 4:
                 raise ProtocolError(
                     f"response frame size {size} is out of range (receive.message.max.bytes="
                     f"{self._max_response_bytes}); the broker is not speaking the Kafka protocol, or "

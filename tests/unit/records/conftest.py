@@ -6,9 +6,10 @@ from __future__ import annotations
 from types import ModuleType
 
 import pytest
-from record_kernels import KERNELS, compiled_kernel, kernel_named
 
 from kaflux.records._protocols import RecordDecoder
+
+from support.record_kernels import KERNELS, compiled_kernel, kernel_named
 
 
 @pytest.fixture(scope="session", params=KERNELS)

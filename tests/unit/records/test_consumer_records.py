@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_columns import batch_st, build, rows_of
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records import assemble_batch, build_control_batch
 from kaflux.records._protocols import RecordDecoder
 from kaflux.structs import TopicPartition
+
+from support.record_columns import batch_st, build, rows_of
 
 Fields = tuple[Any, ...]
 

@@ -486,7 +486,7 @@ def test_decode_records_matches_pure_kernel(compiled: ModuleType) -> None:
         base_ts = rng.choice(specials)()
         lat = None if rng.random() < 0.6 else rng.choice(specials)()
         args = (data, pos, end, count, base_offset, base_ts, lat)
-        results = []
+        results: list[tuple[Any, ...]] = []
         for kernel in (compiled, _pure):
             try:
                 results.append(("ok", kernel.decode_records(*args)))

@@ -12,8 +12,11 @@ Each ``poll(now_ms)`` looks at the membership's state and returns what moves it 
   not the application polls; at once after a SyncGroup.
 * The poll timer (``max.poll.interval.ms``): once it expires the member leaves the group.
 
-Responses go to the membership (:class:`~kaflux.consumer.membership_manager.MembershipManager`),
-their errors classified by their classes in :mod:`kaflux.errors`:
+It sees its membership (:class:`~.classic_membership.ClassicMembershipManager`) only as a
+:class:`~.contracts.ClassicMembershipContext`; the poll timer, the leave's send deadline and the
+coordinator-error classes are the shared :class:`~.heartbeat.HeartbeatRequestManagerBase`'s.
+Responses go to the membership, their errors classified by their classes in
+:mod:`kaflux.errors`:
 
 * REBALANCE_IN_PROGRESS rejoins; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION fence the member
   (partitions lost, rejoin); a JoinGroup rejoins at once with MEMBER_ID_REQUIRED's member id
@@ -32,26 +35,19 @@ from typing import TYPE_CHECKING, Any
 
 from kaflux.consumer.assignors import decode_assignment
 from kaflux.consumer.member_state import HEARTBEAT_STATES, MemberState
-from kaflux.consumer.membership.poll_timer import PollTimer
+from kaflux.consumer.membership.contracts import ClassicMembershipContext
+from kaflux.consumer.membership.heartbeat import COORDINATOR_ERRORS, HeartbeatRequestManagerBase
 from kaflux.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
+    BrokerError,
     IllegalGenerationError,
     KafkaError,
     MemberIdRequiredError,
-    NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
-from kaflux.network.requests import (
-    MAX_POLL_TIMEOUT_MS,
-    ClientResponse,
-    PollResult,
-    RequestManager,
-    UnsentRequest,
-)
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from kaflux.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -64,7 +60,6 @@ from kaflux.protocol.messages.sync_group import (
 if TYPE_CHECKING:
     from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
     from kaflux.consumer.membership.group import GroupSettings
-    from kaflux.consumer.membership_manager import MembershipManager
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +68,10 @@ _M = MemberState
 MAX_LEAVE_GROUP_VERSION = 2
 #: The coordinator holds a JoinGroup up to the rebalance timeout; the request gets this more.
 JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
-#: The coordinator moved or is not ready: look it up again.
-COORDINATOR_ERRORS = (CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError)
 #: The member id or generation is no longer valid: the member is fenced.
-FENCING_ERRORS = (UnknownMemberIdError, IllegalGenerationError)
-#: States in which the poll timer runs (the member is in the group or joining it).
-_POLL_TIMER_STATES = HEARTBEAT_STATES | {_M.JOINING, _M.AWAITING_SYNC}
+FENCING_ERRORS: tuple[type[BrokerError], ...] = (UnknownMemberIdError, IllegalGenerationError)
 #: While the leader waits for metadata, how often to check again.
 _AWAITING_SYNC_POLL_MS = 50
-
-
-#: how long a LeaveGroup may wait for a connection to the coordinator before the member leaves
-#: without it
-LEAVE_SEND_TIMEOUT_MS = 1000
 
 
 class RequestKind(enum.Enum):
@@ -109,30 +95,30 @@ class InFlight:
     kind: RequestKind
 
 
-class ClassicHeartbeatRequestManager(RequestManager):
+class ClassicHeartbeatRequestManager(HeartbeatRequestManagerBase[ClassicMembershipContext]):
     """JoinGroup, SyncGroup, Heartbeat and LeaveGroup for one classic group member."""
+
+    HEARTBEAT_STATES = HEARTBEAT_STATES
+    #: the member is in the group or joining it
+    POLL_TIMER_STATES = HEARTBEAT_STATES | {_M.JOINING, _M.AWAITING_SYNC}
+    FENCING_ERRORS = FENCING_ERRORS
 
     def __init__(
         self,
-        membership: MembershipManager,
+        membership: ClassicMembershipContext,
         coordinator: CoordinatorRequestManager,
         settings: GroupSettings,
         retry_backoff: ExponentialBackoff,
     ) -> None:
-        self._membership = membership
-        self._coordinator = coordinator
-        self._group_id = settings.group_id
+        super().__init__(membership, coordinator, settings)
         self._session_timeout_ms = settings.session_timeout_ms
-        self._rebalance_timeout_ms = settings.rebalance_timeout_ms
         self._heartbeat_interval_ms = settings.heartbeat_interval_ms
         self._request_timeout_ms = settings.request_timeout_ms
-        self.poll_timer = PollTimer(settings.rebalance_timeout_ms)
         #: the backoff of JoinGroup/SyncGroup retries (reset by a successful join)
         self._retry = RequestState(retry_backoff)
         #: the JoinGroup, SyncGroup or LeaveGroup in flight
         self._in_flight: InFlight | None = None
         self._heartbeat_in_flight: InFlight | None = None
-        self._next_heartbeat_ms = 0
 
     @property
     def in_flight(self) -> RequestKind | None:
@@ -155,13 +141,8 @@ class ClassicHeartbeatRequestManager(RequestManager):
 
     # -- request manager ---------------------------------------------------------------------------
 
-    def poll(self, now_ms: int) -> PollResult:
+    def _poll_requests(self, now_ms: int) -> PollResult:
         membership = self._membership
-        membership.metrics.tick(now_ms)
-        if membership.state is _M.FATAL:
-            return PollResult()
-        self._check_poll_timer(now_ms)
-        membership.maybe_rejoin(now_ms)
         node = self._coordinator.coordinator_id
         unsent: list[UnsentRequest[Any]] = []
         wait = MAX_POLL_TIMEOUT_MS
@@ -190,24 +171,6 @@ class ClassicHeartbeatRequestManager(RequestManager):
         if membership.state is _M.AWAITING_SYNC:
             wait = min(wait, _AWAITING_SYNC_POLL_MS)
         return PollResult(max(0, wait), unsent)
-
-    def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.poll(now_ms)
-
-    def maximum_time_to_wait(self, now_ms: int) -> int:
-        """A member must come back to ``poll()`` in time for its next heartbeat (each poll feeds
-        the poll timer), and at once when the poll timer has run out, as in Java."""
-        state = self._membership.state
-        if state not in HEARTBEAT_STATES:
-            return MAX_POLL_TIMEOUT_MS
-        if state in _POLL_TIMER_STATES and self.poll_timer.is_expired(now_ms):
-            return 0
-        return max(0, min(MAX_POLL_TIMEOUT_MS, self._next_heartbeat_ms - now_ms))
-
-    def _check_poll_timer(self, now_ms: int) -> None:
-        if self._membership.state not in _POLL_TIMER_STATES or not self.poll_timer.is_expired(now_ms):
-            return
-        self._membership.leave_on_poll_timeout()
 
     def _state_request(self, node: int, now_ms: int) -> UnsentRequest[Any] | None:
         state = self._membership.state
@@ -393,9 +356,7 @@ class ClassicHeartbeatRequestManager(RequestManager):
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
 
-        # Best effort, as in Java: when no connection to the coordinator can be made soon, the
-        # member leaves without the request (the broker expires it after session.timeout.ms)
-        # rather than holding close() for request.timeout.ms.
+        # Best effort: see _leave_deadline_ms.
         return UnsentRequest(
-            request, node, on_response, MAX_LEAVE_GROUP_VERSION, deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS
+            request, node, on_response, MAX_LEAVE_GROUP_VERSION, deadline_ms=self._leave_deadline_ms(now_ms)
         )

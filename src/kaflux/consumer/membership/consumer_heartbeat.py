@@ -19,6 +19,10 @@ coordinator up again; COORDINATOR_LOAD_IN_PROGRESS backs off; FENCED_MEMBER_EPOC
 UNKNOWN_MEMBER_ID fence the member (partitions lost, rejoin at epoch 0); anything else
 (authorization, unsupported version or assignor, fenced instance id...) is fatal. A response
 to a heartbeat sent before the member rejoined or left is dropped.
+
+It sees its membership (:class:`~.consumer_membership.ConsumerMembershipManager`) only as a
+:class:`~.contracts.ConsumerMembershipContext`; the poll timer, the leave's send deadline and
+the coordinator-error classes are the shared :class:`~.heartbeat.HeartbeatRequestManagerBase`'s.
 """
 
 from __future__ import annotations
@@ -28,25 +32,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, MemberState
-from kaflux.consumer.membership.poll_timer import PollTimer
+from kaflux.consumer.membership.contracts import ConsumerMembershipContext
+from kaflux.consumer.membership.heartbeat import (
+    COORDINATOR_LOADING,
+    COORDINATOR_MOVED,
+    HeartbeatRequestManagerBase,
+)
 from kaflux.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
+    BrokerError,
     FencedMemberEpochError,
     KafkaConnectionError,
-    NotCoordinatorError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff, RequestState
-from kaflux.network.requests import (
-    MAX_POLL_TIMEOUT_MS,
-    ClientResponse,
-    PollResult,
-    RequestManager,
-    UnsentRequest,
-)
+from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -54,7 +55,6 @@ from kaflux.protocol.messages.consumer_group_heartbeat import (
 
 if TYPE_CHECKING:
     from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
-    from kaflux.consumer.membership.consumer_membership import ConsumerMembershipManager
     from kaflux.consumer.membership.group import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,8 @@ log = logging.getLogger(__name__)
 _M = MemberState
 #: v1 (Kafka 4.0) carries the subscribed regex; the mock cluster serves only v1.
 MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
-#: how long a leave heartbeat may wait for a connection before the member leaves without it
-LEAVE_SEND_TIMEOUT_MS = 1000
-#: states in which the poll timer runs
-_POLL_TIMER_STATES = CONSUMER_HEARTBEAT_STATES
-#: the coordinator moved or is gone: look it up again
-_COORDINATOR_GONE = (NotCoordinatorError, CoordinatorNotAvailableError)
-_FENCED = (FencedMemberEpochError, UnknownMemberIdError)
+#: the member epoch or id is no longer valid: the member is fenced
+FENCING_ERRORS: tuple[type[BrokerError], ...] = (FencedMemberEpochError, UnknownMemberIdError)
 
 
 @dataclass(eq=False, slots=True)
@@ -79,28 +74,27 @@ class _Sent:
     leave: bool = False
 
 
-class ConsumerHeartbeatRequestManager(RequestManager):
+class ConsumerHeartbeatRequestManager(HeartbeatRequestManagerBase[ConsumerMembershipContext]):
     """ConsumerGroupHeartbeat for one KIP-848 group member."""
+
+    HEARTBEAT_STATES = CONSUMER_HEARTBEAT_STATES
+    POLL_TIMER_STATES = CONSUMER_HEARTBEAT_STATES
+    FENCING_ERRORS = FENCING_ERRORS
 
     def __init__(
         self,
-        membership: ConsumerMembershipManager,
+        membership: ConsumerMembershipContext,
         coordinator: CoordinatorRequestManager,
         settings: GroupSettings,
         retry_backoff: ExponentialBackoff,
         remote_assignor: str | None,
     ) -> None:
-        self._membership = membership
-        self._coordinator = coordinator
-        self._group_id = settings.group_id
-        self._rebalance_timeout_ms = settings.rebalance_timeout_ms
+        super().__init__(membership, coordinator, settings)
         self._rack = settings.client_rack or None
         self._remote_assignor = remote_assignor
-        self.poll_timer = PollTimer(settings.rebalance_timeout_ms)
         self._retry = RequestState(retry_backoff)
         #: set by the coordinator's answers (0: none yet, heartbeat at once)
         self.interval_ms = 0
-        self._next_heartbeat_ms = 0
         self._in_flight: _Sent | None = None
         self._leave_in_flight: _Sent | None = None
         #: the next heartbeat carries every field (joining, or after a failure)
@@ -108,20 +102,12 @@ class ConsumerHeartbeatRequestManager(RequestManager):
         #: the incarnation whose join the coordinator answered (joining heartbeats then wait
         #: for the interval, as librdkafka's do, instead of repeating at once)
         self._answered_join = -1
-        #: the incarnation in which a joining heartbeat was sent: the coordinator may know the
-        #: member from then on, even before it answers
-        self._join_sent = -1
         self.heartbeats_sent = 0
 
     # -- request manager ---------------------------------------------------------------------------
 
-    def poll(self, now_ms: int) -> PollResult:
+    def _poll_requests(self, now_ms: int) -> PollResult:
         membership = self._membership
-        membership.metrics.tick(now_ms)
-        if membership.state is _M.FATAL:
-            return PollResult()
-        self._check_poll_timer(now_ms)
-        membership.maybe_rejoin(now_ms)
         node = self._coordinator.coordinator_id
         state = membership.state
         if node is None:
@@ -147,9 +133,6 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             return PollResult(self._next_heartbeat_ms - now_ms)
         return PollResult(max(1, self.interval_ms), [self._heartbeat(node, now_ms)])
 
-    def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.poll(now_ms)
-
     def _heartbeats_in(self, state: MemberState) -> bool:
         """The heartbeat states, and PREPARE_LEAVING while the member keeps a valid epoch (as
         Java): a slow ``on_partitions_revoked`` in unsubscribe() or close() must not let its
@@ -158,26 +141,8 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             state is _M.PREPARE_LEAVING and self._membership.epoch > 0
         )
 
-    def join_sent(self) -> bool:
-        """A joining heartbeat went out since the member last (re)joined: the coordinator may
-        have added it, so leaving must say so."""
-        return self._join_sent == self._membership.incarnation
-
-    def maximum_time_to_wait(self, now_ms: int) -> int:
-        """The application comes back in time for the next heartbeat (each poll feeds the poll
-        timer), and at once when the poll timer has run out."""
-        state = self._membership.state
-        if state not in CONSUMER_HEARTBEAT_STATES:
-            return MAX_POLL_TIMEOUT_MS
-        if self.poll_timer.is_expired(now_ms):
-            return 0
-        return max(0, min(MAX_POLL_TIMEOUT_MS, self._next_heartbeat_ms - now_ms))
-
-    def _check_poll_timer(self, now_ms: int) -> None:
-        if self._membership.state not in _POLL_TIMER_STATES or not self.poll_timer.is_expired(now_ms):
-            return
+    def _on_poll_timer_expired(self) -> None:
         self._in_flight = None  # its answer belongs to the member that is leaving
-        self._membership.leave_on_poll_timeout()
 
     # -- requests -----------------------------------------------------------------------------------
 
@@ -202,14 +167,12 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             request.topic_partitions = [] if joining else membership.owned_topic_partitions()
         elif state is _M.ACKNOWLEDGING:
             request.topic_partitions = membership.owned_topic_partitions()
-        if joining:
-            self._join_sent = membership.incarnation
         self._send_all = False
         self._next_heartbeat_ms = now_ms + self.interval_ms
         sent = self._in_flight = _Sent(membership.incarnation)
         self.heartbeats_sent += 1
         membership.metrics.heartbeat_sent(now_ms)
-        membership.on_acknowledgement_sent()
+        membership.on_heartbeat_request_generated()
         return UnsentRequest(
             request,
             node,
@@ -236,14 +199,13 @@ class ConsumerHeartbeatRequestManager(RequestManager):
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
 
-        # Best effort, as in Java: without a connection to the coordinator soon, the member
-        # leaves without telling it (the broker expires it after its session).
+        # Best effort: see _leave_deadline_ms.
         return UnsentRequest(
             request,
             node,
             on_response,
             MAX_CONSUMER_GROUP_HEARTBEAT_VERSION,
-            deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS,
+            deadline_ms=self._leave_deadline_ms(now_ms),
         )
 
     # -- responses ----------------------------------------------------------------------------------
@@ -292,11 +254,11 @@ class ConsumerHeartbeatRequestManager(RequestManager):
         detail = f"heartbeat of member {membership.member_id!r} in group {self._group_id!r}"
         if body.error_message:
             detail += f": {body.error_message}"
-        if issubclass(error, _COORDINATOR_GONE):
+        if issubclass(error, COORDINATOR_MOVED):
             self._coordinator.mark_unknown(error.__name__)
-        elif issubclass(error, CoordinatorLoadInProgressError):
+        elif issubclass(error, COORDINATOR_LOADING):
             self._retry.on_failure(now_ms)
-        elif issubclass(error, _FENCED):
+        elif issubclass(error, FENCING_ERRORS):
             membership.fence(error, forget_member_id=False)
         elif issubclass(error, UnsupportedVersionError):
             membership.fail(

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, CONSUMER_MEMBER_TRANSITIONS, MemberState
-from kaflux.consumer.membership.consumer_heartbeat import ConsumerHeartbeatRequestManager
 from kaflux.consumer.membership.core import MembershipCore
 from kaflux.consumer.membership.group import GroupSettings
 from kaflux.network.backoff import RequestState
@@ -78,7 +77,6 @@ class ConsumerMembershipManager(MembershipCore):
     TRANSITIONS = CONSUMER_MEMBER_TRANSITIONS
     KEEPS_MEMBER_ID = True
     PROTOCOL = "consumer"
-    heartbeat: ConsumerHeartbeatRequestManager
 
     def __init__(
         self,
@@ -89,7 +87,6 @@ class ConsumerMembershipManager(MembershipCore):
         cluster: ClusterMetadata,
         metadata: MetadataManager,
         commits: CommitRequestManager,
-        remote_assignor: str | None,
         retry_backoff: ExponentialBackoff,
         post_event: Callable[[BackgroundEvent], None],
     ) -> None:
@@ -118,19 +115,21 @@ class ConsumerMembershipManager(MembershipCore):
         self._waiting_for_matches = False
         #: bumped on every (re)join and leave: responses to older heartbeats are dropped
         self.incarnation = 0
+        #: the incarnation in which a joining heartbeat was sent: the coordinator may know the
+        #: member from then on, even before it answers
+        self._join_sent = -1
         #: names of assigned topic ids, for a topic that left the metadata while assigned
         self._topic_names: dict[uuid.UUID, str] = {}
         #: metadata is asked for unresolved topic ids at most once per retry backoff
         self._metadata_ask = RequestState(retry_backoff)
-        self.heartbeat = ConsumerHeartbeatRequestManager(
-            self, coordinator, settings, retry_backoff, remote_assignor
-        )
 
-    # -- request manager: the heartbeat manager's requests ---------------------------------------
+    # -- request manager: reconciling (registered before the heartbeat manager) ------------------
 
     def poll(self, now_ms: int) -> PollResult:
+        """Reconcile towards the target on every pass; the heartbeat manager, polled next,
+        acknowledges what is in place."""
         self._maybe_reconcile(now_ms)
-        return super().poll(now_ms)
+        return PollResult()
 
     # -- what the heartbeat carries ---------------------------------------------------------------
 
@@ -184,7 +183,7 @@ class ConsumerMembershipManager(MembershipCore):
         # With a join in flight the coordinator may have added the member already: it is told
         # that the member leaves (as Java does from JOINING), else it would keep the member and
         # its partitions until the session expires.
-        return self.generation > 0 or self.heartbeat.join_sent()
+        return self.generation > 0 or self._join_sent == self.incarnation
 
     def _tells_coordinator_on_leave(self, leave: object) -> bool:
         return True  # a static member closing says so with epoch -2
@@ -276,11 +275,14 @@ class ConsumerMembershipManager(MembershipCore):
             self._target_version != self._current_version or self._current != self._target
         )
 
-    def on_acknowledgement_sent(self) -> None:
-        """The heartbeat acknowledging the assignment in place was built."""
-        if self.state is not _M.ACKNOWLEDGING:
-            return
-        self._to(_M.RECONCILING if self._needs_reconciling() else _M.STABLE)
+    def on_heartbeat_request_generated(self) -> None:
+        """A heartbeat was built: a joining one means the coordinator may know the member from
+        now on (even before it answers); one sent while ACKNOWLEDGING acknowledges the
+        assignment in place."""
+        if self.state is _M.JOINING:
+            self._join_sent = self.incarnation
+        elif self.state is _M.ACKNOWLEDGING:
+            self._to(_M.RECONCILING if self._needs_reconciling() else _M.STABLE)
 
     # -- reconciling ---------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The protocol-neutral part of a consumer's group membership. [bg, pure: takes now_ms]
 
 Java's ``AbstractMembershipManager``: what the classic and the KIP-848 protocols share. The
-member's identity and state machine are its base, :class:`~.member.GroupMember`; this module
+member's identity and state machine are its base, :class:`~.member.GroupMembership`; this module
 holds what the member does with them: joining, the assignment bookkeeping, losing its
 partitions, fatal errors and leaving. It builds no request: the protocol's heartbeat request
 manager does, and reports outcomes through the methods here. :meth:`~MembershipCore._reconcile`
@@ -27,11 +27,11 @@ from kaflux.consumer.membership.callbacks import (
     ON_PARTITIONS_LOST,
     ON_PARTITIONS_REVOKED,
 )
-from kaflux.consumer.membership.member import GroupMember, HeartbeatRequestManager, Leave
+from kaflux.consumer.membership.member import GroupMembership, Leave
 from kaflux.errors import BrokerError, KafkaError, RebalanceInProgressError
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
-__all__ = ["HeartbeatRequestManager", "Leave", "MembershipCore"]
+__all__ = ["Leave", "MembershipCore"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _M = MemberState
 _GIVING_UP = frozenset({_M.LOSING_PARTITIONS, _M.PREPARE_LEAVING, _M.LEAVING, _M.STALE, _M.UNJOINED})
 
 
-class MembershipCore(GroupMember):
+class MembershipCore(GroupMembership):
     """What a member does in its group, whatever the protocol: join, reconcile, lose its
     partitions, fail, leave. A protocol's subclass adds its decisions and its requests."""
 
@@ -53,9 +53,10 @@ class MembershipCore(GroupMember):
         self.request_rejoin("the subscription changed")
 
     def on_poll(self, now_ms: int) -> None:
-        """The application polled: reset the poll timer; a stale member rejoins, a requested
-        first join starts."""
-        self.heartbeat.poll_timer.reset(now_ms)
+        """The application polled: tell the poll listeners (the heartbeat's poll timer); a stale
+        member rejoins, a requested first join starts."""
+        for listener in self._poll_listeners:
+            listener(now_ms)
         self.metrics.tick(now_ms)
         if self.state is _M.STALE:
             self._lose_partitions("rejoining after leaving on the poll timeout")
@@ -118,7 +119,7 @@ class MembershipCore(GroupMember):
 
         future.add_done_callback(done)
         # As Java, retried for up to the rebalance timeout (max.poll.interval.ms).
-        until_ms = now_ms + self.heartbeat.poll_timer.interval_ms
+        until_ms = now_ms + self._rebalance_timeout_ms
         self._commits.auto_commit_now(now_ms, future, before_revocation_until_ms=until_ms)
 
     def _abandon_commit(self) -> None:
@@ -292,7 +293,7 @@ class MembershipCore(GroupMember):
             "records faster, lower max.poll.records or raise max.poll.interval.ms; for long work, "
             "pause the partitions and keep calling poll() (README: 'Long processing').",
             self.group_id,
-            self.heartbeat.poll_timer.interval_ms,
+            self._rebalance_timeout_ms,
         )
         self.callbacks.cancel()
         self._subscription.mark_pending_revocation(self._subscription.assigned_partitions())

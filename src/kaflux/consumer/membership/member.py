@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.events import BackgroundEvent
@@ -29,7 +29,6 @@ from kaflux.consumer.membership.callbacks import (
     RebalanceCallbacks,
 )
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
-from kaflux.consumer.membership.poll_timer import PollTimer
 from kaflux.consumer.positions import SubscriptionType
 from kaflux.metrics.clients import CoordinatorMetrics
 from kaflux.metrics.registry import MetricsRegistry
@@ -73,17 +72,11 @@ class Leave:
     stale: bool = False
 
 
-class HeartbeatRequestManager(RequestManager, Protocol):
-    """A group protocol's heartbeat request manager, as the membership core drives it."""
-
-    #: ``max.poll.interval.ms``: fed by every ``poll()`` of the application
-    poll_timer: PollTimer
-
-
-class GroupMember(RequestManager):
+class GroupMembership(RequestManager):
     """A consumer's identity and state in one group, whatever the protocol; the base of
-    :class:`~.core.MembershipCore`. The request manager the network thread polls for the group
-    is a protocol's subclass; its requests are its heartbeat request manager's."""
+    :class:`~.core.MembershipCore`. A request manager that sends nothing: its protocol's
+    heartbeat request manager, registered next to it, sends the requests (a membership may
+    still do its own work on each pass, as KIP-848's reconciliation)."""
 
     #: the protocol's state table (the classic one unless a subclass says otherwise)
     TRANSITIONS: ClassVar[dict[MemberState, frozenset[MemberState]]] = MEMBER_TRANSITIONS
@@ -92,8 +85,6 @@ class GroupMember(RequestManager):
     KEEPS_MEMBER_ID: ClassVar[bool] = False
     #: ``group.protocol``, as ``group_state()`` reports it
     PROTOCOL: ClassVar[str] = "classic"
-    #: the protocol's heartbeat request manager, made by the subclass
-    heartbeat: HeartbeatRequestManager
 
     def __init__(
         self,
@@ -109,6 +100,8 @@ class GroupMember(RequestManager):
         self._instance_id = settings.group_instance_id
         self._auto_commit = settings.auto_commit
         self._exclude_internal = settings.exclude_internal_topics
+        #: ``max.poll.interval.ms``, also the rebalance timeout
+        self._rebalance_timeout_ms = settings.rebalance_timeout_ms
         self._coordinator = coordinator
         self._subscription = subscription
         self._metadata = metadata
@@ -129,6 +122,8 @@ class GroupMember(RequestManager):
         self._cause = "not joined yet"
         #: consumer-coordinator-metrics (the consumer gives its network thread's registry)
         self.metrics = CoordinatorMetrics(MetricsRegistry())
+        #: told of every poll() of the application (the heartbeat's poll timer)
+        self._poll_listeners: list[Callable[[int], None]] = []
         metadata.add_listener(self._on_metadata)
 
     # -- state -----------------------------------------------------------------------------------
@@ -210,16 +205,18 @@ class GroupMember(RequestManager):
         rather than loses its partitions when it leaves."""
         return self.state in HEARTBEAT_STATES
 
-    # -- request manager: the protocol's heartbeat request manager's requests -------------------
+    # -- request manager: nothing to send (the heartbeat request manager sends) -----------------
 
     def poll(self, now_ms: int) -> PollResult:
-        return self.heartbeat.poll(now_ms)
+        return PollResult()
 
     def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.heartbeat.poll_on_close(now_ms)
+        return PollResult()
 
-    def maximum_time_to_wait(self, now_ms: int) -> int:
-        return self.heartbeat.maximum_time_to_wait(now_ms)
+    def add_poll_listener(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(now_ms)`` on every ``poll()`` of the application (``components.py``
+        registers the heartbeat's poll timer here)."""
+        self._poll_listeners.append(listener)
 
     def request_rejoin(self, reason: str) -> None:
         """Rejoin at the next opportunity (enforce_rebalance, subscription or metadata change)."""
