@@ -37,6 +37,9 @@ MODULES: tuple[str, ...] = (
     "produce",
     "sasl_authenticate",
     "sasl_handshake",
+    "share_acknowledge",
+    "share_fetch",
+    "share_group_heartbeat",
     "sync_group",
     "txn_offset_commit",
 )
