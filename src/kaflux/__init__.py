@@ -10,6 +10,8 @@ from kaflux.consumer.consumer import Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+from kaflux.consumer.share.acknowledgements import AcknowledgeType
+from kaflux.consumer.share.consumer import ShareConsumer
 from kaflux.errors import KafkaError
 from kaflux.producer.producer import Producer
 from kaflux.structs import (
@@ -24,6 +26,7 @@ from kaflux.structs import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AcknowledgeType",
     "AdminClient",
     "Consumer",
     "ConsumerRebalanceListener",
@@ -39,6 +42,7 @@ __all__ = [
     "PartitionInfo",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
     "TopicPartition",
     "__version__",
 ]
