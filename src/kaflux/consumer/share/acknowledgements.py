@@ -145,7 +145,10 @@ class AcknowledgementBook:
                         continue
                     ack_type = AcknowledgeType.ACCEPT
                 acks.add(offset, ack_type)
-                del entry.pending[offset]
+                if ack_type == AcknowledgeType.RENEW:
+                    entry.pending[offset] = None  # renewed, still to be acknowledged for good
+                else:
+                    del entry.pending[offset]
             if acks:
                 out.setdefault(entry.node, {})[tp] = acks
             if not entry.pending:

@@ -9,9 +9,10 @@ Each ``poll(now_ms)``, per broker:
 
 * a ShareFetch is *due* when the broker leads an assigned partition, none of the data it
   delivered is still waiting in the buffer, and the buffer is under its byte limit. It carries
-  the acknowledgements waiting for that broker (piggy-backed);
-* otherwise, waiting acknowledgements go at once in a ShareAcknowledge (commit_sync(),
-  commit_async(), RENEW, or acknowledgements of a broker no fetch is due for);
+  the acknowledgements waiting for that broker (piggy-backed), unless they are urgent;
+* urgent acknowledgements (commit_sync(), commit_async(), RENEW), and those for a broker that
+  leads no assigned partition any more, go at once in a ShareAcknowledge; others wait for the
+  broker's next due fetch;
 * while closing, a ShareAcknowledge with epoch -1 carries the last acknowledgements and
   closes the session.
 
@@ -236,8 +237,7 @@ class ShareConsumeRequestManager(RequestManager):
                 continue
             partitions = by_node.get(node, [])
             fetch_due = bool(partitions) and node not in busy and room
-            renew = any(a.has_renew() for a in session.pending.values())
-            if fetch_due and not renew:
+            if fetch_due and not session.urgent:
                 unsent.append(self._fetch_request(node, session, partitions))  # type: ignore[arg-type]
             elif session.pending and (session.urgent or not partitions) and session.epoch > 0:
                 unsent.append(self._acknowledge_request(node, session, session.epoch))  # type: ignore[arg-type]
