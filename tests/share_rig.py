@@ -127,10 +127,17 @@ class ShareRig:
         self.pump()
         assert self.membership.state.name == "STABLE", self.membership.state
 
-    def take_all(self) -> list[tuple[TopicPartition, list[tuple[int, int, int]], int]]:
-        """Everything in the buffer: (partition, acquired ranges, node), released."""
+    def take_all(
+        self, *, settle: bool = True
+    ) -> list[tuple[TopicPartition, list[tuple[int, int, int]], int]]:
+        """Everything in the buffer: (partition, acquired ranges, node), released; with
+        ``settle``, reported settled as an application that acknowledged it all would."""
         out = []
+        seen: dict[int, int] = {}
         while (fetch := self.buffer.take()) is not None:
             out.append((fetch.tp, fetch.acquired, fetch.node))
+            seen[fetch.node] = max(fetch.seq, seen.get(fetch.node, 0))
             self.buffer.release(fetch)
+        if settle and seen:
+            self.consume.acknowledge({}, settled=seen)
         return out

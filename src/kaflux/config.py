@@ -650,7 +650,7 @@ class ShareConsumerConfig(CommonConfig):
                 "assigns partitions, tracks delivery and starts a new group at the latest offset); "
                 "remove it, or use kaflux.Consumer for a consumer group"
             )
-        return super()._unknown_key_message(key, by_key)
+        return super(ShareConsumerConfig, cls)._unknown_key_message(key, by_key)
 
     def validate(self) -> None:
         CommonConfig.validate(self)

@@ -129,6 +129,10 @@ class AcknowledgementBook:
             )
         entry.pending[offset] = int(ack_type)
 
+    def unsettled_nodes(self) -> set[int]:
+        """Brokers some of whose delivered records wait for the application."""
+        return {e.node for e in self._delivered.values() if any(t is None for t in e.pending.values())}
+
     def unacknowledged(self) -> int:
         """How many delivered records wait for the application's acknowledgement."""
         return sum(1 for e in self._delivered.values() for t in e.pending.values() if t is None)

@@ -7,8 +7,10 @@ still acquired in it). So at most one request per broker is in flight.
 
 Each ``poll(now_ms)``, per broker:
 
-* a ShareFetch is *due* when the broker leads an assigned partition, none of the data it
-  delivered is still waiting in the buffer, and the buffer is under its byte limit. It carries
+* a ShareFetch is *due* when the broker leads an assigned partition, the application has
+  settled (seen and acknowledged) every record the broker delivered, none of its data waits in
+  the buffer, and the buffer is under its byte limit. (A fetch while records are still acquired
+  and unacknowledged would, on librdkafka's mock cluster, deliver them again.) It carries
   the acknowledgements waiting for that broker (piggy-backed), unless they are urgent;
 * urgent acknowledgements (commit_sync(), commit_async(), RENEW), and those for a broker that
   leads no assigned partition any more, go at once in a ShareAcknowledge; others wait for the
@@ -70,6 +72,8 @@ class ShareCompletedFetch:
     records: memoryview | None
     #: (first offset, last offset, delivery count) ranges the broker acquired for us
     acquired: list[tuple[int, int, int]] = field(default_factory=list)
+    #: the how-manieth delivery of records from this broker (see ``settled`` in acknowledge())
+    seq: int = 0
 
     @property
     def size_bytes(self) -> int:
@@ -161,6 +165,9 @@ class ShareConsumeRequestManager(RequestManager):
         self._buffer_max_bytes = buffer_max_bytes
         self._sessions: dict[int, _Session] = {}
         self._closing = False
+        #: per broker: deliveries made, and deliveries the application settled
+        self._delivered: dict[int, int] = {}
+        self._settled: dict[int, int] = {}
         # counters for metrics()
         self.fetches_sent = 0
         self.acknowledgements_sent = 0
@@ -174,8 +181,13 @@ class ShareConsumeRequestManager(RequestManager):
         self,
         acks: dict[int, dict[TopicPartition, Acknowledgements]],
         commit: ShareCommit | None = None,
+        settled: dict[int, int] | None = None,
     ) -> None:
-        """Queue acknowledgements by broker; with ``commit``, send them now and complete it."""
+        """Queue acknowledgements by broker; with ``commit``, send them now and complete it.
+        ``settled``: per broker, the last delivery (``ShareCompletedFetch.seq``) whose records
+        the application has all acknowledged; the broker may be fetched from again."""
+        for settled_node, seq in (settled or {}).items():
+            self._settled[settled_node] = max(seq, self._settled.get(settled_node, 0))
         for node, by_tp in acks.items():
             session = self._sessions.setdefault(node, _Session())
             for tp, tp_acks in by_tp.items():
@@ -236,7 +248,12 @@ class ShareConsumeRequestManager(RequestManager):
                 unsent.append(self._acknowledge_request(node, session, CLOSE_EPOCH))  # type: ignore[arg-type]
                 continue
             partitions = by_node.get(node, [])
-            fetch_due = bool(partitions) and node not in busy and room
+            fetch_due = (
+                bool(partitions)
+                and node not in busy
+                and room
+                and self._settled.get(node, 0) >= self._delivered.get(node, 0)
+            )
             if fetch_due and not session.urgent:
                 unsent.append(self._fetch_request(node, session, partitions))  # type: ignore[arg-type]
             elif session.pending and (session.urgent or not partitions) and session.epoch > 0:
@@ -418,7 +435,11 @@ class ShareConsumeRequestManager(RequestManager):
                         (a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records
                     ]
                     self.records_fetched += sum(last - first + 1 for first, last, _ in acquired)
-                    fetched.append(ShareCompletedFetch(tp, node, part.records, acquired))
+                    if not fetched:
+                        self._delivered[node] = self._delivered.get(node, 0) + 1
+                    fetched.append(
+                        ShareCompletedFetch(tp, node, part.records, acquired, self._delivered[node])
+                    )
                     self.bytes_fetched += 0 if part.records is None else len(part.records)
         if fetched:
             self._buffer.add(fetched)
@@ -441,6 +462,11 @@ class ShareConsumeRequestManager(RequestManager):
                 f"broker {node} cannot take AcknowledgeType.RENEW: it needs ShareAcknowledge v2 "
                 f"(KIP-1222, Kafka 4.2+) and the broker serves an older version ({error})"
             )
+        if isinstance(error, UnsupportedVersionError):
+            # Refused before it was sent (the request cannot be encoded at the broker's
+            # version): the session did not move on.
+            self._finish(node, pending, commits, {}, error)
+            return
         if error is not None:
             self._reset(session)
             self._finish(node, pending, commits, {}, error)

@@ -155,6 +155,9 @@ class ShareConsumer(Closeable):
             processor,
         )
         self._book = AcknowledgementBook()
+        #: per broker, the last delivery decoded here, and the last one reported settled
+        self._seen: dict[int, int] = {}
+        self._reported: dict[int, int] = {}
         self._kernel = active_kernel()
         self._subscription: frozenset[str] = frozenset()
         self._callback: AcknowledgementCommitCallback | None = None
@@ -360,6 +363,7 @@ class ShareConsumer(Closeable):
                 if fetch is None:
                     break
                 self._current = (fetch, self._decode(fetch))
+                self._seen[fetch.node] = max(fetch.seq, self._seen.get(fetch.node, 0))
             fetch, records = self._current
             take = limit - len(out)
             out.extend(records[:take])
@@ -369,7 +373,6 @@ class ShareConsumer(Closeable):
             else:
                 self._current = None
                 self._buffer.release(fetch)
-                self._thread.wakeup()  # its broker may be fetched from again
         return out
 
     def _decode(self, fetch: ShareCompletedFetch) -> list[ConsumerRecord]:
@@ -443,13 +446,20 @@ class ShareConsumer(Closeable):
                     "next poll() or commit accepts every record"
                 )
             self._book.acknowledge(record.topic_partition, record.offset, AcknowledgeType(type))
-            if type is AcknowledgeType.RENEW:
-                self._send_acknowledgements(commit=ShareCommit())
 
     def _send_acknowledgements(self, commit: ShareCommit | None) -> None:
+        """Hand the acknowledgements made so far to the network thread, with the deliveries
+        now settled (so that their brokers are fetched from again)."""
         acks = self._book.take(implicit=self._implicit)
-        if acks or commit is not None:
-            self._thread.submit(ShareAcknowledgeEvent(acks, commit))
+        unsettled = self._book.unsettled_nodes()
+        if self._current is not None:
+            unsettled.add(self._current[0].node)
+        settled = {
+            n: seq for n, seq in self._seen.items() if n not in unsettled and seq > self._reported.get(n, 0)
+        }
+        if acks or commit is not None or settled:
+            self._reported.update(settled)
+            self._thread.submit(ShareAcknowledgeEvent(acks, commit, settled))
 
     def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
         """Send the acknowledgements made so far (implicit mode: accept the last poll's

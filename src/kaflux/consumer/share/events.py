@@ -41,6 +41,8 @@ class ShareAcknowledgeEvent:
 
     acks: AcksByNode
     commit: ShareCommit | None = None
+    #: per broker, the last delivery the application has seen and fully acknowledged
+    settled: dict[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -94,7 +96,7 @@ class ShareEventProcessor:
             membership.subscribe(event.topics)
             complete(event.future, None)
         elif isinstance(event, ShareAcknowledgeEvent):
-            self._consume.acknowledge(event.acks, event.commit)
+            self._consume.acknowledge(event.acks, event.commit, event.settled)
         elif isinstance(event, ShareCloseSessionsEvent):
             self._consume.close(event.commit)
         elif isinstance(event, ShareLeaveEvent):

@@ -193,3 +193,17 @@ def test_renew_needs_share_acknowledge_v2(version: int) -> None:
         assert "RENEW" in str(result) and "v2" in str(result)
     else:
         assert result is None
+
+
+def test_no_fetch_goes_to_a_broker_until_the_application_settled_what_it_delivered() -> None:
+    rig = _joined()
+    rig.group.produce(P0, b"a", b"b")
+    rig.pump()
+    rig.take_all(settle=False)  # returned by poll(), not yet acknowledged
+    assert not [r for r in _fetches(rig.pump()) if r.topics[0].partitions[0].partition_index == 0]
+    assert rig.group.state_of(P0, 0) == (ACQUIRED, 1)
+    # the next poll(): its acknowledgements and the settled delivery travel in one event
+    rig.consume.acknowledge({0: {P0: _acks(0, 1)}}, settled={0: 1})
+    (to_broker_0,) = [r for r in _fetches(rig.pump()) if r.topics[0].partitions[0].partition_index == 0]
+    assert to_broker_0.topics[0].partitions[0].acknowledgement_batches  # piggy-backed
+    assert rig.group.state_of(P0, 1) == (ARCHIVED, 1)
