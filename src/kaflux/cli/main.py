@@ -209,6 +209,7 @@ _SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
     "demo": ("kaflux.cli.demo", "demo"),
     "groups": ("kaflux.cli.groups", "groups"),
     "produce": ("kaflux.cli.produce", "produce"),
+    "share": ("kaflux.cli.share", "share"),
     "topics": ("kaflux.cli.topics", "topics"),
 }
 

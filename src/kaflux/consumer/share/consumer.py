@@ -518,11 +518,10 @@ class ShareConsumer(Closeable):
             deadline = time.monotonic() + timeout_seconds(timeout, 30.0)
             try:
                 if self._subscription:
-                    acks = self._book.take(implicit=self._implicit)
-                    if acks:
-                        self._thread.submit(ShareAcknowledgeEvent(acks))
                     commit = ShareCommit()
-                    self._thread.submit(ShareCloseSessionsEvent(commit))
+                    self._thread.submit(
+                        ShareCloseSessionsEvent(commit, self._book.take(implicit=self._implicit))
+                    )
                     try:
                         commit.future.result(timeout=max(0.0, deadline - time.monotonic()))
                     except Exception as exc:

@@ -47,9 +47,11 @@ class ShareAcknowledgeEvent:
 
 @dataclass(slots=True)
 class ShareCloseSessionsEvent:
-    """``close()``: send the last acknowledgements and close every share session."""
+    """``close()``: send the last acknowledgements and close every share session (in one event,
+    so that no fetch slips in between to acquire records only to release them)."""
 
     commit: ShareCommit
+    acks: AcksByNode
 
 
 @dataclass(slots=True)
@@ -98,6 +100,7 @@ class ShareEventProcessor:
         elif isinstance(event, ShareAcknowledgeEvent):
             self._consume.acknowledge(event.acks, event.commit, event.settled)
         elif isinstance(event, ShareCloseSessionsEvent):
+            self._consume.acknowledge(event.acks)
             self._consume.close(event.commit)
         elif isinstance(event, ShareLeaveEvent):
             if membership.prepare_leaving():
