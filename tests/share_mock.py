@@ -3,7 +3,8 @@
 Not a test module. :class:`ShareMockCluster` runs, in a child process (this file is its script),
 a 3-broker mock cluster built through librdkafka's C API (``ctypes``), so that the mock's share
 group settings can be changed: its ``rd_kafka_mock_sharegroup_set_session_timeout`` and
-``..._set_heartbeat_interval`` (45 s and 5 s by default) are not reachable through
+``..._set_heartbeat_interval`` (45 s and 5 s by default) and ``..._set_record_lock_duration``
+(30 s) are not reachable through
 confluent-kafka's Python API. With a short session a SIGKILLed member's records come back in
 seconds instead of 45.
 
@@ -28,15 +29,28 @@ _READY = "KAFLUX-SHARE-MOCK "
 class ShareMockCluster:
     """A child process serving the mock cluster with the given share group timings."""
 
-    def __init__(self, *, session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 1_000) -> None:
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 1_000,
+        record_lock_duration_ms: int = 30_000,
+    ) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.record_lock_duration_ms = record_lock_duration_ms
         self._proc: subprocess.Popen[str] | None = None
         self.bootstrap_servers = ""
 
     def start(self, timeout: float = 30.0) -> Self:
         proc = self._proc = subprocess.Popen(
-            [sys.executable, __file__, str(self.session_timeout_ms), str(self.heartbeat_interval_ms)],
+            [
+                sys.executable,
+                __file__,
+                str(self.session_timeout_ms),
+                str(self.heartbeat_interval_ms),
+                str(self.record_lock_duration_ms),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -82,7 +96,7 @@ class ShareMockCluster:
         self.stop()
 
 
-def _serve(session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_duration_ms: int) -> None:
     import confluent_kafka
 
     libs = os.path.join(os.path.dirname(confluent_kafka.__file__), os.pardir, "confluent_kafka.libs")
@@ -103,6 +117,7 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_mock_sharegroup_set_session_timeout.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_mock_sharegroup_set_heartbeat_interval.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_sharegroup_set_record_lock_duration.argtypes = [ctypes.c_void_p, ctypes.c_int]
     errstr = ctypes.create_string_buffer(512)
     conf = lib.rd_kafka_conf_new()
     for key, value in (("test.mock.num.brokers", "3"), ("bootstrap.servers", ""), ("log_level", "0")):
@@ -114,6 +129,7 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
     cluster = lib.rd_kafka_handle_mock_cluster(rk)
     lib.rd_kafka_mock_sharegroup_set_session_timeout(cluster, session_timeout_ms)
     lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(cluster, heartbeat_interval_ms)
+    lib.rd_kafka_mock_sharegroup_set_record_lock_duration(cluster, record_lock_duration_ms)
     print(_READY + lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
     try:
         sys.stdin.read()
@@ -122,4 +138,4 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]))
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

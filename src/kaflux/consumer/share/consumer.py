@@ -387,11 +387,29 @@ class ShareConsumer(Closeable):
             batches = self._kernel.iter_batches(
                 fetch.records, check_crcs=self._config.check_crcs, topic=tp.topic, partition=tp.partition
             )
+            end = ranges[-1][1]
             for batch in batches:
+                if batch.base_offset > end:
+                    break  # nothing acquired beyond: the rest of the data is not ours
                 if batch.is_control or batch.last_offset < first:
                     continue
                 epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-                for record in batch.consumer_records(tp.topic, tp.partition, epoch, first):
+                # At most as many records as the range has offsets: the batch may run on past it
+                # (the broker sends whole batches), and those need not be built.
+                cursor = self._kernel.BatchCursor(batch)
+                records = cursor.consumer_records(tp.topic, tp.partition, epoch, first, last - first + 1)
+                if (
+                    records
+                    and records[-1].offset <= last
+                    and (index + 1 == len(ranges) or batch.last_offset <= last)
+                ):
+                    # The common case: the whole batch (from ``first`` on) lies in one acquired range.
+                    for record in records:
+                        record.delivery_count = count
+                    out += records
+                    continue
+                records = batch.consumer_records(tp.topic, tp.partition, epoch, first)
+                for record in records:
                     offset = record.offset
                     while offset > last and index + 1 < len(ranges):
                         index += 1
