@@ -127,7 +127,8 @@ def produce(bootstrap: str, topic: str, records: int, pace: int) -> None:
         if pace and i % 1000 == 0:
             ahead = start + i / pace - time.monotonic()
             if ahead > 0:
-                producer.poll(ahead)
+                time.sleep(ahead)
+            producer.poll(0)
         while True:
             try:
                 producer.produce(topic, pool[i & 4095], b"%08d" % i)

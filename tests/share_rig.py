@@ -72,7 +72,9 @@ class ShareRig:
             self.group,
             self.buffer,
             request_metadata=self._metadata,
-            on_acknowledged=lambda offsets, error: self.acknowledged.append((offsets, error)),
+            on_acknowledged=lambda acks, error: self.acknowledged.append(
+                ({tp: a.offsets() for tp, a in acks.items() if a.offsets()}, error)
+            ),
             on_error=self.errors.append,
             topic_ids=self.membership.topic_id,
             max_poll_records=100,

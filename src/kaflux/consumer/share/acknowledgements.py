@@ -17,7 +17,7 @@ uniform, one type per offset otherwise.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kaflux.errors import IllegalStateError
@@ -54,35 +54,56 @@ class AckBatch:
 
 @dataclass(slots=True)
 class Acknowledgements:
-    """One partition's acknowledgements: offset -> type."""
+    """One partition's acknowledgements: per offset (``types``), and whole ranges of one type
+    (``runs``, what implicit mode produces: no per-record work)."""
 
     types: dict[int, int] = field(default_factory=dict)
+    #: (first offset, last offset, type), disjoint from each other and from ``types``
+    runs: list[tuple[int, int, int]] = field(default_factory=list)
 
     def add(self, offset: int, ack_type: int) -> None:
         self.types[offset] = ack_type
 
+    def add_range(self, first: int, last: int, ack_type: int) -> None:
+        self.runs.append((first, last, ack_type))
+
     def merge(self, other: Acknowledgements) -> None:
         self.types.update(other.types)
+        self.runs.extend(other.runs)
 
     def __len__(self) -> int:
-        return len(self.types)
+        return len(self.types) + sum(last - first + 1 for first, last, _ in self.runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.types or self.runs)
 
     def has_renew(self) -> bool:
-        return AcknowledgeType.RENEW in self.types.values()
+        return AcknowledgeType.RENEW in self.types.values() or any(
+            t == AcknowledgeType.RENEW for *_, t in self.runs
+        )
+
+    def as_dict(self) -> dict[int, int]:
+        """Every acknowledged offset and its type."""
+        out = {o: t for first, last, t in self.runs for o in range(first, last + 1)}
+        out.update(self.types)
+        return out
 
     def offsets(self, *, with_gaps: bool = False) -> set[int]:
         """The acknowledged offsets (without GAPs unless asked: the application never saw them)."""
-        return {o for o, t in self.types.items() if with_gaps or t != GAP}
+        return {o for o, t in self.as_dict().items() if with_gaps or t != GAP}
 
     def batches(self) -> list[AckBatch]:
         """Runs of consecutive offsets, in offset order."""
+        if not self.types:
+            return [AckBatch(first, last, (t,)) for first, last, t in sorted(self.runs)]
+        types = self.as_dict()
         out: list[AckBatch] = []
         run: list[tuple[int, int]] = []
-        for offset in sorted(self.types):
+        for offset in sorted(types):
             if run and offset != run[-1][0] + 1:
                 out.append(_batch(run))
                 run = []
-            run.append((offset, self.types[offset]))
+            run.append((offset, types[offset]))
         if run:
             out.append(_batch(run))
         return out
@@ -97,45 +118,74 @@ def _batch(run: list[tuple[int, int]]) -> AckBatch:
 @dataclass(slots=True)
 class _Delivered:
     node: int
-    #: offset -> type, None while waiting for the application
+    #: explicit mode: offset -> type, None while waiting for the application
     pending: dict[int, int | None] = field(default_factory=dict)
+    #: explicit mode: how many of ``pending`` are None
+    waiting: int = 0
+    #: implicit mode: acquired ranges, all accepted at the next take() but for ``gaps``
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    gaps: set[int] = field(default_factory=set)
 
 
 class AcknowledgementBook:
-    """The application thread's ledger of delivered records and their acknowledgements."""
+    """The application thread's ledger of delivered records and their acknowledgements.
 
-    def __init__(self) -> None:
+    ``implicit``: every delivered record is accepted by the next :meth:`take`, so only ranges
+    are kept (no work per record); otherwise each record waits for :meth:`acknowledge`."""
+
+    def __init__(self, *, implicit: bool = False) -> None:
+        self._implicit = implicit
         self._delivered: dict[TopicPartition, _Delivered] = {}
 
     def deliver(
-        self, tp: TopicPartition, node: int, acquired: Iterable[int], delivered: Iterable[int]
+        self, tp: TopicPartition, node: int, acquired: Sequence[tuple[int, int]], delivered: Sequence[int]
     ) -> None:
-        """``acquired`` offsets were lent to us by ``node``; ``delivered`` of them go to the
-        application, the others are gaps (acknowledged as GAP without it)."""
+        """The ``acquired`` offset ranges (first, last) were lent to us by ``node``;
+        ``delivered`` (offsets) of them go to the application, the others are gaps
+        (acknowledged as GAP without it)."""
         entry = self._delivered.get(tp)
         if entry is None or entry.node != node:
             entry = self._delivered[tp] = _Delivered(node)
-        shown = set(delivered)
-        for offset in acquired:
-            entry.pending[offset] = None if offset in shown else GAP
+        total = sum(last - first + 1 for first, last in acquired)
+        gaps: set[int] = set()
+        if len(delivered) != total:
+            shown = set(delivered)
+            gaps = {o for first, last in acquired for o in range(first, last + 1) if o not in shown}
+        if self._implicit:
+            entry.ranges.extend(acquired)
+            entry.gaps |= gaps
+            return
+        for first, last in acquired:
+            for offset in range(first, last + 1):
+                entry.pending[offset] = GAP if offset in gaps else None
+        entry.waiting += total - len(gaps)
 
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: AcknowledgeType) -> None:
-        """Record the application's acknowledgement of one delivered record."""
+        """Record the application's acknowledgement of one delivered record (explicit mode)."""
         entry = self._delivered.get(tp)
-        if entry is None or offset not in entry.pending or entry.pending[offset] == GAP:
+        if self._implicit or entry is None or offset not in entry.pending or entry.pending[offset] == GAP:
             raise IllegalStateError(
                 f"record {tp.topic}-{tp.partition}@{offset} is not waiting for an acknowledgement: "
                 "acknowledge only records the last poll() returned, once each, before the next poll()"
             )
+        if entry.pending[offset] is None:
+            entry.waiting -= 1
         entry.pending[offset] = int(ack_type)
 
     def unsettled_nodes(self) -> set[int]:
         """Brokers some of whose delivered records wait for the application."""
-        return {e.node for e in self._delivered.values() if any(t is None for t in e.pending.values())}
+        if self._implicit:
+            return {e.node for e in self._delivered.values()}
+        return {e.node for e in self._delivered.values() if e.waiting}
 
     def unacknowledged(self) -> int:
         """How many delivered records wait for the application's acknowledgement."""
-        return sum(1 for e in self._delivered.values() for t in e.pending.values() if t is None)
+        if self._implicit:
+            return sum(
+                sum(last - first + 1 for first, last in e.ranges) - len(e.gaps)
+                for e in self._delivered.values()
+            )
+        return sum(e.waiting for e in self._delivered.values())
 
     def take(self, *, implicit: bool) -> dict[int, dict[TopicPartition, Acknowledgements]]:
         """The acknowledgements to send, by node, forgetting them here. ``implicit``: records
@@ -143,19 +193,29 @@ class AcknowledgementBook:
         out: dict[int, dict[TopicPartition, Acknowledgements]] = {}
         for tp, entry in list(self._delivered.items()):
             acks = Acknowledgements()
+            for first, last in entry.ranges:
+                if entry.gaps and any(first <= g <= last for g in entry.gaps):
+                    for offset in range(first, last + 1):
+                        acks.add(offset, GAP if offset in entry.gaps else AcknowledgeType.ACCEPT)
+                else:
+                    acks.add_range(first, last, AcknowledgeType.ACCEPT)
+            entry.ranges.clear()
+            entry.gaps.clear()
             for offset, ack_type in list(entry.pending.items()):
                 if ack_type is None:
                     if not implicit:
                         continue
                     ack_type = AcknowledgeType.ACCEPT
+                    entry.waiting -= 1
                 acks.add(offset, ack_type)
                 if ack_type == AcknowledgeType.RENEW:
                     entry.pending[offset] = None  # renewed, still to be acknowledged for good
+                    entry.waiting += 1
                 else:
                     del entry.pending[offset]
             if acks:
                 out.setdefault(entry.node, {})[tp] = acks
-            if not entry.pending:
+            if not entry.pending and not entry.ranges:
                 del self._delivered[tp]
         return out
 
@@ -165,6 +225,7 @@ class AcknowledgementBook:
             for offset, ack_type in entry.pending.items():
                 if ack_type is None:
                     entry.pending[offset] = int(AcknowledgeType.RELEASE)
+            entry.waiting = 0
         return self.take(implicit=False)
 
     def forget(self, partitions: set[TopicPartition]) -> None:

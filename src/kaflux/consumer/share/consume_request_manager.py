@@ -142,7 +142,7 @@ class ShareConsumeRequestManager(RequestManager):
         buffer: Buffer,
         *,
         request_metadata: Callable[[], None],
-        on_acknowledged: Callable[[dict[TopicPartition, set[int]], KafkaError | None], None],
+        on_acknowledged: Callable[[dict[TopicPartition, Acknowledgements], KafkaError | None], None],
         on_error: Callable[[KafkaError], None],
         topic_ids: Callable[[str], object],
         fetch_max_wait_ms: int = 500,
@@ -507,15 +507,13 @@ class ShareConsumeRequestManager(RequestManager):
     ) -> None:
         """Report the outcome of ``pending`` (``error`` for all, else per partition)."""
         outcome: AckResults = {tp: error if error is not None else errors.get(tp) for tp in pending}
-        by_error: dict[int, tuple[KafkaError | None, dict[TopicPartition, set[int]]]] = {}
+        by_error: dict[int, tuple[KafkaError | None, dict[TopicPartition, Acknowledgements]]] = {}
         for tp, tp_error in outcome.items():
-            offsets = pending[tp].offsets()
             if tp_error is not None:
-                self.acknowledgement_errors += len(offsets)
-            if offsets:
-                by_error.setdefault(id(tp_error), (tp_error, {}))[1][tp] = offsets
-        for tp_error, offsets_by_tp in by_error.values():
-            self._on_acknowledged(offsets_by_tp, tp_error)
+                self.acknowledgement_errors += len(pending[tp])
+            by_error.setdefault(id(tp_error), (tp_error, {}))[1][tp] = pending[tp]
+        for tp_error, acks_by_tp in by_error.values():
+            self._on_acknowledged(acks_by_tp, tp_error)
         for commit in commits:
             commit.results.update(outcome)
             commit.nodes.discard(node)

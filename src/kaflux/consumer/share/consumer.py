@@ -35,7 +35,7 @@ from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import CompletableEvent, fail
 from kaflux.consumer.membership.group import GroupState
-from kaflux.consumer.share.acknowledgements import AcknowledgementBook, AcknowledgeType
+from kaflux.consumer.share.acknowledgements import AcknowledgementBook, Acknowledgements, AcknowledgeType
 from kaflux.consumer.share.consume_request_manager import AckResults, ShareCommit, ShareConsumeRequestManager
 from kaflux.consumer.share.events import (
     ShareAcknowledgeEvent,
@@ -114,9 +114,9 @@ class ShareConsumer(Closeable):
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._buffer = ShareFetchBuffer()
-        self._background: queue.SimpleQueue[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = (
-            queue.SimpleQueue()
-        )
+        self._background: queue.SimpleQueue[
+            tuple[dict[TopicPartition, Acknowledgements], KafkaError | None]
+        ] = queue.SimpleQueue()
         self._errors: queue.SimpleQueue[KafkaError] = queue.SimpleQueue()
         network = build_network(config_, self.client_id, allow_auto_create_topics=False)
         backoff = network.retry_backoff
@@ -154,7 +154,7 @@ class ShareConsumer(Closeable):
             [network.metadata, coordinator, heartbeat, consume],
             processor,
         )
-        self._book = AcknowledgementBook()
+        self._book = AcknowledgementBook(implicit=self._implicit)
         #: per broker, the last delivery decoded here, and the last one reported settled
         self._seen: dict[int, int] = {}
         self._reported: dict[int, int] = {}
@@ -229,22 +229,25 @@ class ShareConsumer(Closeable):
         self._errors.put(error)
         self._buffer.wakeup()
 
-    def _post_acknowledged(self, offsets: dict[TopicPartition, set[int]], error: KafkaError | None) -> None:
+    def _post_acknowledged(
+        self, acks: dict[TopicPartition, Acknowledgements], error: KafkaError | None
+    ) -> None:
         """[bg] Acknowledgements completed: the callback runs on the application thread."""
-        self._background.put((offsets, error))
+        self._background.put((acks, error))
 
     def _run_callbacks(self) -> None:
         """Run the acknowledgement commit callback for every completed acknowledgement."""
         while True:
             try:
-                offsets, error = self._background.get_nowait()
+                acks, error = self._background.get_nowait()
             except queue.Empty:
                 return
             callback = self._callback
             if callback is not None:
-                callback(offsets, error)
+                offsets = {tp: a.offsets() for tp, a in acks.items()}
+                callback({tp: o for tp, o in offsets.items() if o}, error)
             elif error is not None:
-                log.warning("%s: acknowledgement of %s failed: %s", self.client_id, sorted(offsets), error)
+                log.warning("%s: acknowledgement of %s failed: %s", self.client_id, sorted(acks), error)
 
     def _raise_errors(self) -> None:
         try:
@@ -419,8 +422,7 @@ class ShareConsumer(Closeable):
                     record.delivery_count = count
                     out.append(record)
         self._deserialize(out, fetch)
-        acquired = itertools.chain.from_iterable(range(a, b + 1) for a, b, _ in ranges)
-        self._book.deliver(tp, fetch.node, acquired, (r.offset for r in out))
+        self._book.deliver(tp, fetch.node, [(a, b) for a, b, _ in ranges], [r.offset for r in out])
         return out
 
     def _deserialize(self, records: list[ConsumerRecord], fetch: ShareCompletedFetch) -> None:
