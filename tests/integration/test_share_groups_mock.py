@@ -26,7 +26,7 @@ import pytest
 from share_mock import ShareMockCluster
 
 from kaflux import AcknowledgeType, ConsumerRecord, ShareConsumer, TopicPartition
-from kaflux.errors import IllegalStateError, KafkaError, UnsupportedVersionError
+from kaflux.errors import IllegalStateError, KafkaError, UnsupportedVersionError, WakeupError
 
 pytestmark = pytest.mark.integration
 
@@ -397,3 +397,40 @@ def test_a_sigkilled_members_records_go_to_a_survivor_with_delivery_count_two(
         reader.join(5)
         if child.stdout is not None:
             child.stdout.close()
+
+
+def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
+    share_mock: ShareMockCluster,
+) -> None:
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    with _kaflux(share_mock.bootstrap_servers, group) as consumer:
+        with pytest.raises(IllegalStateError, match="subscribe"):
+            consumer.poll(0)
+        consumer.subscribe([topic])
+        assert consumer.subscription() == {topic}
+        _wait_joined(consumer)
+        state = consumer.group_state()
+        assert (state.protocol, state.state, state.group_id) == ("share", "STABLE", group)
+        assert state.generation > 0 and state.member_id
+        # wakeup() from another thread ends a blocking poll() at once
+        timer = threading.Timer(0.3, consumer.wakeup)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(WakeupError):
+            consumer.poll(20)
+        assert time.monotonic() - started < 5
+        timer.join()
+        feed.send([b"m1", b"m2"], partition=0)
+        _poll_until(consumer, lambda got: len(got) >= 2)
+        metrics = consumer.metrics()
+        fetch = metrics["consumer-share-fetch-manager-metrics"]
+        assert fetch["records-fetched-total"] >= 2 and fetch["fetch-total"] >= 1
+        assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] >= 1
+        assert metrics["kaflux-share-consumer-metrics"]["records-returned"] == 2
+        consumer.unsubscribe()
+        assert consumer.subscription() == set()
+        assert consumer.group_state().state == "UNSUBSCRIBED"
+    with pytest.raises(IllegalStateError, match="closed"):
+        consumer.poll(0)

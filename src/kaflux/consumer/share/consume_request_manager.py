@@ -27,10 +27,11 @@ fails (connection lost, session gone) fails its acknowledgements and starts a ne
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from kaflux.consumer.share.acknowledgements import Acknowledgements
 from kaflux.errors import (
@@ -91,7 +92,7 @@ class ShareAssignment(Protocol):
 
     def assigned_partitions(self) -> frozenset[TopicPartition]: ...
 
-    def topic_id(self, topic: str) -> object: ...
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
 
 
 class Leaders(Protocol):
@@ -144,7 +145,7 @@ class ShareConsumeRequestManager(RequestManager):
         request_metadata: Callable[[], None],
         on_acknowledged: Callable[[dict[TopicPartition, Acknowledgements], KafkaError | None], None],
         on_error: Callable[[KafkaError], None],
-        topic_ids: Callable[[str], object],
+        topic_ids: Callable[[str], uuid.UUID | None],
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 52_428_800,
@@ -239,13 +240,13 @@ class ShareConsumeRequestManager(RequestManager):
                 self._request_metadata()
         busy = self._buffer.busy_nodes()
         room = self._buffer.size_bytes() < self._buffer_max_bytes
-        unsent: list[UnsentRequest[object]] = []
+        unsent: list[UnsentRequest[Any]] = []
         for node in set(by_node) | set(self._sessions):
             session = self._sessions.setdefault(node, _Session())
             if session.in_flight or session.closed:
                 continue
             if session.closing:
-                unsent.append(self._acknowledge_request(node, session, CLOSE_EPOCH))  # type: ignore[arg-type]
+                unsent.append(self._acknowledge_request(node, session, CLOSE_EPOCH))
                 continue
             partitions = by_node.get(node, [])
             fetch_due = (
@@ -255,9 +256,9 @@ class ShareConsumeRequestManager(RequestManager):
                 and self._settled.get(node, 0) >= self._delivered.get(node, 0)
             )
             if fetch_due and not session.urgent:
-                unsent.append(self._fetch_request(node, session, partitions))  # type: ignore[arg-type]
+                unsent.append(self._fetch_request(node, session, partitions))
             elif session.pending and (session.urgent or not partitions) and session.epoch > 0:
-                unsent.append(self._acknowledge_request(node, session, session.epoch))  # type: ignore[arg-type]
+                unsent.append(self._acknowledge_request(node, session, session.epoch))
             elif session.pending and session.epoch == 0:
                 # No session to acknowledge in (it was lost): the broker took the records back.
                 self._fail_pending(session, ShareSessionNotFoundError("the share session was lost"))
@@ -280,13 +281,13 @@ class ShareConsumeRequestManager(RequestManager):
         self, node: int, session: _Session, partitions: list[TopicPartition]
     ) -> UnsentRequest[sf.ShareFetchResponse]:
         pending, commits = self._take_pending(session)
-        topics: dict[object, sf.FetchTopic] = {}
+        topics: dict[uuid.UUID, sf.FetchTopic] = {}
         wanted = set(partitions)
         for tp in sorted(wanted | set(pending), key=lambda t: (t.topic, t.partition)):
             topic_id = self._topic_ids(tp.topic)
             if topic_id is None:
                 continue
-            topic = topics.setdefault(topic_id, sf.FetchTopic(topic_id=topic_id))  # type: ignore[arg-type]
+            topic = topics.setdefault(topic_id, sf.FetchTopic(topic_id=topic_id))
             acks = pending.get(tp)
             topic.partitions.append(
                 sf.FetchPartition(
@@ -297,7 +298,7 @@ class ShareConsumeRequestManager(RequestManager):
                     ],
                 )
             )
-        forgotten: dict[object, list[int]] = {}
+        forgotten: dict[uuid.UUID, list[int]] = {}
         for tp in session.partitions - wanted:
             topic_id = self._topic_ids(tp.topic)
             if topic_id is not None:
@@ -313,8 +314,7 @@ class ShareConsumeRequestManager(RequestManager):
             batch_size=self._max_records,
             topics=list(topics.values()),
             forgotten_topics_data=[
-                sf.ForgottenTopic(topic_id=tid, partitions=parts)  # type: ignore[arg-type]
-                for tid, parts in forgotten.items()
+                sf.ForgottenTopic(topic_id=tid, partitions=parts) for tid, parts in forgotten.items()
             ],
         )
         session.in_flight = True
@@ -332,7 +332,7 @@ class ShareConsumeRequestManager(RequestManager):
         self, node: int, session: _Session, epoch: int
     ) -> UnsentRequest[sa.ShareAcknowledgeResponse]:
         pending, commits = self._take_pending(session)
-        topics: dict[object, sa.AcknowledgeTopic] = {}
+        topics: dict[uuid.UUID, sa.AcknowledgeTopic] = {}
         renew = False
         for tp in sorted(pending, key=lambda t: (t.topic, t.partition)):
             topic_id = self._topic_ids(tp.topic)
@@ -340,7 +340,7 @@ class ShareConsumeRequestManager(RequestManager):
                 continue
             acks = pending[tp]
             renew = renew or acks.has_renew()
-            topic = topics.setdefault(topic_id, sa.AcknowledgeTopic(topic_id=topic_id))  # type: ignore[arg-type]
+            topic = topics.setdefault(topic_id, sa.AcknowledgeTopic(topic_id=topic_id))
             topic.partitions.append(
                 sa.AcknowledgePartition(
                     partition_index=tp.partition,
