@@ -426,7 +426,7 @@ def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
         _poll_until(consumer, lambda got: len(got) >= 2)
         metrics = consumer.metrics()
         fetch = metrics["consumer-share-fetch-manager-metrics"]
-        assert fetch["records-fetched-total"] >= 2 and fetch["fetch-total"] >= 1
+        assert fetch["records-consumed-total"] >= 2 and fetch["fetch-total"] >= 1
         assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] >= 1
         assert metrics["kaflux-share-consumer-metrics"]["records-returned"] == 2
         consumer.unsubscribe()

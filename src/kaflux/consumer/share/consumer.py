@@ -560,8 +560,8 @@ class ShareConsumer(Closeable):
 
     def metrics(self, timeout: float = 0.5) -> dict[str, dict[str, float]]:
         """Counters with Java's share consumer names, ``{group: {name: value}}``:
-        ``consumer-share-fetch-manager-metrics`` (``fetch-total``, ``records-fetched-total``,
-        ``bytes-fetched-total``, ``acknowledgements-send-total``, ``acknowledgements-error-total``)
+        ``consumer-share-fetch-manager-metrics`` (``fetch-total``, ``records-consumed-total``,
+        ``bytes-consumed-total``, ``acknowledgements-send-total``, ``acknowledgements-error-total``)
         and ``consumer-share-coordinator-metrics`` (``heartbeat-total``, ``assigned-partitions``),
         plus ``kaflux-share-consumer-metrics`` (``records-returned``). Any thread may call it."""
         out: dict[str, dict[str, float]] = {}

@@ -132,8 +132,8 @@ class ShareEventProcessor:
         return {
             "consumer-share-fetch-manager-metrics": {
                 "fetch-total": float(consume.fetches_sent),
-                "records-fetched-total": float(consume.records_fetched),
-                "bytes-fetched-total": float(consume.bytes_fetched),
+                "records-consumed-total": float(consume.records_fetched),
+                "bytes-consumed-total": float(consume.bytes_fetched),
                 "acknowledgements-send-total": float(consume.acknowledgements_sent),
                 "acknowledgements-error-total": float(consume.acknowledgement_errors),
             },
