@@ -37,6 +37,7 @@ from kaflux.consumer.events import CompletableEvent, fail
 from kaflux.consumer.membership.group import GroupState
 from kaflux.consumer.share.acknowledgements import AcknowledgementBook, Acknowledgements, AcknowledgeType
 from kaflux.consumer.share.consume_request_manager import AckResults, ShareCommit, ShareConsumeRequestManager
+from kaflux.consumer.share.decode import acquired_records
 from kaflux.consumer.share.events import (
     ShareAcknowledgeEvent,
     ShareCloseSessionsEvent,
@@ -382,47 +383,16 @@ class ShareConsumer(Closeable):
         """The acquired records of ``fetch``, with their delivery counts; acquired offsets with
         no record become gaps in the acknowledgement book."""
         tp = fetch.tp
-        ranges = sorted(fetch.acquired)
-        out: list[ConsumerRecord] = []
-        if fetch.records is not None and ranges:
-            index = 0
-            first, last, count = ranges[0]
-            batches = self._kernel.iter_batches(
-                fetch.records, check_crcs=self._config.check_crcs, topic=tp.topic, partition=tp.partition
-            )
-            end = ranges[-1][1]
-            for batch in batches:
-                if batch.base_offset > end:
-                    break  # nothing acquired beyond: the rest of the data is not ours
-                if batch.is_control or batch.last_offset < first:
-                    continue
-                epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-                # At most as many records as the range has offsets: the batch may run on past it
-                # (the broker sends whole batches), and those need not be built.
-                cursor = self._kernel.BatchCursor(batch)
-                records = cursor.consumer_records(tp.topic, tp.partition, epoch, first, last - first + 1)
-                if (
-                    records
-                    and records[-1].offset <= last
-                    and (index + 1 == len(ranges) or batch.last_offset <= last)
-                ):
-                    # The common case: the whole batch (from ``first`` on) lies in one acquired range.
-                    for record in records:
-                        record.delivery_count = count
-                    out += records
-                    continue
-                records = batch.consumer_records(tp.topic, tp.partition, epoch, first)
-                for record in records:
-                    offset = record.offset
-                    while offset > last and index + 1 < len(ranges):
-                        index += 1
-                        first, last, count = ranges[index]
-                    if offset < first or offset > last:
-                        continue
-                    record.delivery_count = count
-                    out.append(record)
+        out = acquired_records(
+            self._kernel,
+            fetch.records,
+            tp.topic,
+            tp.partition,
+            fetch.acquired,
+            check_crcs=self._config.check_crcs,
+        )
         self._deserialize(out, fetch)
-        self._book.deliver(tp, fetch.node, [(a, b) for a, b, _ in ranges], [r.offset for r in out])
+        self._book.deliver(tp, fetch.node, [(a, b) for a, b, _ in fetch.acquired], [r.offset for r in out])
         return out
 
     def _deserialize(self, records: list[ConsumerRecord], fetch: ShareCompletedFetch) -> None:
