@@ -26,7 +26,13 @@ import pytest
 from share_mock import ShareMockCluster
 
 from kaflux import AcknowledgeType, ConsumerRecord, ShareConsumer, TopicPartition
-from kaflux.errors import IllegalStateError, KafkaError, UnsupportedVersionError, WakeupError
+from kaflux.errors import (
+    IllegalStateError,
+    KafkaError,
+    RecordDeserializationError,
+    UnsupportedVersionError,
+    WakeupError,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -434,3 +440,58 @@ def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
         assert consumer.group_state().state == "UNSUBSCRIBED"
     with pytest.raises(IllegalStateError, match="closed"):
         consumer.poll(0)
+
+
+def test_explicit_mode_with_a_fetch_split_over_several_polls(share_mock: ShareMockCluster) -> None:
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    with _kaflux(
+        share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit", max_poll_records=2
+    ) as consumer:
+        consumer.subscribe([topic])
+        _wait_joined(consumer)
+        values = [f"split-{i}".encode() for i in range(5)]
+        feed.send(values, partition=0)
+        got: list[ConsumerRecord] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < len(values):
+            assert time.monotonic() < deadline, [r.value for r in got]
+            batch = consumer.poll(0.2)  # never raises: only what it returned waits for us
+            assert len(batch) <= 2
+            for record in batch:
+                consumer.acknowledge(record)
+            got += batch
+        assert [r.value for r in got] == values and {r.delivery_count for r in got} == {1}
+        assert consumer.commit_sync(10) in ({}, {TopicPartition(topic, 0): None})
+        assert consumer.poll(1.0) == []  # every record accepted: nothing comes back
+
+
+def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_mock: ShareMockCluster) -> None:
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    failed: list[bytes] = []
+
+    def decode(value: bytes | None) -> str:
+        assert value is not None
+        if value == b"bad" and not failed:
+            failed.append(value)
+            raise ValueError("not today")
+        return value.decode()
+
+    consumer = ShareConsumer(
+        {"bootstrap.servers": share_mock.bootstrap_servers, "group.id": group}, value_deserializer=decode
+    )
+    with consumer:
+        consumer.subscribe([topic])
+        _wait_joined(consumer)
+        feed.send([b"ok-1", b"bad", b"ok-2"], partition=3)
+        first = _poll_until(consumer, lambda got: len(got) >= 1)
+        assert [r.value for r in first] == ["ok-1"]  # the records before the bad one come first
+        with pytest.raises(RecordDeserializationError) as caught:
+            consumer.poll(5.0)
+        assert (caught.value.partition, caught.value.offset) == (3, first[0].offset + 1)
+        rest = _poll_until(consumer, lambda got: {r.value for r in got} >= {"ok-2", "bad"})
+        counts = {r.value: r.delivery_count for r in rest}
+        assert counts == {"ok-2": 1, "bad": 2}  # released, then delivered again

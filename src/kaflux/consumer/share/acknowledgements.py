@@ -172,6 +172,15 @@ class AcknowledgementBook:
             entry.waiting -= 1
         entry.pending[offset] = int(ack_type)
 
+    def release(self, tp: TopicPartition, node: int, offset: int) -> None:
+        """RELEASE a delivered record the application never saw (it could not be deserialized)."""
+        entry = self._delivered.get(tp)
+        if entry is None or entry.node != node:
+            entry = self._delivered[tp] = _Delivered(node)
+        if offset in entry.pending and entry.pending[offset] is None:
+            entry.waiting -= 1
+        entry.pending[offset] = int(AcknowledgeType.RELEASE)
+
     def unsettled_nodes(self) -> set[int]:
         """Brokers some of whose delivered records wait for the application."""
         if self._implicit:

@@ -27,7 +27,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from kaflux.closeable import Closeable
 from kaflux.config import ShareConsumerConfig
@@ -72,6 +73,21 @@ __all__ = ["AcknowledgeType", "AcknowledgementCommitCallback", "ShareConsumer"]
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaError | None], None]
 _client_ids = itertools.count(1)
 _NO_THREAD = -1
+
+
+@dataclass(slots=True)
+class _Reading:
+    """A fetch being returned over one or more polls."""
+
+    fetch: ShareCompletedFetch
+    #: its acquired records, decoded
+    records: list[ConsumerRecord]
+    #: the first acquired offset not yet in the acknowledgement book
+    next_offset: int
+    #: the next record to return
+    index: int = 0
+    #: the record at ``index`` could not be deserialized: raised by the next poll()
+    error: tuple[ConsumerRecord, RecordDeserializationError] | None = None
 
 
 def _member_id() -> str:
@@ -163,7 +179,7 @@ class ShareConsumer(Closeable):
         self._subscription: frozenset[str] = frozenset()
         self._callback: AcknowledgementCommitCallback | None = None
         #: records decoded but not returned yet (max.poll.records), with their fetch
-        self._current: tuple[ShareCompletedFetch, list[ConsumerRecord]] | None = None
+        self._current: _Reading | None = None
         self._owner = _NO_THREAD
         self._depth = 0
         self._owner_lock = threading.Lock()
@@ -358,64 +374,102 @@ class ShareConsumer(Closeable):
             yield from self.poll(1.0)
 
     def _collect(self) -> list[ConsumerRecord]:
-        """Up to max.poll.records records from the buffer, decoded here."""
+        """Up to max.poll.records records from the buffer, decoded (and deserialized) here. Only
+        what is returned enters the acknowledgement book: a fetch split over several polls is
+        acknowledged part by part, and its last part carries the acquired offsets with no record
+        (gaps). A record that cannot be deserialized is RELEASEd and its error raised, once the
+        records before it were returned."""
         limit = self._config.max_poll_records
         out: list[ConsumerRecord] = []
         while len(out) < limit:
-            if self._current is None:
+            reading = self._current
+            if reading is None:
                 fetch = self._buffer.take()
                 if fetch is None:
                     break
-                self._current = (fetch, self._decode(fetch))
+                tp = fetch.tp
+                records = acquired_records(
+                    self._kernel,
+                    fetch.records,
+                    tp.topic,
+                    tp.partition,
+                    fetch.acquired,
+                    check_crcs=self._config.check_crcs,
+                )
+                reading = self._current = _Reading(fetch, records, min(a for a, _, _ in fetch.acquired))
                 self._seen[fetch.node] = max(fetch.seq, self._seen.get(fetch.node, 0))
-            fetch, records = self._current
-            take = limit - len(out)
-            out.extend(records[:take])
-            rest = records[take:]
-            if rest:
-                self._current = (fetch, rest)
-            else:
-                self._current = None
-                self._buffer.release(fetch)
+            fetch, records = reading.fetch, reading.records
+            error = reading.error
+            if error is None:
+                chunk = records[reading.index : reading.index + limit - len(out)]
+                error = self._deserialize(chunk, fetch)
+                if error is not None:
+                    chunk = chunk[: chunk.index(error[0])]
+                done = error is None and reading.index + len(chunk) == len(records)
+                self._hand_over(reading, chunk, done)
+                out += chunk
+            if error is not None:
+                if out:
+                    reading.error = error  # the bad record stays first in line: the next poll() raises
+                    return out
+                reading.error = None
+                bad, exc = error
+                self._book.release(fetch.tp, fetch.node, bad.offset)
+                reading.index += 1
+                reading.next_offset = bad.offset + 1
+                if reading.index == len(records):
+                    self._hand_over(reading, [], True)
+                raise exc
         return out
 
-    def _decode(self, fetch: ShareCompletedFetch) -> list[ConsumerRecord]:
-        """The acquired records of ``fetch``, with their delivery counts; acquired offsets with
-        no record become gaps in the acknowledgement book."""
-        tp = fetch.tp
-        out = acquired_records(
-            self._kernel,
-            fetch.records,
-            tp.topic,
-            tp.partition,
-            fetch.acquired,
-            check_crcs=self._config.check_crcs,
-        )
-        self._deserialize(out, fetch)
-        self._book.deliver(tp, fetch.node, [(a, b) for a, b, _ in fetch.acquired], [r.offset for r in out])
-        return out
+    def _hand_over(self, reading: _Reading, chunk: list[ConsumerRecord], done: bool) -> None:
+        """Enter ``chunk`` (returned now) in the acknowledgement book with the acquired offsets
+        up to the next record (all the rest when ``done``)."""
+        fetch = reading.fetch
+        if done:
+            high = max(b for _, b, _ in fetch.acquired)
+        else:
+            high = reading.records[reading.index + len(chunk)].offset - 1
+        ranges = [
+            (max(a, reading.next_offset), min(b, high))
+            for a, b, _ in fetch.acquired
+            if max(a, reading.next_offset) <= min(b, high)
+        ]
+        if ranges:
+            self._book.deliver(fetch.tp, fetch.node, ranges, [r.offset for r in chunk])
+        reading.index += len(chunk)
+        reading.next_offset = high + 1
+        if done:
+            self._current = None
+            self._buffer.release(fetch)
 
-    def _deserialize(self, records: list[ConsumerRecord], fetch: ShareCompletedFetch) -> None:
+    def _deserialize(
+        self, records: list[ConsumerRecord], fetch: ShareCompletedFetch
+    ) -> tuple[ConsumerRecord, RecordDeserializationError] | None:
+        """Deserialize keys and values in place; the first record that fails, with its error
+        (it and the records after it are left as they were)."""
         kd, vd = self._key_deserializer, self._value_deserializer
         if kd is None and vd is None:
-            return
+            return None
         for record in records:
-            for is_key, fn in ((True, kd), (False, vd)):
-                if fn is None:
-                    continue
-                try:
-                    if is_key:
-                        record.key = fn(record.key)
-                    else:
-                        record.value = fn(record.value)
-                except Exception as exc:
-                    raise RecordDeserializationError(
-                        repr(exc),
-                        topic=fetch.tp.topic,
-                        partition=fetch.tp.partition,
-                        offset=record.offset,
-                        origin="key" if is_key else "value",
-                    ) from exc
+            origin: Literal["key", "value"] = "key"
+            try:
+                key = record.key if kd is None else kd(record.key)
+                origin = "value"
+                value = record.value if vd is None else vd(record.value)
+            except Exception as exc:
+                error = RecordDeserializationError(
+                    repr(exc),
+                    topic=fetch.tp.topic,
+                    partition=fetch.tp.partition,
+                    offset=record.offset,
+                    origin=origin,
+                    hint="The record was released to the share group, to be delivered again",
+                )
+                error.__cause__ = exc
+                return record, error
+            record.key, record.value = key, value
+        return None
 
     # -- acknowledgements --------------------------------------------------------------------------
 
@@ -443,7 +497,7 @@ class ShareConsumer(Closeable):
         acks = self._book.take(implicit=self._implicit)
         unsettled = self._book.unsettled_nodes()
         if self._current is not None:
-            unsettled.add(self._current[0].node)
+            unsettled.add(self._current.fetch.node)
         settled = {
             n: seq for n, seq in self._seen.items() if n not in unsettled and seq > self._reported.get(n, 0)
         }
