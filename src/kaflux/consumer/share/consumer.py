@@ -18,6 +18,7 @@ ShareFetch, or at once in a ShareAcknowledge for ``commit_sync``/``commit_async`
 
 from __future__ import annotations
 
+import base64
 import itertools
 import logging
 import queue
@@ -92,8 +93,6 @@ class _Reading:
 
 def _member_id() -> str:
     """A member id as Java's ``Uuid.randomUuid().toString()`` spells it (KIP-1082)."""
-    import base64
-
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -140,7 +139,8 @@ class ShareConsumer(Closeable):
         coordinator = CoordinatorRequestManager(
             config_.group_id, RequestState(backoff), network.cluster, self._post_error
         )
-        self._membership = membership = ShareMembershipManager(
+        # The network thread's: this thread reaches them only through events.
+        membership = ShareMembershipManager(
             config_.group_id,
             _member_id(),
             network.cluster,
@@ -150,7 +150,7 @@ class ShareConsumer(Closeable):
         heartbeat = ShareHeartbeatRequestManager(
             membership, coordinator, backoff, client_rack=config_.client_rack or None
         )
-        self._consume = consume = ShareConsumeRequestManager(
+        consume = ShareConsumeRequestManager(
             membership,
             network.cluster,
             self._buffer,
