@@ -142,6 +142,8 @@ class ShareHeartbeatRequestManager(RequestManager):
         request = ShareGroupHeartbeatRequest(
             group_id=membership.group_id, member_id=membership.member_id, member_epoch=membership.epoch
         )
+        if membership.state is _S.JOINING:
+            membership.on_join_sent()
         if membership.take_subscription_change() or full:
             request.subscribed_topic_names = sorted(membership.subscription())
         if full:

@@ -117,6 +117,8 @@ class ShareMembershipManager:
         self.incarnation = 0
         self.fatal_error: KafkaError | None = None
         self.reason = ""
+        #: a joining heartbeat went out in this incarnation: the coordinator may know the member
+        self._join_sent = False
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -151,10 +153,16 @@ class ShareMembershipManager:
     def _join(self, reason: str) -> None:
         self._move(_S.JOINING)
         self.incarnation += 1
+        self._join_sent = False
         self.reason = reason
         self._subscription_changed = True
 
     # -- heartbeat outcomes -----------------------------------------------------------------------
+
+    def on_join_sent(self) -> None:
+        """A joining heartbeat went out: from now on, leaving must tell the coordinator."""
+        if self.state is _S.JOINING:
+            self._join_sent = True
 
     def on_heartbeat_success(
         self, member_id: str | None, epoch: int, assignment: dict[uuid.UUID, list[int]] | None
@@ -221,7 +229,7 @@ class ShareMembershipManager:
         state = self.state
         if state in (_S.UNSUBSCRIBED, _S.PREPARE_LEAVING, _S.LEAVING, _S.FATAL):
             return False
-        in_group = state is _S.STABLE or self.epoch > 0
+        in_group = state is _S.STABLE or self.epoch > 0 or self._join_sent
         self._move(_S.PREPARE_LEAVING)
         self.incarnation += 1
         self._clear_assignment()

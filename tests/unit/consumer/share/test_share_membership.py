@@ -12,7 +12,7 @@ from kaflux.consumer.share.membership import (
     ShareMembershipManager,
     ShareMemberState,
 )
-from kaflux.errors import IllegalStateError
+from kaflux.errors import IllegalStateError, UnknownMemberIdError
 from kaflux.protocol.messages import share_group_heartbeat as hb
 from kaflux.state_machine import StateMachine
 from kaflux.structs import TopicPartition
@@ -117,9 +117,23 @@ def test_leaving_goes_through_prepare_leaving_and_leaving_to_unsubscribed() -> N
     assert rig.membership.state is S.UNSUBSCRIBED and rig.member_id not in rig.group.members
 
 
-def test_leaving_before_the_join_was_answered_needs_no_leave_heartbeat() -> None:
+def test_leaving_before_any_join_was_sent_needs_no_leave_heartbeat() -> None:
     rig = ShareRig(_group())
     rig.membership.subscribe(["jobs"])
     assert rig.membership.prepare_leaving() is False
     assert rig.membership.state is S.UNSUBSCRIBED
     assert rig.pump() == []
+
+
+def test_leaving_after_a_join_was_sent_tells_the_coordinator_even_unanswered() -> None:
+    rig = ShareRig(_group())
+    rig.membership.subscribe(["jobs"])
+    (join,) = rig.heartbeat.poll(0).unsent  # sent; the coordinator may add the member
+    rig._answer(join)  # (it did)
+    assert rig.member_id in rig.group.members
+    rig.membership.fence(UnknownMemberIdError)  # back to JOINING, epoch 0 ...
+    rig.heartbeat.poll(0)  # ... and a new join goes out, not answered yet
+    assert rig.membership.prepare_leaving() is True
+    rig.membership.leave()
+    (leave,) = rig.pump()
+    assert leave.member_epoch == -1 and rig.member_id not in rig.group.members
