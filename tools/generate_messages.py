@@ -9,6 +9,9 @@ Usage::
 The specs (Apache-2.0, ``clients/src/main/resources/common/message/*.json`` in Apache Kafka)
 are read from ``--specs``, else ``$KAFLUX_MESSAGE_SPECS``, else ``../shared/kafka-message-specs``
 next to the repository. Which specs become which module is the single table :data:`MODULES`.
+A spec in ``tools/kafka-message-specs/`` (:data:`NEWER_SPECS_DIR`) is read instead of the one in
+that directory: it holds the share-group specs (KIP-932) at the versions Kafka 4.1 made stable,
+newer than the shared copies (which stop at the early-access v0 no broker serves any more).
 
 A clone without the specs (a user's) cannot check for drift: ``--check`` then says it was
 skipped and why, and exits 0, unless ``$CI`` is set, where missing specs fail the run so the
@@ -49,6 +52,8 @@ from typing import Any, Final
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 OUTPUT_DIR: Final = REPO_ROOT / "src" / "kaflux" / "protocol" / "messages"
 DEFAULT_SPECS_DIR: Final = REPO_ROOT.parent / "shared" / "kafka-message-specs"
+#: specs newer than the shared copies, read in preference to them (see the module docstring)
+NEWER_SPECS_DIR: Final = REPO_ROOT / "tools" / "kafka-message-specs"
 
 # Request/response pairs to generate, one module per API (``Fetch`` -> ``fetch.py`` holding
 # FetchRequest and FetchResponse). Add an API here and re-run the generator.
@@ -99,6 +104,9 @@ APIS: Final[tuple[str, ...]] = (
     "DescribeTransactions",
     "ListTransactions",
     "WriteTxnMarkers",
+    "ShareGroupHeartbeat",
+    "ShareFetch",
+    "ShareAcknowledge",
 )
 
 # Modules that are not request/response pairs: module name -> spec names.
@@ -399,7 +407,8 @@ def strip_comments(text: str) -> str:
 
 
 def load_spec(specs_dir: Path, name: str) -> dict[str, Any]:
-    path = specs_dir / f"{name}.json"
+    newer = NEWER_SPECS_DIR / f"{name}.json"
+    path = newer if newer.is_file() else specs_dir / f"{name}.json"
     try:
         data: dict[str, Any] = json.loads(strip_comments(path.read_text(encoding="utf-8")))
     except FileNotFoundError:

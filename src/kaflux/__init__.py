@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
     from kaflux.consumer.membership.group import GroupMetadata, GroupState
     from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+    from kaflux.consumer.share.acknowledgements import AcknowledgeType
+    from kaflux.consumer.share.consumer import ShareConsumer
     from kaflux.errors import KafkaError
     from kaflux.producer.producer import Producer
     from kaflux.structs import (
@@ -42,6 +44,8 @@ _LAZY: dict[str, str] = {
     "GroupMetadata": "kaflux.consumer.membership.group",
     "GroupState": "kaflux.consumer.membership.group",
     "ConsumerRebalanceListener": "kaflux.consumer.rebalance_listener",
+    "AcknowledgeType": "kaflux.consumer.share.acknowledgements",
+    "ShareConsumer": "kaflux.consumer.share.consumer",
     "KafkaError": "kaflux.errors",
     "Producer": "kaflux.producer.producer",
     "Node": "kaflux.structs",
@@ -67,6 +71,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AcknowledgeType",
     "AdminClient",
     "Consumer",
     "ConsumerRebalanceListener",
@@ -82,6 +87,7 @@ __all__ = [
     "PartitionInfo",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
     "TopicPartition",
     "__version__",
 ]

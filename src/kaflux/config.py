@@ -787,3 +787,73 @@ class AdminConfig(CommonConfig):
     CLIENT_KIND: ClassVar[str] = "admin"
 
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+
+
+#: consumer-group settings a share consumer refuses by name (share groups have none of them)
+_CONSUMER_GROUP_ONLY_KEYS = frozenset(
+    {
+        "group.protocol",
+        "group.instance.id",
+        "group.remote.assignor",
+        "partition.assignment.strategy",
+        "enable.auto.commit",
+        "auto.commit.interval.ms",
+        "auto.offset.reset",
+        "isolation.level",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "enable.fetch.sessions",
+        "max.partition.fetch.bytes",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ShareConsumerConfig(CommonConfig):
+    """Share consumer settings (Java's ``ShareConsumerConfig``, KIP-932)."""
+
+    CLIENT_KIND: ClassVar[str] = "share consumer"
+
+    group_id: str = _setting("group.id", "", kind="str", doc="required: the share group to join")
+    share_acknowledgement_mode: str = _setting(
+        "share.acknowledgement.mode",
+        "implicit",
+        kind="str",
+        choices=("implicit", "explicit"),
+        doc="implicit: each poll() or commit accepts the records the previous poll() returned; "
+        "explicit: every record must be acknowledged before the next poll()",
+    )
+    max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
+    fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
+    fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
+    fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)
+    fetch_buffer_max_bytes: int = _setting(
+        "fetch.buffer.max.bytes",
+        64 * 1024 * 1024,
+        low=1,
+        high=2**62,
+        doc="kaflux: bytes of acquired, not yet returned record data kept in memory",
+    )
+    check_crcs: bool = _setting("check.crcs", True, kind="bool")
+    default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+
+    @classmethod
+    def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:
+        if key in _CONSUMER_GROUP_ONLY_KEYS:
+            return (
+                "belongs to consumer groups and does not apply to a share group (the broker "
+                "assigns partitions, tracks delivery and starts a new group at the latest offset); "
+                "remove it, or use kaflux.Consumer for a consumer group"
+            )
+        return super(ShareConsumerConfig, cls)._unknown_key_message(key, by_key)
+
+    def validate(self) -> None:
+        CommonConfig.validate(self)
+        if not self.group_id.strip():
+            raise ConfigError("group.id", "is required for a share consumer: name the share group to join")
+
+    @property
+    def max_response_bytes(self) -> int:
+        """``receive.message.max.bytes``, raised to fit a full ``fetch.max.bytes`` response."""
+        return max(self.receive_message_max_bytes, self.fetch_max_bytes + 512)

@@ -262,7 +262,7 @@ class RecordDeserializationError(KafkaError):
 
     ``topic``, ``partition`` and ``offset`` locate the record; ``origin`` says whether the key or the
     value failed (None when unknown). The consumer's position stays at this record; seek to
-    ``offset + 1`` to skip it.
+    ``offset + 1`` to skip it. (A share consumer releases the record instead; ``hint`` says so.)
     """
 
     def __init__(
@@ -273,11 +273,12 @@ class RecordDeserializationError(KafkaError):
         partition: int,
         offset: int,
         origin: Literal["key", "value"] | None = None,
+        hint: str | None = None,
     ) -> None:
         what = f"the {origin} of " if origin else ""
         super().__init__(
             f"could not deserialize {what}the record at {topic}-{partition} offset {offset}: {message}. "
-            f"Seek to offset {offset + 1} to skip it"
+            + (hint if hint is not None else f"Seek to offset {offset + 1} to skip it")
         )
         self.detail = message
         self.topic = topic

@@ -210,6 +210,7 @@ _SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
     "demo": ("kaflux.cli.demo", "demo"),
     "groups": ("kaflux.cli.groups", "groups"),
     "produce": ("kaflux.cli.produce", "produce"),
+    "share": ("kaflux.cli.share", "share"),
     "topics": ("kaflux.cli.topics", "topics"),
     "transactions": ("kaflux.cli.operations", "transactions"),
     "users": ("kaflux.cli.operations", "users"),

@@ -419,7 +419,8 @@ class NetworkClient:
             self._auth_errors[conn.node_id] = error
         if backoff:
             self._record_failure(conn.node_id, now_ms)
-            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
+            if not isinstance(error, ResponseTooLargeError):  # reachable, and logged above
+                self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
         for in_flight in failed:
             request: ClientRequest = in_flight.context
             self._complete(request, None, error, in_flight.api_version, now_ms)

@@ -55,6 +55,9 @@ from kaflux.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 from kaflux.protocol.messages.produce import ProduceRequest
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from kaflux.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
+from kaflux.protocol.messages.share_fetch import ShareFetchRequest
+from kaflux.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kaflux.protocol.messages.sync_group import SyncGroupRequest
 from kaflux.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kaflux.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -119,6 +122,9 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 # Values are the generated request classes; each has API_KEY, MIN_VERSION, MAX_VERSION,
@@ -170,6 +176,9 @@ REQUESTS: Final[dict[ApiKey, type[Any]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
     ApiKey.LIST_TRANSACTIONS: ListTransactionsRequest,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
+    ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatRequest,
+    ApiKey.SHARE_FETCH: ShareFetchRequest,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
 }
 
 CLIENT_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {

@@ -438,13 +438,15 @@ cdef class ConsumerRecord:
     cdef object _value
     cdef object _headers  # None: no headers (an empty list is made when asked for)
     cdef object _leader_epoch
+    cdef object _delivery_count  # share groups (KIP-932); None for a plain consumer
     cdef public int64_t offset
     cdef public int64_t timestamp
     cdef public int32_t partition
     cdef public int32_t timestamp_type
 
     def __init__(
-        self, topic, partition, offset, timestamp, timestamp_type, key, value, headers, leader_epoch
+        self, topic, partition, offset, timestamp, timestamp_type, key, value, headers, leader_epoch,
+        delivery_count=None,
     ):
         self._topic = topic
         self.partition = partition
@@ -455,6 +457,7 @@ cdef class ConsumerRecord:
         self._value = value
         self._headers = headers
         self._leader_epoch = leader_epoch
+        self._delivery_count = delivery_count
 
     cdef inline void _holds(self, object value) noexcept:
         if not _atomic(value) and not PyObject_GC_IsTracked(self):
@@ -510,6 +513,15 @@ cdef class ConsumerRecord:
         self._leader_epoch = value
 
     @property
+    def delivery_count(self):
+        return self._delivery_count
+
+    @delivery_count.setter
+    def delivery_count(self, value):
+        self._holds(value)
+        self._delivery_count = value
+
+    @property
     def topic_partition(self):
         return TopicPartition(self._topic, self.partition)
 
@@ -529,6 +541,7 @@ cdef class ConsumerRecord:
             == (_NO_HEADERS if o._headers is None else o._headers)
             and self._key == o._key
             and self._leader_epoch == o._leader_epoch
+            and self._delivery_count == o._delivery_count
             and self.offset == o.offset
             and self.partition == o.partition
             and self.timestamp == o.timestamp
@@ -556,6 +569,7 @@ cdef class ConsumerRecord:
                 self._value,
                 self.headers,
                 self._leader_epoch,
+                self._delivery_count,
             ),
         )
 

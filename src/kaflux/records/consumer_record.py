@@ -28,10 +28,13 @@ class ConsumerRecord:
     ``timestamp`` is epoch milliseconds; ``timestamp_type`` is 0 (create time) or 1 (log
     append time). ``key`` and ``value`` are bytes (or what the deserializers returned);
     ``headers`` is a list of ``(str, bytes | None)``, empty when the record has none;
-    ``leader_epoch`` is the partition leader epoch of the record's batch, or None.
+    ``leader_epoch`` is the partition leader epoch of the record's batch, or None;
+    ``delivery_count`` is how many times a share group delivered the record (KIP-932), None
+    for records a plain consumer read.
     """
 
     __slots__ = (
+        "delivery_count",
         "headers",
         "key",
         "leader_epoch",
@@ -54,6 +57,7 @@ class ConsumerRecord:
         value: Any,
         headers: list[tuple[str, bytes | None]] | None,
         leader_epoch: int | None,
+        delivery_count: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -64,6 +68,7 @@ class ConsumerRecord:
         self.value = value
         self.headers: list[tuple[str, bytes | None]] = [] if headers is None else headers
         self.leader_epoch = leader_epoch
+        self.delivery_count = delivery_count
 
     @property
     def topic_partition(self) -> TopicPartition:

@@ -293,6 +293,13 @@ def test_kafka_python_covers_nearly_every_generated_class() -> None:
         "ConsumerGroupHeartbeatResponse",
         "RequestHeader",
         "ResponseHeader",
+        # share groups (KIP-932): kafka-python has none; the mock cluster is their oracle
+        "ShareAcknowledgeRequest",
+        "ShareAcknowledgeResponse",
+        "ShareFetchRequest",
+        "ShareFetchResponse",
+        "ShareGroupHeartbeatRequest",
+        "ShareGroupHeartbeatResponse",
     }
 
 

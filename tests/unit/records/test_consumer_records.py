@@ -101,6 +101,18 @@ def test_consumer_record_pickles(kernel: RecordDecoder) -> None:
     assert type(copy) is type(record) and fields(copy) == fields(record)
 
 
+def test_delivery_count_is_none_unless_a_share_group_set_it(kernel: RecordDecoder) -> None:
+    record = make(kernel)
+    assert record.delivery_count is None
+    record.delivery_count = 2
+    assert record.delivery_count == 2
+    assert record != make(kernel)  # it takes part in equality
+    shared = kernel.ConsumerRecord("t", 2, 41, 1_700_000_000_123, 1, b"k", b"v", [("h", b"x")], 5, 2)
+    assert shared == record
+    copy = pickle.loads(pickle.dumps(record))
+    assert copy.delivery_count == 2 and copy == record
+
+
 def test_headers_absent_are_an_empty_list_that_stays(kernel: RecordDecoder) -> None:
     (record,) = one_batch(kernel, build(0, 0, 0, [(1, b"k", b"v", [])])).consumer_records("t", 0, None)
     assert record.headers == []

@@ -1,0 +1,526 @@
+"""ShareFetch and ShareAcknowledge, one share session per broker (KIP-932). [bg, pure: takes now_ms]
+
+Java's ``ShareConsumeRequestManager``. The member fetches from the leaders of its assigned
+partitions; each leader keeps a *share session* for it, numbered by an epoch: 0 opens it, each
+answered request moves it on by one, -1 closes it (and the broker then releases every record
+still acquired in it). So at most one request per broker is in flight.
+
+Each ``poll(now_ms)``, per broker:
+
+* a ShareFetch is *due* when the broker leads an assigned partition, the application has
+  settled (seen and acknowledged) every record the broker delivered, none of its data waits in
+  the buffer, and the buffer is under its byte limit. (A fetch while records are still acquired
+  and unacknowledged would, on librdkafka's mock cluster, deliver them again.) It carries
+  the acknowledgements waiting for that broker (piggy-backed), unless they are urgent;
+* urgent acknowledgements (commit_sync(), commit_async(), RENEW), and those for a broker that
+  leads no assigned partition any more, go at once in a ShareAcknowledge; others wait for the
+  broker's next due fetch;
+* while closing, a ShareAcknowledge with epoch -1 carries the last acknowledgements and
+  closes the session.
+
+Acknowledgement outcomes are reported per partition: to the commit that waits for them (its
+future gets ``{partition: error or None}`` once every broker answered) and, through
+``on_acknowledged``, to the application's acknowledgement commit callback. A request that
+fails (connection lost, session gone) fails its acknowledgements and starts a new session.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kaflux.consumer.share.acknowledgements import Acknowledgements
+from kaflux.errors import (
+    InvalidShareSessionEpochError,
+    KafkaError,
+    ShareSessionNotFoundError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kaflux.network.requests import (
+    MAX_POLL_TIMEOUT_MS,
+    ClientResponse,
+    PollResult,
+    RequestManager,
+    UnsentRequest,
+)
+from kaflux.protocol.messages import share_acknowledge as sa
+from kaflux.protocol.messages import share_fetch as sf
+from kaflux.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: v1 is Kafka 4.1's first stable version; v2 adds RENEW (KIP-1222)
+MAX_SHARE_VERSION = 2
+#: the session epoch that closes a share session
+CLOSE_EPOCH = -1
+_INT32_MAX = 2**31 - 1
+_SESSION_ERRORS = (ShareSessionNotFoundError, InvalidShareSessionEpochError)
+
+AckResults = dict[TopicPartition, KafkaError | None]
+
+
+@dataclass(slots=True)
+class ShareCompletedFetch:
+    """One partition's records from one ShareFetch answer."""
+
+    tp: TopicPartition
+    node: int
+    records: memoryview | None
+    #: (first offset, last offset, delivery count) ranges the broker acquired for us
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)
+    #: the how-manieth delivery of records from this broker (see ``settled`` in acknowledge())
+    seq: int = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return 0 if self.records is None else len(self.records)
+
+
+class ShareAssignment(Protocol):
+    """What the manager needs of the membership."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    def assigned_partitions(self) -> frozenset[TopicPartition]: ...
+
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
+
+
+class Leaders(Protocol):
+    """What the manager needs of the cluster metadata."""
+
+    def leader_for(self, tp: TopicPartition) -> int | None: ...
+
+
+class Buffer(Protocol):
+    """What the manager needs of the shared fetch buffer."""
+
+    def add(self, fetches: list[ShareCompletedFetch]) -> None: ...
+
+    def busy_nodes(self) -> set[int]: ...
+
+    def size_bytes(self) -> int: ...
+
+
+@dataclass(eq=False, slots=True)
+class ShareCommit:
+    """A commit_sync()/commit_async()/close() waiting for its acknowledgements' outcomes."""
+
+    future: Future[AckResults] = field(default_factory=Future)
+    results: AckResults = field(default_factory=dict)
+    nodes: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Session:
+    epoch: int = 0
+    partitions: set[TopicPartition] = field(default_factory=set)
+    in_flight: bool = False
+    pending: dict[TopicPartition, Acknowledgements] = field(default_factory=dict)
+    #: pending acknowledgements must go now (a commit, or a RENEW), not wait for a fetch
+    urgent: bool = False
+    commits: list[ShareCommit] = field(default_factory=list)
+    closing: bool = False
+    closed: bool = False
+
+
+class ShareConsumeRequestManager(RequestManager):
+    """Fetches acquired records and sends acknowledgements for one share consumer."""
+
+    def __init__(
+        self,
+        membership: ShareAssignment,
+        leaders: Leaders,
+        buffer: Buffer,
+        *,
+        request_metadata: Callable[[], None],
+        on_acknowledged: Callable[[dict[TopicPartition, Acknowledgements], KafkaError | None], None],
+        on_error: Callable[[KafkaError], None],
+        topic_ids: Callable[[str], uuid.UUID | None],
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52_428_800,
+        max_poll_records: int = 500,
+        buffer_max_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self._membership = membership
+        self._leaders = leaders
+        self._buffer = buffer
+        self._request_metadata = request_metadata
+        self._on_acknowledged = on_acknowledged
+        self._on_error = on_error
+        self._topic_ids = topic_ids
+        self._max_wait_ms = fetch_max_wait_ms
+        self._min_bytes = fetch_min_bytes
+        self._max_bytes = fetch_max_bytes
+        self._max_records = max_poll_records
+        self._buffer_max_bytes = buffer_max_bytes
+        self._sessions: dict[int, _Session] = {}
+        self._closing = False
+        #: per broker: deliveries made, and deliveries the application settled
+        self._delivered: dict[int, int] = {}
+        self._settled: dict[int, int] = {}
+        # counters for metrics()
+        self.fetches_sent = 0
+        self.acknowledgements_sent = 0
+        self.acknowledgement_errors = 0
+        self.records_fetched = 0
+        self.bytes_fetched = 0
+
+    # -- from the application (events) -----------------------------------------------------------
+
+    def acknowledge(
+        self,
+        acks: dict[int, dict[TopicPartition, Acknowledgements]],
+        commit: ShareCommit | None = None,
+        settled: dict[int, int] | None = None,
+    ) -> None:
+        """Queue acknowledgements by broker; with ``commit``, send them now and complete it.
+        ``settled``: per broker, the last delivery (``ShareCompletedFetch.seq``) whose records
+        the application has all acknowledged; the broker may be fetched from again."""
+        for settled_node, seq in (settled or {}).items():
+            self._settled[settled_node] = max(seq, self._settled.get(settled_node, 0))
+        for node, by_tp in acks.items():
+            session = self._sessions.setdefault(node, _Session())
+            for tp, tp_acks in by_tp.items():
+                existing = session.pending.get(tp)
+                if existing is None:
+                    session.pending[tp] = tp_acks
+                else:
+                    existing.merge(tp_acks)
+                if tp_acks.has_renew():
+                    session.urgent = True
+            if commit is not None:
+                session.urgent = True
+                session.commits.append(commit)
+                commit.nodes.add(node)
+        if commit is not None and not commit.nodes:
+            _complete(commit)
+
+    def close(self, commit: ShareCommit) -> None:
+        """Send the last acknowledgements and close every share session; ``commit`` completes
+        when every broker answered."""
+        self._closing = True
+        for node, session in self._sessions.items():
+            if session.epoch == 0 and not session.pending:
+                session.closed = True
+                continue
+            session.closing = True
+            session.commits.append(commit)
+            commit.nodes.add(node)
+        if not commit.nodes:
+            _complete(commit)
+
+    def has_pending(self) -> bool:
+        """Acknowledgements wait to be sent or answered."""
+        return any(s.pending or s.in_flight for s in self._sessions.values())
+
+    # -- request manager ---------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        by_node: dict[int, list[TopicPartition]] = {}
+        if not self._closing:
+            unknown = False
+            for tp in self._membership.assigned_partitions():
+                leader = self._leaders.leader_for(tp)
+                if leader is None or self._topic_ids(tp.topic) is None:
+                    unknown = True
+                    continue
+                by_node.setdefault(leader, []).append(tp)
+            if unknown:
+                self._request_metadata()
+        busy = self._buffer.busy_nodes()
+        room = self._buffer.size_bytes() < self._buffer_max_bytes
+        unsent: list[UnsentRequest[Any]] = []
+        for node in set(by_node) | set(self._sessions):
+            session = self._sessions.setdefault(node, _Session())
+            if session.in_flight or session.closed:
+                continue
+            if session.closing:
+                unsent.append(self._acknowledge_request(node, session, CLOSE_EPOCH))
+                continue
+            partitions = by_node.get(node, [])
+            fetch_due = (
+                bool(partitions)
+                and node not in busy
+                and room
+                and self._settled.get(node, 0) >= self._delivered.get(node, 0)
+            )
+            if fetch_due and not session.urgent:
+                unsent.append(self._fetch_request(node, session, partitions))
+            elif session.pending and (session.urgent or not partitions) and session.epoch > 0:
+                unsent.append(self._acknowledge_request(node, session, session.epoch))
+            elif session.pending and session.epoch == 0:
+                # No session to acknowledge in (it was lost): the broker took the records back.
+                self._fail_pending(session, ShareSessionNotFoundError("the share session was lost"))
+        return PollResult(MAX_POLL_TIMEOUT_MS, unsent)
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return PollResult()
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    def _take_pending(
+        self, session: _Session
+    ) -> tuple[dict[TopicPartition, Acknowledgements], list[ShareCommit]]:
+        pending, session.pending = session.pending, {}
+        commits, session.commits = session.commits, []
+        session.urgent = False
+        return pending, commits
+
+    def _fetch_request(
+        self, node: int, session: _Session, partitions: list[TopicPartition]
+    ) -> UnsentRequest[sf.ShareFetchResponse]:
+        pending, commits = self._take_pending(session)
+        topics: dict[uuid.UUID, sf.FetchTopic] = {}
+        wanted = set(partitions)
+        for tp in sorted(wanted | set(pending), key=lambda t: (t.topic, t.partition)):
+            topic_id = self._topic_ids(tp.topic)
+            if topic_id is None:
+                continue
+            topic = topics.setdefault(topic_id, sf.FetchTopic(topic_id=topic_id))
+            acks = pending.get(tp)
+            topic.partitions.append(
+                sf.FetchPartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=[
+                        sf.AcknowledgementBatch(b.first_offset, b.last_offset, list(b.types))
+                        for b in (acks.batches() if acks is not None else [])
+                    ],
+                )
+            )
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for tp in session.partitions - wanted:
+            topic_id = self._topic_ids(tp.topic)
+            if topic_id is not None:
+                forgotten.setdefault(topic_id, []).append(tp.partition)
+        request = sf.ShareFetchRequest(
+            group_id=self._membership.group_id,
+            member_id=self._membership.member_id,
+            share_session_epoch=session.epoch,
+            max_wait_ms=self._max_wait_ms,
+            min_bytes=self._min_bytes,
+            max_bytes=self._max_bytes,
+            max_records=self._max_records,
+            batch_size=self._max_records,
+            topics=list(topics.values()),
+            forgotten_topics_data=[
+                sf.ForgottenTopic(topic_id=tid, partitions=parts) for tid, parts in forgotten.items()
+            ],
+        )
+        session.in_flight = True
+        self.fetches_sent += 1
+        self.acknowledgements_sent += sum(len(a) for a in pending.values())
+        sent_epoch = session.epoch
+
+        def handle(response: ClientResponse[sf.ShareFetchResponse]) -> None:
+            self._on_fetch_response(node, session, sent_epoch, wanted, pending, commits, response)
+
+        # Long-polls up to max_wait_ms on the broker: the response may take that long.
+        return UnsentRequest(request, node, handle, MAX_SHARE_VERSION, timeout_ms=None)
+
+    def _acknowledge_request(
+        self, node: int, session: _Session, epoch: int
+    ) -> UnsentRequest[sa.ShareAcknowledgeResponse]:
+        pending, commits = self._take_pending(session)
+        topics: dict[uuid.UUID, sa.AcknowledgeTopic] = {}
+        renew = False
+        for tp in sorted(pending, key=lambda t: (t.topic, t.partition)):
+            topic_id = self._topic_ids(tp.topic)
+            if topic_id is None:
+                continue
+            acks = pending[tp]
+            renew = renew or acks.has_renew()
+            topic = topics.setdefault(topic_id, sa.AcknowledgeTopic(topic_id=topic_id))
+            topic.partitions.append(
+                sa.AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=[
+                        sa.AcknowledgementBatch(b.first_offset, b.last_offset, list(b.types))
+                        for b in acks.batches()
+                    ],
+                )
+            )
+        request = sa.ShareAcknowledgeRequest(
+            group_id=self._membership.group_id,
+            member_id=self._membership.member_id,
+            share_session_epoch=epoch,
+            is_renew_ack=renew,
+            topics=list(topics.values()),
+        )
+        session.in_flight = True
+        self.acknowledgements_sent += sum(len(a) for a in pending.values())
+        sent_epoch = epoch
+
+        def handle(response: ClientResponse[sa.ShareAcknowledgeResponse]) -> None:
+            self._on_acknowledge_response(node, session, sent_epoch, pending, commits, renew, response)
+
+        return UnsentRequest(request, node, handle, MAX_SHARE_VERSION)
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def _advance(self, session: _Session, sent_epoch: int) -> None:
+        if sent_epoch == CLOSE_EPOCH:
+            session.closed = True
+            session.epoch = 0
+            session.partitions.clear()
+        else:
+            session.epoch = 1 if sent_epoch >= _INT32_MAX else sent_epoch + 1
+
+    def _reset(self, session: _Session) -> None:
+        session.epoch = 0
+        session.partitions.clear()
+        if session.closing:
+            session.closed = True
+
+    def _on_fetch_response(
+        self,
+        node: int,
+        session: _Session,
+        sent_epoch: int,
+        wanted: set[TopicPartition],
+        pending: dict[TopicPartition, Acknowledgements],
+        commits: list[ShareCommit],
+        response: ClientResponse[sf.ShareFetchResponse],
+    ) -> None:
+        session.in_flight = False
+        if response.error is not None:
+            self._reset(session)
+            self._finish(node, pending, commits, {}, response.error)
+            self._request_metadata()
+            return
+        body = response.body
+        if body.error_code != 0:
+            error = error_for_code(body.error_code)(body.error_message or f"ShareFetch to broker {node}")
+            self._reset(session)
+            self._finish(node, pending, commits, {}, error)
+            if not isinstance(error, _SESSION_ERRORS) and not error.retriable:
+                self._on_error(error)
+            return
+        self._advance(session, sent_epoch)
+        session.partitions = set(wanted)
+        errors: dict[TopicPartition, KafkaError | None] = {}
+        fetched: list[ShareCompletedFetch] = []
+        names = {self._topic_ids(tp.topic): tp.topic for tp in wanted | set(pending)}
+        for topic in body.responses:
+            name = names.get(topic.topic_id)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                tp = TopicPartition(name, part.partition_index)
+                if part.acknowledge_error_code:
+                    errors[tp] = error_for_code(part.acknowledge_error_code)(
+                        part.acknowledge_error_message or f"acknowledging {tp.topic}-{tp.partition}"
+                    )
+                if part.error_code:
+                    fetch_error = error_for_code(part.error_code)(
+                        part.error_message or f"{tp.topic}-{tp.partition}"
+                    )
+                    if fetch_error.retriable:
+                        self._request_metadata()
+                    else:
+                        self._on_error(fetch_error)
+                    continue
+                if part.acquired_records and tp in wanted:
+                    acquired = [
+                        (a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records
+                    ]
+                    self.records_fetched += sum(last - first + 1 for first, last, _ in acquired)
+                    if not fetched:
+                        self._delivered[node] = self._delivered.get(node, 0) + 1
+                    fetched.append(
+                        ShareCompletedFetch(tp, node, part.records, acquired, self._delivered[node])
+                    )
+                    self.bytes_fetched += 0 if part.records is None else len(part.records)
+        if fetched:
+            self._buffer.add(fetched)
+        self._finish(node, pending, commits, errors, None)
+
+    def _on_acknowledge_response(
+        self,
+        node: int,
+        session: _Session,
+        sent_epoch: int,
+        pending: dict[TopicPartition, Acknowledgements],
+        commits: list[ShareCommit],
+        renew: bool,
+        response: ClientResponse[sa.ShareAcknowledgeResponse],
+    ) -> None:
+        session.in_flight = False
+        error = response.error
+        if isinstance(error, UnsupportedVersionError) and renew:
+            error = UnsupportedVersionError(
+                f"broker {node} cannot take AcknowledgeType.RENEW: it needs ShareAcknowledge v2 "
+                f"(KIP-1222, Kafka 4.2+) and the broker serves an older version ({error})"
+            )
+        if isinstance(error, UnsupportedVersionError):
+            # Refused before it was sent (the request cannot be encoded at the broker's
+            # version): the session did not move on.
+            self._finish(node, pending, commits, {}, error)
+            return
+        if error is not None:
+            self._reset(session)
+            self._finish(node, pending, commits, {}, error)
+            return
+        body = response.body
+        if body.error_code != 0:
+            top = error_for_code(body.error_code)(body.error_message or f"ShareAcknowledge to broker {node}")
+            self._reset(session)
+            self._finish(node, pending, commits, {}, top)
+            return
+        self._advance(session, sent_epoch)
+        names = {self._topic_ids(tp.topic): tp.topic for tp in pending}
+        errors: dict[TopicPartition, KafkaError | None] = {}
+        for topic in body.responses:
+            name = names.get(topic.topic_id)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                if part.error_code:
+                    tp = TopicPartition(name, part.partition_index)
+                    errors[tp] = error_for_code(part.error_code)(
+                        part.error_message or f"acknowledging {tp.topic}-{tp.partition}"
+                    )
+        self._finish(node, pending, commits, errors, None)
+
+    def _fail_pending(self, session: _Session, error: KafkaError) -> None:
+        pending, commits = self._take_pending(session)
+        node = next((n for n, s in self._sessions.items() if s is session), -1)
+        self._finish(node, pending, commits, {}, error)
+
+    def _finish(
+        self,
+        node: int,
+        pending: dict[TopicPartition, Acknowledgements],
+        commits: list[ShareCommit],
+        errors: dict[TopicPartition, KafkaError | None],
+        error: KafkaError | None,
+    ) -> None:
+        """Report the outcome of ``pending`` (``error`` for all, else per partition)."""
+        outcome: AckResults = {tp: error if error is not None else errors.get(tp) for tp in pending}
+        by_error: dict[int, tuple[KafkaError | None, dict[TopicPartition, Acknowledgements]]] = {}
+        for tp, tp_error in outcome.items():
+            if tp_error is not None:
+                self.acknowledgement_errors += len(pending[tp])
+            by_error.setdefault(id(tp_error), (tp_error, {}))[1][tp] = pending[tp]
+        for tp_error, acks_by_tp in by_error.values():
+            self._on_acknowledged(acks_by_tp, tp_error)
+        for commit in commits:
+            commit.results.update(outcome)
+            commit.nodes.discard(node)
+            if not commit.nodes:
+                _complete(commit)
+
+
+def _complete(commit: ShareCommit) -> None:
+    if not commit.future.done():
+        commit.future.set_result(commit.results)

@@ -1,0 +1,234 @@
+"""ShareGroupHeartbeat for one share group member (KIP-932). [bg, pure: takes now_ms]
+
+Java's ``ShareHeartbeatRequestManager``. One request joins (epoch 0), keeps the member in the
+group, brings its assignment, and leaves (epoch -1). Each ``poll(now_ms)``:
+
+* without a coordinator, waits for one (a LEAVING member leaves without telling it: the
+  broker expires it after its session);
+* when LEAVING, sends the leave heartbeat (best effort, bounded by :data:`LEAVE_SEND_TIMEOUT_MS`);
+* when JOINING, heartbeats at once; when STABLE, every heartbeat interval the coordinator
+  sets. At most one heartbeat is in flight.
+
+The first heartbeat of a join, and any after a failure, carries the subscription; later ones
+only when it changed. Errors: coordinator errors look the coordinator up again;
+COORDINATOR_LOAD_IN_PROGRESS backs off; FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID fence the
+member (it rejoins at epoch 0); anything else is fatal. An answer to a heartbeat sent before
+the member rejoined or left is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kaflux.consumer.share.membership import (
+    LEAVE_EPOCH,
+    SHARE_HEARTBEAT_STATES,
+    ShareMembershipManager,
+    ShareMemberState,
+)
+from kaflux.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedMemberEpochError,
+    KafkaConnectionError,
+    NotCoordinatorError,
+    UnknownMemberIdError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.requests import (
+    MAX_POLL_TIMEOUT_MS,
+    ClientResponse,
+    PollResult,
+    RequestManager,
+    UnsentRequest,
+)
+from kaflux.protocol.messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+
+log = logging.getLogger(__name__)
+
+_S = ShareMemberState
+#: v1 is the first stable version (Kafka 4.1), and what librdkafka's mock cluster serves
+MAX_SHARE_GROUP_HEARTBEAT_VERSION = 1
+#: how long a leave heartbeat may wait for a connection before the member leaves without it
+LEAVE_SEND_TIMEOUT_MS = 1000
+_COORDINATOR_GONE = (NotCoordinatorError, CoordinatorNotAvailableError)
+_FENCED = (FencedMemberEpochError, UnknownMemberIdError)
+
+
+class Coordinator(Protocol):
+    """What the heartbeat needs of the coordinator lookup (``CoordinatorRequestManager``)."""
+
+    @property
+    def coordinator_id(self) -> int | None: ...
+
+    def mark_unknown(self, reason: str) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
+class _Sent:
+    incarnation: int
+
+
+class ShareHeartbeatRequestManager(RequestManager):
+    """ShareGroupHeartbeat for one share group member."""
+
+    def __init__(
+        self,
+        membership: ShareMembershipManager,
+        coordinator: Coordinator,
+        retry_backoff: ExponentialBackoff,
+        *,
+        client_rack: str | None = None,
+        on_heartbeat: Callable[[int], None] | None = None,
+    ) -> None:
+        self._membership = membership
+        self._coordinator = coordinator
+        self._rack = client_rack or None
+        self._retry = RequestState(retry_backoff)
+        self._on_heartbeat = on_heartbeat
+        #: set by the coordinator's answers (0: none yet)
+        self.interval_ms = 0
+        self._next_heartbeat_ms = 0
+        self._in_flight: _Sent | None = None
+        self._leave_in_flight = False
+        self._send_all = True
+        self._answered_join = -1
+        self.heartbeats_sent = 0
+
+    # -- request manager --------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        membership = self._membership
+        state = membership.state
+        if state is _S.FATAL:
+            return PollResult()
+        node = self._coordinator.coordinator_id
+        if node is None:
+            if state is _S.LEAVING and not self._leave_in_flight:
+                membership.finish_leave()
+            return PollResult()
+        if state is _S.LEAVING:
+            if self._leave_in_flight:
+                return PollResult()
+            return PollResult(MAX_POLL_TIMEOUT_MS, [self._leave_request(node, now_ms)])
+        if state not in SHARE_HEARTBEAT_STATES or self._in_flight is not None:
+            return PollResult()
+        backoff_ms = self._retry.remaining_backoff_ms(now_ms)
+        if backoff_ms > 0:
+            return PollResult(backoff_ms)
+        due = (state is _S.JOINING and self._answered_join != membership.incarnation) or (
+            now_ms >= self._next_heartbeat_ms
+        )
+        if not due:
+            return PollResult(self._next_heartbeat_ms - now_ms)
+        return PollResult(max(1, self.interval_ms), [self._heartbeat(node, now_ms)])
+
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        return self.poll(now_ms)
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    def _heartbeat(self, node: int, now_ms: int) -> UnsentRequest[ShareGroupHeartbeatResponse]:
+        membership = self._membership
+        full = membership.state is _S.JOINING or self._send_all
+        request = ShareGroupHeartbeatRequest(
+            group_id=membership.group_id, member_id=membership.member_id, member_epoch=membership.epoch
+        )
+        if membership.state is _S.JOINING:
+            membership.on_join_sent()
+        if membership.take_subscription_change() or full:
+            request.subscribed_topic_names = sorted(membership.subscription())
+        if full:
+            request.rack_id = self._rack
+        self._send_all = False
+        self._next_heartbeat_ms = now_ms + self.interval_ms
+        sent = self._in_flight = _Sent(membership.incarnation)
+        self.heartbeats_sent += 1
+        if self._on_heartbeat is not None:
+            self._on_heartbeat(now_ms)
+        return UnsentRequest(
+            request,
+            node,
+            lambda response: self._on_response(response, sent),
+            MAX_SHARE_GROUP_HEARTBEAT_VERSION,
+        )
+
+    def _leave_request(self, node: int, now_ms: int) -> UnsentRequest[ShareGroupHeartbeatResponse]:
+        membership = self._membership
+        request = ShareGroupHeartbeatRequest(
+            group_id=membership.group_id, member_id=membership.member_id, member_epoch=LEAVE_EPOCH
+        )
+        self._leave_in_flight = True
+
+        def on_response(response: ClientResponse[ShareGroupHeartbeatResponse]) -> None:
+            self._leave_in_flight = False
+            self._send_all = True
+            membership.finish_leave()
+
+        return UnsentRequest(
+            request,
+            node,
+            on_response,
+            MAX_SHARE_GROUP_HEARTBEAT_VERSION,
+            deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS,
+        )
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def _on_response(self, response: ClientResponse[ShareGroupHeartbeatResponse], sent: _Sent) -> None:
+        if self._in_flight is sent:
+            self._in_flight = None
+        membership = self._membership
+        if sent.incarnation != membership.incarnation:
+            return  # sent before the member rejoined or left
+        now_ms = response.received_ms
+        if isinstance(response.error, UnsupportedVersionError):
+            membership.fail(
+                UnsupportedVersionError(
+                    f"share group {membership.group_id!r}: the cluster does not serve ShareGroupHeartbeat "
+                    f"v1 or later, so share groups (KIP-932) cannot be used ({response.error}); use a "
+                    "Kafka 4.1+ cluster with share groups enabled"
+                )
+            )
+            return
+        if response.error is not None:
+            self._send_all = True
+            self._retry.on_failure(now_ms)
+            if isinstance(response.error, KafkaConnectionError):
+                self._coordinator.mark_unknown(str(response.error))
+            return
+        body = response.body
+        if body.error_code == 0:
+            self._retry.on_success()
+            if body.heartbeat_interval_ms > 0 and body.heartbeat_interval_ms != self.interval_ms:
+                self._next_heartbeat_ms += body.heartbeat_interval_ms - self.interval_ms
+                self.interval_ms = body.heartbeat_interval_ms
+            if membership.state is _S.JOINING:
+                self._answered_join = membership.incarnation
+            assignment = None
+            if body.assignment is not None:
+                assignment = {tp.topic_id: list(tp.partitions) for tp in body.assignment.topic_partitions}
+            membership.on_heartbeat_success(body.member_id, body.member_epoch, assignment)
+            return
+        self._send_all = True
+        self._next_heartbeat_ms = now_ms
+        error = error_for_code(body.error_code)
+        detail = f"share group heartbeat of member {membership.member_id!r} in group {membership.group_id!r}"
+        if body.error_message:
+            detail += f": {body.error_message}"
+        if issubclass(error, _COORDINATOR_GONE):
+            self._coordinator.mark_unknown(error.__name__)
+        elif issubclass(error, CoordinatorLoadInProgressError):
+            self._retry.on_failure(now_ms)
+        elif issubclass(error, _FENCED):
+            membership.fence(error)
+        else:
+            membership.fail(error(detail))

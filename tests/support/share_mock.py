@@ -1,0 +1,141 @@
+"""librdkafka's mock cluster with share-group settings, for the share group tests. [test]
+
+Not a test module. :class:`ShareMockCluster` runs, in a child process (this file is its script),
+a 3-broker mock cluster built through librdkafka's C API (``ctypes``), so that the mock's share
+group settings can be changed: its ``rd_kafka_mock_sharegroup_set_session_timeout`` and
+``..._set_heartbeat_interval`` (45 s and 5 s by default) and ``..._set_record_lock_duration``
+(30 s) are not reachable through
+confluent-kafka's Python API. With a short session a SIGKILLed member's records come back in
+seconds instead of 45.
+
+The child prints its bootstrap servers and serves until its stdin closes; it is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import selectors
+import subprocess
+import sys
+import time
+from types import TracebackType
+from typing import Self
+
+_READY = "KAFLUX-SHARE-MOCK "
+
+
+class ShareMockCluster:
+    """A child process serving the mock cluster with the given share group timings."""
+
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 1_000,
+        record_lock_duration_ms: int = 30_000,
+    ) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.record_lock_duration_ms = record_lock_duration_ms
+        self._proc: subprocess.Popen[str] | None = None
+        self.bootstrap_servers = ""
+
+    def start(self, timeout: float = 30.0) -> Self:
+        proc = self._proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                str(self.session_timeout_ms),
+                str(self.heartbeat_interval_ms),
+                str(self.record_lock_duration_ms),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline and not line:
+                if selector.select(max(0.0, deadline - time.monotonic())):
+                    line = proc.stdout.readline()
+                    break
+        if not line.startswith(_READY):
+            self.stop()
+            raise RuntimeError(f"the share mock cluster did not start within {timeout} s (got {line!r})")
+        self.bootstrap_servers = line[len(_READY) :].strip()
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait(timeout=3)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_duration_ms: int) -> None:
+    import confluent_kafka
+
+    libs = os.path.join(os.path.dirname(confluent_kafka.__file__), os.pardir, "confluent_kafka.libs")
+    lib = ctypes.CDLL(glob.glob(os.path.join(libs, "librdkafka*.so*"))[0])
+    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+    lib.rd_kafka_conf_set.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.rd_kafka_new.restype = ctypes.c_void_p
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
+    lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_sharegroup_set_session_timeout.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_sharegroup_set_heartbeat_interval.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_sharegroup_set_record_lock_duration.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    errstr = ctypes.create_string_buffer(512)
+    conf = lib.rd_kafka_conf_new()
+    for key, value in (("test.mock.num.brokers", "3"), ("bootstrap.servers", ""), ("log_level", "0")):
+        if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, len(errstr)) != 0:
+            raise SystemExit(errstr.value.decode())
+    rk = lib.rd_kafka_new(0, conf, errstr, len(errstr))  # a producer handle holds the cluster
+    if not rk:
+        raise SystemExit(errstr.value.decode())
+    cluster = lib.rd_kafka_handle_mock_cluster(rk)
+    lib.rd_kafka_mock_sharegroup_set_session_timeout(cluster, session_timeout_ms)
+    lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(cluster, heartbeat_interval_ms)
+    lib.rd_kafka_mock_sharegroup_set_record_lock_duration(cluster, record_lock_duration_ms)
+    print(_READY + lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,145 @@
+"""Drives a share consumer's real request managers against :class:`FakeShareGroup`. [test]
+
+Not a test module. :class:`ShareRig` wires a ``ShareMembershipManager``, its
+``ShareHeartbeatRequestManager`` and a ``ShareConsumeRequestManager`` (with a real
+``ShareFetchBuffer``) as ``kaflux.ShareConsumer`` does, minus the network thread: :meth:`pump`
+polls them at the rig's injected time, hands each request to the fake group and runs the
+response handlers. Nothing reads a clock or opens a socket.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflux.consumer.share.consume_request_manager import ShareConsumeRequestManager
+from kaflux.consumer.share.fetch_buffer import ShareFetchBuffer
+from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
+from kaflux.consumer.share.membership import ShareMembershipManager
+from kaflux.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError
+from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
+from kaflux.protocol.messages import share_acknowledge as sa
+from kaflux.protocol.messages import share_fetch as sf
+from kaflux.protocol.messages import share_group_heartbeat as hb
+from kaflux.structs import TopicPartition
+
+from support.fake_share_group import FakeShareGroup
+from support.fakes import exact_backoff
+
+COORDINATOR = 1000
+
+
+class FakeCoordinator:
+    """The coordinator lookup, already answered (``coordinator_id`` None: unknown)."""
+
+    def __init__(self) -> None:
+        self.coordinator_id: int | None = COORDINATOR
+        self.marked_unknown: list[str] = []
+
+    def mark_unknown(self, reason: str) -> None:
+        self.marked_unknown.append(reason)
+        self.coordinator_id = None
+
+
+@dataclass
+class ShareRig:
+    group: FakeShareGroup
+    member_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    now_ms: int = 0
+    #: the highest version the "broker" serves for ShareFetch/ShareAcknowledge
+    share_version: int = 1
+    errors: list[KafkaError] = field(default_factory=list)
+    acknowledged: list[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = field(default_factory=list)
+    metadata_requests: int = 0
+    #: requests of this kind are failed with a lost connection instead of being answered
+    cut: set[type] = field(default_factory=set)
+    sent: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.coordinator = FakeCoordinator()
+        self.buffer = ShareFetchBuffer()
+        self.membership = ShareMembershipManager(
+            self.group.group_id,
+            self.member_id,
+            self.group,
+            request_metadata=lambda topics: self._metadata(),
+            on_fatal=self.errors.append,
+        )
+        self.heartbeat = ShareHeartbeatRequestManager(self.membership, self.coordinator, exact_backoff())
+        self.consume = ShareConsumeRequestManager(
+            self.membership,
+            self.group,
+            self.buffer,
+            request_metadata=self._metadata,
+            on_acknowledged=lambda acks, error: self.acknowledged.append(
+                ({tp: a.offsets() for tp, a in acks.items() if a.offsets()}, error)
+            ),
+            on_error=self.errors.append,
+            topic_ids=self.membership.topic_id,
+            max_poll_records=100,
+        )
+
+    def _metadata(self) -> None:
+        self.metadata_requests += 1
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+        self.group.tick(self.now_ms)
+
+    def pump(self, passes: int = 1) -> list[Any]:
+        """Poll every manager and answer what they sent, ``passes`` times; the requests sent."""
+        sent: list[Any] = []
+        for _ in range(passes):
+            unsent: list[UnsentRequest[Any]] = []
+            for manager in (self.heartbeat, self.consume):
+                unsent.extend(manager.poll(self.now_ms).unsent)
+            for request in unsent:
+                self._answer(request)
+            sent.extend(r.request for r in unsent)
+        self.sent.extend(sent)
+        return sent
+
+    def _answer(self, unsent: UnsentRequest[Any]) -> None:
+        message = unsent.request
+        node = unsent.node_id if unsent.node_id is not None else -1
+        client_request = ClientRequest(node, message, unsent.handler, self.now_ms)
+        version = min(self.share_version, unsent.max_version or 2)
+        body: Any = None
+        error: KafkaError | None = None
+        if type(message) in self.cut:
+            error = KafkaConnectionError("connection to the broker lost")
+        elif isinstance(message, hb.ShareGroupHeartbeatRequest):
+            body = self.group.heartbeat(message)
+            version = 1
+        elif isinstance(message, sf.ShareFetchRequest):
+            body = self.group.share_fetch(node, message, version)
+        elif isinstance(message, sa.ShareAcknowledgeRequest):
+            try:
+                body = self.group.share_acknowledge(node, message, version)
+            except UnsupportedVersionError as exc:  # as the network client fails an unencodable request
+                error = exc
+        else:  # pragma: no cover - the rig sends nothing else
+            raise AssertionError(f"unexpected request {message!r}")
+        unsent.handler(ClientResponse(client_request, body, error, version, self.now_ms))
+
+    def join(self, topics: list[str]) -> None:
+        """Subscribe and heartbeat until STABLE with an assignment."""
+        self.membership.subscribe(topics)
+        self.pump()
+        assert self.membership.state.name == "STABLE", self.membership.state
+
+    def take_all(
+        self, *, settle: bool = True
+    ) -> list[tuple[TopicPartition, list[tuple[int, int, int]], int]]:
+        """Everything in the buffer: (partition, acquired ranges, node), released; with
+        ``settle``, reported settled as an application that acknowledged it all would."""
+        out = []
+        seen: dict[int, int] = {}
+        while (fetch := self.buffer.take()) is not None:
+            out.append((fetch.tp, fetch.acquired, fetch.node))
+            seen[fetch.node] = max(fetch.seq, seen.get(fetch.node, 0))
+            self.buffer.release(fetch)
+        if settle and seen:
+            self.consume.acknowledge({}, settled=seen)
+        return out
