@@ -150,11 +150,18 @@ def test_a_broker_certificate_from_an_untrusted_ca_is_refused(certs: TestCerts, 
         assert "ssl.ca.location" in str(error) and broker.bootstrap_servers in str(error)
 
 
+def _list_topics(config: dict[str, object]) -> object:
+    """list_topics() with an admin client that is closed afterwards (a client left open keeps
+    reconnecting on its network thread for the rest of the test run)."""
+    with AdminClient(config) as admin:
+        return admin.list_topics(timeout=30)
+
+
 def test_a_certificate_for_another_host_is_refused_unless_the_check_is_off(
     certs: TestCerts, serve: BrokerFactory
 ) -> None:
     broker = serve(cert=certs.other_host_cert, key=certs.other_host_key)
-    error = _refused_quickly(lambda: AdminClient(_tls(certs, broker)).list_topics(timeout=30))
+    error = _refused_quickly(lambda: _list_topics(_tls(certs, broker)))
     assert "ssl.endpoint.identification.algorithm" in str(error)
     unchecked = _tls(certs, broker, **{"ssl.endpoint.identification.algorithm": "none"})
     assert _read_all(unchecked) == [b"a", b"b"]
@@ -162,13 +169,11 @@ def test_a_certificate_for_another_host_is_refused_unless_the_check_is_off(
 
 def test_a_tls_client_at_a_plaintext_listener_is_told_so(certs: TestCerts, serve: BrokerFactory) -> None:
     broker = serve(tls=False)
-    error = _refused_quickly(lambda: AdminClient(_tls(certs, broker)).list_topics(timeout=30))
+    error = _refused_quickly(lambda: _list_topics(_tls(certs, broker)))
     assert "security.protocol" in str(error)
 
 
 def test_a_plaintext_client_at_a_tls_listener_is_told_so(serve: BrokerFactory) -> None:
     broker = serve()
-    error = _refused_quickly(
-        lambda: AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=30)
-    )
+    error = _refused_quickly(lambda: _list_topics({"bootstrap.servers": broker.bootstrap_servers}))
     assert "TLS" in str(error) and "security.protocol=SSL" in str(error)
