@@ -7,8 +7,9 @@ PY=${PYTHON:-python3}
 VENV=.venv
 STAMP=$VENV/.kaflux-installed
 # Reinstall when the packaging or the compiled kernel's sources change.
-want=$(cat pyproject.toml setup.py src/kaflux/records/_kernel.pyx src/kaflux/records/_kernel_impl.h \
-  src/kaflux/records/_encode.pyx | sha256sum | cut -d' ' -f1)
+# (every .pyx/.pxi/.h of the kernels, and definitions.py, whose source lists setup.py reads)
+want=$(cat pyproject.toml setup.py src/kaflux/records/definitions.py src/kaflux/records/*.pyx \
+  src/kaflux/records/*.pxi src/kaflux/records/*.h | sha256sum | cut -d' ' -f1)
 
 if ! command -v java >/dev/null 2>&1; then
   echo "bootstrap: installing Java 17 for PySpark" >&2

@@ -38,7 +38,7 @@ from kaflux.records import (
     build_control_batch,
     to_arrow,
 )
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 pa = pytest.importorskip("pyarrow")
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kaflux.producer.partitioner import murmur2 as reference_murmur2
-from kaflux.records import assemble_batch, encode, iter_batches
+from kaflux.records import assemble_batch, encode, iter_batches, kernels
 from kaflux.records.encode import BinaryColumn, HeadersColumn, IntColumn
 
 try:
@@ -33,7 +33,7 @@ def encoder(request: pytest.FixtureRequest) -> ModuleType:
 
 def test_the_compiled_encoder_is_built_and_current() -> None:
     assert compiled is not None, "build it: python setup.py build_ext --inplace"
-    assert encode.load_encoder() is compiled
+    assert kernels.encoder() is compiled
 
 
 def decode(

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 from record_kernels import KERNELS, compiled_kernel, kernel_named
 
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 
 @pytest.fixture(scope="session", params=KERNELS)

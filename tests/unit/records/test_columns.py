@@ -25,7 +25,7 @@ from kaflux.records import (
     assemble_batch,
     build_control_batch,
 )
-from kaflux.records._protocols import RecordBatchView, RecordDecoder
+from kaflux.records.interface import RecordBatchView, RecordDecoder
 
 Row = tuple[str, int, int, int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 

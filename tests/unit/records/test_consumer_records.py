@@ -18,7 +18,7 @@ from test_columns import batch_st, build, rows_of
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records import assemble_batch, build_control_batch
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 from kaflux.structs import TopicPartition
 
 Fields = tuple[Any, ...]

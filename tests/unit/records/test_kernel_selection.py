@@ -12,6 +12,7 @@ import pytest
 
 import kaflux.records
 from kaflux.records import kernel_source_sha256, load_compiled_kernel
+from kaflux.records.definitions import ENCODER_SOURCES, KERNEL_SOURCES
 
 REPORT = (
     "import kaflux.records as r; print(r.KERNEL, type(r.RecordBatch).__module__, r.RecordBatch.__module__)"
@@ -84,3 +85,22 @@ def test_active_kernel_is_exposed() -> None:
     )
     assert kaflux.records.RecordBatch.__module__ == expected
     assert kaflux.records.iter_batches.__module__ == expected
+
+
+def test_every_kernel_source_file_is_stamped() -> None:
+    """A new .pxi section (or C helper) must be in the source hash, else a stale build of it
+    would go unnoticed; setup.py and the loader read the same list."""
+    sources = Path(kaflux.records.__file__).parent
+    on_disk = {
+        p.name
+        for p in sources.iterdir()
+        if p.name.startswith("_kernel") and p.suffix in (".pyx", ".pxi", ".h")
+    }
+    assert on_disk == set(KERNEL_SOURCES)
+    assert {p.name for p in sources.glob("_encode*.pyx")} == set(ENCODER_SOURCES)
+
+
+def test_one_loader_chooses_both_kernels(compiled: ModuleType) -> None:
+    code = "from kaflux.records import kernels; print(kernels.decoder_kind(), kernels.encoder().KIND)"
+    assert run(code).stdout.split() == ["compiled", "compiled"]
+    assert run(code, KAFLUX_PURE="1").stdout.split() == ["pure", "pure"]
