@@ -315,8 +315,8 @@ class RecordAccumulator:
                     if writer.append(timestamp, key, value, headers):
                         # the common case: the record joins the open batch
                         index = writer.count - 1
-                        if callback is not None:
-                            batch.result.add_delivery_callback(index, timestamp, callback)
+                        if callback is not None:  # the batch is open: no outcome before we unlock
+                            batch.result.add_delivery_callback_open(index, timestamp, callback)
                         return RecordFuture(batch.result, index, timestamp), False, False
                     rolled_over = True
                 else:
