@@ -136,6 +136,15 @@ if (
 _LOG_HEADER = struct.Struct(">qi")
 _CONTROL_KEY = struct.Struct(">hh")
 _pure_decode_records = _pure.decode_records
+_new_tuple = tuple.__new__
+if RecordColumns._fields != (
+    "num_rows", "offset", "timestamp", "timestamp_type", "partition", "topic_offsets", "topic_data",
+    "key_validity", "key_null_count", "key_offsets", "key_data", "value_validity", "value_null_count",
+    "value_offsets", "value_data", "header_offsets", "header_count", "header_key_offsets",
+    "header_key_data", "header_value_validity", "header_value_null_count", "header_value_offsets",
+    "header_value_data",
+):  # pragma: no cover - ColumnBuilder.finish() builds the tuple positionally
+    raise ImportError("kaflux.records.definitions.RecordColumns changed its fields; update ColumnBuilder.finish()")
 cdef object _Record = Record
 
 
