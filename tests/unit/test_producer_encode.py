@@ -17,10 +17,11 @@ from kaflux.producer.partitioner import murmur2 as reference_murmur2
 from kaflux.records import assemble_batch, encode, iter_batches, kernels
 from kaflux.records.encode import BinaryColumn, HeadersColumn, IntColumn
 
+compiled: ModuleType | None
 try:
-    from kaflux.records import _encode as compiled
-except ImportError:  # pragma: no cover - a build without the extension
-    compiled = None  # type: ignore[assignment]
+    compiled = kernels.load_compiled_encoder()
+except ImportError:  # pragma: no cover - a build without the extension (or a stale one)
+    compiled = None
 
 IMPLEMENTATIONS = [encode] + ([compiled] if compiled is not None else [])
 
