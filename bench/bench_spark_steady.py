@@ -41,6 +41,14 @@ def steady_rows_per_s(progress: list[dict[str, Any]]) -> tuple[float, int]:
     return (rows / seconds if seconds else float("nan")), len(batches)
 
 
+def phases(progress: list[dict[str, Any]]) -> str:
+    """Median milliseconds of each part of a steady micro-batch (``durationMs``), largest first."""
+    batches = [p for p in progress if int(p["numInputRows"]) > 0][1:]
+    keys = {k for p in batches for k in p["durationMs"] if k != "triggerExecution"}
+    medians = {k: statistics.median(int(p["durationMs"].get(k, 0)) for p in batches) for k in keys}
+    return ", ".join(f"{k} {v:.0f}" for k, v in sorted(medians.items(), key=lambda kv: -kv[1]) if v)
+
+
 def kafka_query(
     spark: Any, bootstrap: str, per_trigger: int, out: Path, checkpoint: Path
 ) -> list[dict[str, Any]]:
@@ -105,7 +113,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--kaflux-option", action="append", default=[], metavar="KEY=VALUE",
+        help="an option of the kaflux source (repeatable), e.g. kafka.max.poll.records=10000",
+    )  # fmt: skip
     args = parser.parse_args()
+    source_options = dict(option.split("=", 1) for option in args.kaflux_option)
     batches = -(-args.records // args.per_trigger)
     work = Path(tempfile.mkdtemp(prefix="kaflux-bench-steady-"))
     results: dict[str, list[float]] = {"kafka": [], "rate": []}
@@ -113,22 +126,34 @@ def main() -> None:
         with start_broker("noida", workdir=work / "broker") as broker:
             produce(broker.bootstrap_servers, "bench", args.records, args.partitions)
             spark = spark_session(args.master)
-            print("| source | run | steady micro-batches | rows/s (steady) |")
-            print("|---|---|---|---|")
+            print("| source | run | steady micro-batches | rows/s (steady) | ms per micro-batch (median) |")
+            print("|---|---|---|---|---|")
             try:
                 for run in range(1, args.runs + 1):
                     progress = kafka_query(
-                        spark, broker.bootstrap_servers, args.per_trigger, work / f"k{run}", work / f"kc{run}"
+                        spark,
+                        broker.bootstrap_servers,
+                        args.per_trigger,
+                        work / f"k{run}",
+                        work / f"kc{run}",
+                        source_options,
                     )
                     rate, count = steady_rows_per_s(progress)
                     results["kafka"].append(rate)
-                    print(f"| Kafka (kaflux) -> Parquet | {run} | {count} | {rate:,.0f} |", flush=True)
+                    print(
+                        f"| Kafka (kaflux) -> Parquet | {run} | {count} | {rate:,.0f} | {phases(progress)} |",
+                        flush=True,
+                    )
                     progress = rate_query(
                         spark, args.per_trigger, batches, args.partitions, work / f"r{run}", work / f"rc{run}"
                     )
                     rate, count = steady_rows_per_s(progress)
                     results["rate"].append(rate)
-                    print(f"| rate-micro-batch -> Parquet | {run} | {count} | {rate:,.0f} |", flush=True)
+                    print(
+                        f"| rate-micro-batch -> Parquet | {run} | {count} | {rate:,.0f} | "
+                        f"{phases(progress)} |",
+                        flush=True,
+                    )
             finally:
                 spark.stop()
         kafka, rate = statistics.median(results["kafka"]), statistics.median(results["rate"])
