@@ -50,10 +50,11 @@ def phases(progress: list[dict[str, Any]]) -> str:
 
 
 def kafka_query(
-    spark: Any, bootstrap: str, per_trigger: int, out: Path, checkpoint: Path
+    spark: Any, bootstrap: str, per_trigger: int, out: Path, checkpoint: Path, options: dict[str, str]
 ) -> list[dict[str, Any]]:
     query = (
         spark.readStream.format("kaflux")
+        .options(**options)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", "bench")
         .option("startingOffsets", "earliest")
