@@ -113,3 +113,20 @@ def test_one_loader_chooses_both_kernels(compiled: ModuleType) -> None:
     code = "from kaflux.records import kernels; print(kernels.decoder_kind(), kernels.encoder().KIND)"
     assert run(code).stdout.split() == ["compiled", "compiled"]
     assert run(code, KAFLUX_PURE="1").stdout.split() == ["pure", "pure"]
+
+
+def test_the_shared_definitions_are_a_leaf() -> None:
+    """setup.py loads definitions.py by its path, before kaflux can be imported: it must import
+    nothing from kaflux (and both twins import their shared bounds and messages from it)."""
+    import ast
+
+    import kaflux.records.definitions as definitions
+
+    tree = ast.parse(Path(definitions.__file__).read_text())
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert imported and not [name for name in imported if name and name.split(".")[0] == "kaflux"]
