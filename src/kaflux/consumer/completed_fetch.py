@@ -25,7 +25,7 @@ from typing import Any
 
 from kaflux.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kaflux.records import CONTROL_ABORT, ConsumerRecord, active_kernel
-from kaflux.records._protocols import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
+from kaflux.records.interface import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
 from kaflux.structs import TopicPartition
 
 Deserializer = Callable[[bytes | None], Any]

@@ -52,8 +52,7 @@ from kaflux.producer.futures import BatchFuture, DeliveryCallback
 from kaflux.producer.partitioner import StickyPartitioner
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionManager, TxnState
-from kaflux.records import codec_id
-from kaflux.records.encode import load_encoder
+from kaflux.records import codec_id, kernels
 from kaflux.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kaflux.timeouts import MAX_TIMEOUT_S, await_future, explain, timeout_seconds
 from kaflux.validation import (
@@ -143,7 +142,7 @@ class Producer(Closeable):
         self.client_id = client_id = config_.client_id or f"producer-{next(_client_ids)}"
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._encoder = load_encoder()
+        self._encoder = kernels.encoder()
         self._partition_for_key: Callable[[bytes, int], int] = self._encoder.partition_for_key
         idempotent = config_.enable_idempotence
         self._accumulator = RecordAccumulator(
