@@ -36,7 +36,7 @@ fi
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   echo "bootstrap: installing kaflux with its dev and spark extras (first run takes a few minutes)" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel >&2
-  "$VENV/bin/python" -m pip install -q -e '.[dev,spark]' >&2
+  "$VENV/bin/python" -m pip install -q -e '.[dev,spark,schema-registry]' >&2
   echo "$want" > "$STAMP"
 fi
 echo "$VENV/bin/python"

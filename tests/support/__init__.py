@@ -1,0 +1,1 @@
+"""Test-support code: doubles of servers the tests cannot install. [test]"""
