@@ -108,6 +108,8 @@ class SchemaRegistryDouble:
     def __init__(self, users: dict[str, str] | None = None) -> None:
         self.users = users
         self.requests: list[tuple[str, str]] = []
+        #: the Authorization header of each request (None when absent)
+        self.authorizations: list[str | None] = []
         self._lock = threading.Lock()
         self._schemas: list[dict[str, Any]] = []  # index = id - 1
         self._ids: dict[tuple[str, str, str], int] = {}
@@ -150,7 +152,7 @@ class SchemaRegistryDouble:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="schema-registry-double", daemon=True
+            target=lambda: self._server.serve_forever(0.05), name="schema-registry-double", daemon=True
         )
         self._thread.start()
 
@@ -183,6 +185,7 @@ class SchemaRegistryDouble:
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         with self._lock:
             self.requests.append((method, split.path))
+            self.authorizations.append(authorization)
             if self._failures:
                 status = self._failures.pop(0)
                 return status, {"error_code": status * 100 + 1, "message": "injected server error"}
