@@ -20,6 +20,12 @@ Source options (Spark's names; keys are case-insensitive):
   ``fetchOffset.numRetries`` (3), ``fetchOffset.retryIntervalMs`` (10); streaming only:
   ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (15m).
 - ``groupIdPrefix`` is accepted and unused.
+- typed columns (see :mod:`pyspark_kaflux.schema_columns`): ``value.format`` / ``key.format``
+  (``binary``, the default, or ``avro``), ``schema.registry.url`` and ``schema.registry.<key>``
+  (the registry client's keys, e.g. ``schema.registry.basic.auth.user.info``),
+  ``value.subject`` / ``value.schema.id`` (and ``key.*``) to pin the reader schema, and
+  ``decode.mode`` (``FAILFAST``, the default, or ``PERMISSIVE``: a null column and the bytes in
+  ``value_raw``).
 
 Sink options: ``kafka.bootstrap.servers`` (required), ``kafka.<key>`` of ``kaflux.Producer``
 (refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``. Batch writes need
@@ -34,6 +40,8 @@ from pyspark.sql.types import StructType
 
 from pyspark_kaflux.options import (
     KafluxOptionError,
+    SourceOptions,
+    parse_format_options,
     parse_include_headers,
     parse_sink_options,
     parse_source_options,
@@ -60,24 +68,35 @@ class KafluxDataSource(DataSource):
         return "kaflux"
 
     def schema(self) -> StructType:
-        return kafka_schema(parse_include_headers(self.options))
+        base = kafka_schema(parse_include_headers(self.options))
+        if parse_format_options(self.options) is None:
+            return base
+        from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
 
-    def _check_read_schema(self, schema: StructType) -> bool:
-        include_headers = parse_include_headers(self.options)
-        if schema != kafka_schema(include_headers):
+        # typed key/value columns: the reader schema is fixed now, when the query starts
+        return decoded_schema(base, resolve_formats(parse_source_options(self.options, streaming=False)))
+
+    def _check_read_schema(self, schema: StructType, options: SourceOptions) -> SourceOptions:
+        expected = kafka_schema(parse_include_headers(self.options))
+        if options.formats is not None:
+            from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
+
+            options = resolve_formats(options)
+            expected = decoded_schema(expected, options)
+        if schema != expected:
             raise KafluxOptionError(
                 "The kaflux source has a fixed schema and cannot be set with a custom one "
-                f"(expected {kafka_schema(include_headers).simpleString()}, got {schema.simpleString()})"
+                f"(expected {expected.simpleString()}, got {schema.simpleString()})"
             )
-        return include_headers
+        return options
 
     def reader(self, schema: StructType) -> KafluxBatchReader:
-        self._check_read_schema(schema)
-        return KafluxBatchReader(parse_source_options(self.options, streaming=False))
+        options = self._check_read_schema(schema, parse_source_options(self.options, streaming=False))
+        return KafluxBatchReader(options)
 
     def streamReader(self, schema: StructType) -> KafluxStreamReader:
-        self._check_read_schema(schema)
-        return KafluxStreamReader(parse_source_options(self.options, streaming=True))
+        options = self._check_read_schema(schema, parse_source_options(self.options, streaming=True))
+        return KafluxStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafluxBatchWriter:
         if overwrite:

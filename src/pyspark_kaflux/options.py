@@ -31,6 +31,7 @@ __all__ = [
     "LATEST",
     "Assign",
     "EarliestOffsets",
+    "FormatOptions",
     "GlobalTimestamp",
     "KafluxOptionError",
     "LatestOffsets",
@@ -45,6 +46,7 @@ __all__ = [
     "driver_consumer_config",
     "executor_consumer_config",
     "parse_duration_ms",
+    "parse_format_options",
     "parse_include_headers",
     "parse_sink_options",
     "parse_source_options",
@@ -186,6 +188,74 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 10
     #: Options the source does not know (Spark ignores them too); kept for diagnostics.
     ignored: tuple[str, ...] = field(default=())
+    #: ``key.format`` / ``value.format`` and the registry (None: both binary).
+    formats: FormatOptions | None = None
+    #: The typed columns' reader schemas, fixed on the driver when the query starts
+    #: (``schema_columns.ResolvedFormat`` values; see ``schema_columns.resolve_formats``).
+    resolved_formats: tuple[Any, ...] = ()
+
+
+#: ``key.format`` / ``value.format`` values
+COLUMN_FORMATS = ("binary", "avro", "protobuf", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    """``key.format``, ``value.format``, ``schema.registry.*``, ``key/value.subject``,
+    ``key/value.schema.id`` and ``decode.mode``, validated (plain data)."""
+
+    key_format: str = "binary"
+    value_format: str = "binary"
+    #: the SchemaRegistryClient configuration (``schema.registry.url`` is its ``url``)
+    registry: tuple[tuple[str, str], ...] = ()
+    key_subject: str | None = None
+    value_subject: str | None = None
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
+    #: decode.mode=PERMISSIVE: an undecodable record gets a null column and its bytes in <column>_raw
+    permissive: bool = False
+
+
+def parse_format_options(options: Mapping[str, str]) -> FormatOptions | None:
+    """The typed-column options (None when both columns stay binary).
+
+    Raises:
+        KafluxOptionError: naming the option at fault.
+    """
+    opts = _lower(options)
+    formats = {}
+    for column in ("key", "value"):
+        kind = opts.get(f"{column}.format", "binary").strip().lower()
+        if kind not in COLUMN_FORMATS:
+            raise KafluxOptionError(
+                f"Option '{column}.format' must be one of {', '.join(COLUMN_FORMATS)}, got {kind!r}"
+            )
+        formats[column] = kind
+    registry = tuple(
+        sorted(
+            ("url" if k == "schema.registry.url" else k[len("schema.registry.") :], v)
+            for k, v in opts.items()
+            if k.startswith("schema.registry.")
+        )
+    )
+    mode = opts.get("decode.mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise KafluxOptionError(f"Option 'decode.mode' must be FAILFAST or PERMISSIVE, got {mode!r}")
+    if formats["key"] == formats["value"] == "binary":
+        for key in opts:
+            if key in ("key.subject", "value.subject", "key.schema.id", "value.schema.id"):
+                raise KafluxOptionError(f"Option '{key}' needs '{key.split('.')[0]}.format' (e.g. avro)")
+        return None
+    return FormatOptions(
+        key_format=formats["key"],
+        value_format=formats["value"],
+        registry=registry,
+        key_subject=opts.get("key.subject"),
+        value_subject=opts.get("value.subject"),
+        key_schema_id=_int(opts, "key.schema.id", minimum=0),
+        value_schema_id=_int(opts, "value.schema.id", minimum=0),
+        permissive=mode == "PERMISSIVE",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,6 +613,14 @@ _KNOWN_SOURCE_OPTIONS = frozenset(
         "fetchOffset.retryIntervalMs",
         "groupIdPrefix",
         "path",
+        # typed columns (schema_columns.py)
+        "key.format",
+        "value.format",
+        "key.subject",
+        "value.subject",
+        "key.schema.id",
+        "value.schema.id",
+        "decode.mode",
     )
 )
 
@@ -610,7 +688,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     delay_raw = opts.get("maxtriggerdelay")
     delay_ms = 15 * 60 * 1000 if delay_raw is None else parse_duration_ms("maxTriggerDelay", delay_raw)
 
-    ignored = tuple(sorted(k for k in opts if not k.startswith("kafka.") and k not in _KNOWN_SOURCE_OPTIONS))
+    ignored = tuple(
+        sorted(
+            k
+            for k in opts
+            if not k.startswith(("kafka.", "schema.registry.")) and k not in _KNOWN_SOURCE_OPTIONS
+        )
+    )
     if ignored:
         log.warning("kaflux source: ignoring unknown options %s", ", ".join(ignored))
     return SourceOptions(
@@ -629,6 +713,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_offset_num_retries=_int_or(opts, "fetchOffset.numRetries", 3, minimum=0),
         fetch_offset_retry_interval_ms=_int_or(opts, "fetchOffset.retryIntervalMs", 10, minimum=0),
         ignored=ignored,
+        formats=parse_format_options(opts),
     )
 
 

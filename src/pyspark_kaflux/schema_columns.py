@@ -1,0 +1,262 @@
+"""Keys and values decoded into typed columns with the Schema Registry. [io; driver and executors]
+
+With ``value.format=avro`` (or ``key.format``) the source's ``value`` column is a struct of the
+Avro schema's fields instead of bytes. The reader schema is fixed when the query starts
+(:func:`resolve_formats`, on the driver): ``value.schema.id``, else the latest version of
+``value.subject`` (default ``<topic>-value`` for a single subscribed topic). Executors decode
+each Arrow batch's column (:class:`AvroColumnDecoder`): records are read with their writer's
+schema (asked of the registry once per id and process) and resolved to the reader schema, then
+built into one Arrow struct array per batch.
+
+Undecodable records (no magic byte, an unknown schema id, a truncated payload) fail the query
+naming topic, partition and offset (``decode.mode=FAILFAST``, the default), or with
+``decode.mode=PERMISSIVE`` give a null struct and keep their bytes in ``value_raw``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, DataType, StructField, StructType
+
+from kaflux.schema_registry.client import Schema, SchemaRegistryClient
+from pyspark_kaflux.avro_types import millis_arrow_type, spark_type, strip_logical_types
+from pyspark_kaflux.options import FormatOptions, KafluxOptionError, SourceOptions, Subscribe
+
+__all__ = [
+    "AvroColumnDecoder",
+    "RecordDecodeError",
+    "ResolvedFormat",
+    "decode_batch",
+    "decoded_schema",
+    "registry_client",
+    "resolve_formats",
+]
+
+
+class RecordDecodeError(ValueError):
+    """A record's key or value could not be decoded with its format (decode.mode=FAILFAST)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedFormat:
+    """How one column (``key`` or ``value``) is decoded: plain data, picklable."""
+
+    column: str
+    format: str
+    schema_str: str
+    schema_id: int
+    references: tuple[tuple[str, str, int], ...]
+    registry: tuple[tuple[str, str], ...]
+    permissive: bool
+
+
+_clients: dict[tuple[tuple[str, str], ...], SchemaRegistryClient] = {}
+_clients_lock = threading.Lock()
+
+
+def registry_client(config: tuple[tuple[str, str], ...]) -> SchemaRegistryClient:
+    """One registry client per configuration and process (its caches serve every task)."""
+    with _clients_lock:
+        client = _clients.get(config)
+        if client is None:
+            client = _clients[config] = SchemaRegistryClient(dict(config))
+        return client
+
+
+def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> ResolvedFormat | None:
+    kind = fmt.key_format if column == "key" else fmt.value_format
+    if kind == "binary":
+        return None
+    if kind != "avro":
+        raise KafluxOptionError(
+            f"Option '{column}.format': {kind} is not decoded by the Spark source yet; read it as binary "
+            "and decode it in the job (kaflux.schema_registry has the serializers), or use avro"
+        )
+    if not fmt.registry:
+        raise KafluxOptionError(f"Option '{column}.format=avro' needs 'schema.registry.url'")
+    client = registry_client(fmt.registry)
+    schema_id = fmt.key_schema_id if column == "key" else fmt.value_schema_id
+    subject = fmt.key_subject if column == "key" else fmt.value_subject
+    if schema_id is not None:
+        schema = client.get_schema(schema_id)
+    else:
+        if subject is None:
+            strategy = options.strategy
+            if not isinstance(strategy, Subscribe) or len(strategy.topics) != 1:
+                raise KafluxOptionError(
+                    f"Option '{column}.subject' (or '{column}.schema.id') is needed unless exactly one topic "
+                    "is subscribed (the default subject is <topic>-" + column + ")"
+                )
+            subject = f"{strategy.topics[0]}-{column}"
+        latest = client.get_latest_version(subject)
+        schema, schema_id = latest.schema, latest.schema_id
+    if schema.schema_type != "AVRO":
+        raise KafluxOptionError(f"Option '{column}.format=avro': schema {schema_id} is {schema.schema_type}")
+    refs = tuple((r.name, r.subject, r.version) for r in schema.references)
+    return ResolvedFormat(column, "avro", schema.schema_str, schema_id, refs, fmt.registry, fmt.permissive)
+
+
+_resolved: dict[tuple[Any, ...], tuple[ResolvedFormat, ...]] = {}
+
+
+def resolve_formats(options: SourceOptions) -> SourceOptions:
+    """``options`` with the reader schemas of its typed columns fixed (asked of the registry
+    once per process and option set, so ``schema()`` and ``reader()`` agree)."""
+    fmt = options.formats
+    if fmt is None:
+        return options
+    key = (fmt, options.strategy)
+    resolved = _resolved.get(key)
+    if resolved is None:
+        resolved = tuple(r for c in ("key", "value") if (r := _resolve_one(options, fmt, c)) is not None)
+        _resolved[key] = resolved
+    return replace(options, resolved_formats=resolved)
+
+
+def _parse(
+    client: SchemaRegistryClient | None, fmt_refs: tuple[tuple[str, str, int], ...], text: str, strip: bool
+) -> tuple[Any, dict[str, Any]]:
+    from fastavro import parse_schema
+
+    named: dict[str, Any] = {}
+
+    def load(refs: tuple[tuple[str, str, int], ...]) -> None:
+        for name, subject, version in refs:
+            if name in named or client is None:
+                continue
+            registered = client.get_version(subject, version)
+            load(tuple((r.name, r.subject, r.version) for r in registered.schema.references))
+            raw = json.loads(registered.schema.schema_str)
+            parse_schema(strip_logical_types(raw) if strip else raw, named_schemas=named)
+
+    load(fmt_refs)
+    raw = json.loads(text)
+    return parse_schema(strip_logical_types(raw) if strip else raw, named_schemas=named), named
+
+
+def column_spark_type(fmt: ResolvedFormat) -> DataType:
+    """The Spark type of a decoded column."""
+    client = registry_client(fmt.registry) if fmt.references else None
+    parsed, named = _parse(client, fmt.references, fmt.schema_str, strip=False)
+    return spark_type(parsed, named, fmt.column)
+
+
+def decoded_schema(base: StructType, options: SourceOptions) -> StructType:
+    """The source schema ``base`` with its typed columns (and ``<column>_raw`` in PERMISSIVE mode)."""
+    fields = list(base.fields)
+    for fmt in options.resolved_formats:
+        index = [f.name for f in fields].index(fmt.column)
+        fields[index] = StructField(fmt.column, column_spark_type(fmt))
+        if fmt.permissive:
+            fields.append(StructField(f"{fmt.column}_raw", BinaryType()))
+    return StructType(fields)
+
+
+class AvroColumnDecoder:
+    """Decodes one column of framed Avro records into an Arrow struct array."""
+
+    def __init__(self, fmt: ResolvedFormat) -> None:
+        from fastavro import schemaless_reader
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        self._fmt = fmt
+        self._client = registry_client(fmt.registry)
+        parsed, named = _parse(self._client, fmt.references, fmt.schema_str, strip=False)
+        self.spark_type = spark_type(parsed, named, fmt.column)
+        self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
+        self._build_type = millis_arrow_type(parsed, named, self.arrow_type)
+        self._reader, _ = _parse(self._client, fmt.references, fmt.schema_str, strip=True)
+        self._writers: dict[int, Any] = {fmt.schema_id: self._reader}
+        self._read = schemaless_reader
+
+    def _writer(self, schema_id: int) -> Any:
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            schema: Schema = self._client.get_schema(schema_id)
+            refs = tuple((r.name, r.subject, r.version) for r in schema.references)
+            writer, _ = _parse(self._client, refs, schema.schema_str, strip=True)
+            self._writers[schema_id] = writer
+        return writer
+
+    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
+        """The decoded column of ``batch`` and, in PERMISSIVE mode, the raw bytes of the
+        records that could not be decoded (null elsewhere)."""
+        column = batch.column(self._fmt.column)
+        data = column.buffers()[2]
+        raw_bytes = b"" if data is None else data.to_pybytes()
+        fo = io.BytesIO(raw_bytes)
+        base = column.offset
+        offsets = column.buffers()[1]
+        import numpy as np
+
+        offs = np.frombuffer(offsets, dtype=np.int32)[base : base + len(column) + 1].tolist()
+        valid = column.is_valid().to_pylist() if column.null_count else None
+        reader_id, reader, read = self._fmt.schema_id, self._reader, self._read
+        writers = self._writers
+        out: list[Any] = []
+        bad: list[bytes | None] | None = [] if self._fmt.permissive else None
+        for i in range(len(column)):
+            if valid is not None and not valid[i]:
+                out.append(None)
+                if bad is not None:
+                    bad.append(None)
+                continue
+            start, end = offs[i], offs[i + 1]
+            why = None
+            if end - start < 5 or raw_bytes[start] != 0:
+                why = "no magic byte: not written with a Schema Registry serializer"
+            else:
+                schema_id = int.from_bytes(raw_bytes[start + 1 : start + 5], "big")
+                try:
+                    writer = writers.get(schema_id) or self._writer(schema_id)
+                    fo.seek(start + 5)
+                    record = read(fo, writer, None if schema_id == reader_id else reader)
+                    if fo.tell() != end:
+                        why = f"{end - fo.tell()} bytes left over after the record (schema id {schema_id})"
+                except Exception as exc:  # fastavro's EOF/parse errors, registry errors
+                    why = f"schema id {schema_id}: {exc!r}"
+            if why is None:
+                out.append(record)
+                if bad is not None:
+                    bad.append(None)
+                continue
+            if bad is None:
+                topic = batch.column("topic")[i].as_py()
+                partition = batch.column("partition")[i].as_py()
+                offset = batch.column("offset")[i].as_py()
+                raise RecordDecodeError(
+                    f"could not decode the {self._fmt.column} of the record at {topic}-{partition} offset "
+                    f"{offset} as Avro: {why}. Set the option decode.mode=PERMISSIVE to get a null "
+                    f"{self._fmt.column} and its bytes in {self._fmt.column}_raw instead"
+                )
+            out.append(None)
+            bad.append(raw_bytes[start:end])
+        decoded = pa.array(out, type=self._build_type)
+        if decoded.type != self.arrow_type:
+            decoded = decoded.cast(self.arrow_type)
+        return decoded, None if bad is None else pa.array(bad, type=pa.binary())
+
+
+_decoders: dict[ResolvedFormat, AvroColumnDecoder] = {}
+
+
+def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatch:
+    """``batch`` (in the source's binary schema) with its typed columns decoded."""
+    columns = list(batch.columns)
+    names = list(batch.schema.names)
+    for fmt in options.resolved_formats:
+        decoder = _decoders.get(fmt)
+        if decoder is None:
+            decoder = _decoders[fmt] = AvroColumnDecoder(fmt)
+        decoded, raw = decoder.decode(batch)
+        columns[names.index(fmt.column)] = decoded
+        if raw is not None:
+            columns.append(raw)
+            names.append(f"{fmt.column}_raw")
+    return pa.RecordBatch.from_arrays(columns, names=names)

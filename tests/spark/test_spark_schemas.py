@@ -1,0 +1,208 @@
+"""``format("kaflux")`` with ``value.format=avro``: typed struct columns from the Schema Registry,
+in batch and availableNow streams, bad records, and the Avro sink read back by confluent-kafka. [test]"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from spark_helpers import create_topic
+from support.schema_fixtures import PAGE_VIEW_STR, USER_V1, USER_V2, page_view
+from support.schema_registry import SchemaRegistryDouble
+
+from kaflux import Producer
+from kaflux.schema_registry import SchemaRegistryClient
+from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer
+from kaflux.testing.brokers import Broker
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.schema_registry import SchemaRegistryClient as CkRegistry  # noqa: E402
+from confluent_kafka.schema_registry.avro import AvroDeserializer as CkAvroDeserializer  # noqa: E402
+from confluent_kafka.schema_registry.avro import AvroSerializer as CkAvroSerializer  # noqa: E402
+from confluent_kafka.serialization import MessageField  # noqa: E402
+from confluent_kafka.serialization import SerializationContext as CkContext  # noqa: E402
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+COUNT = 40
+
+
+@pytest.fixture
+def registry() -> Iterator[SchemaRegistryDouble]:
+    with SchemaRegistryDouble() as double:
+        yield double
+
+
+def _produce_page_views(
+    broker: Broker, registry: SchemaRegistryDouble, topic: str, count: int = COUNT
+) -> None:
+    create_topic(broker.bootstrap_servers, topic, 1)
+    with CkRegistry({"url": registry.url}) as peer:
+        serializer = CkAvroSerializer(peer, PAGE_VIEW_STR)
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(count):
+            producer.produce(topic, serializer(page_view(i), CkContext(topic, MessageField.VALUE)))
+        assert producer.flush(20) == 0
+
+
+def _as_spark(value: Any) -> Any:
+    """A decoded Avro value as Spark collects it (UTC session: naive UTC datetimes)."""
+    if isinstance(value, dict):
+        return {k: _as_spark(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_spark(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def _collected(row_value: Any) -> Any:
+    value = row_value.asDict(recursive=True)
+    value["raw"] = bytes(value["raw"])
+    return value
+
+
+def _read(spark: Any, broker: Broker, registry: SchemaRegistryDouble, topic: str, **options: str) -> Any:
+    reader = (
+        spark.read.format("kaflux")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("value.format", "avro")
+        .option("schema.registry.url", registry.url)
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def test_batch_read_gives_typed_struct_columns_with_exact_values(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    _produce_page_views(noida, registry, topic_name)
+    df = _read(spark_session, noida, registry, topic_name)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,user:string,score:double,ratio:float,active:boolean,count:int,raw:binary,"
+        "tags:array<string>,attributes:map<string,bigint>,referrer:string,"
+        "address:struct<street:string,zip:int>,previous:struct<street:string,zip:int>,"
+        "price:decimal(10,2),day:date,at_ms:timestamp,at_us:timestamp,session:string>"
+    )
+    rows = df.orderBy("offset").collect()
+    assert [_collected(r.value) for r in rows] == [_as_spark(page_view(i)) for i in range(COUNT)]
+    assert [r.offset for r in rows] == list(range(COUNT))
+    # the typed columns work in SQL like any struct
+    assert df.where("value.active AND value.attributes['clicks'] > 10").count() == len(
+        [i for i in range(COUNT) if i % 2 == 0 and i > 10]
+    )
+
+
+def test_available_now_stream_gives_the_same_rows(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str, tmp_path: Any
+) -> None:
+    _produce_page_views(noida, registry, topic_name)
+    stream = (
+        spark_session.readStream.format("kaflux")
+        .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "15")
+        .option("value.format", "avro")
+        .option("schema.registry.url", registry.url)
+        .load()
+    )
+    name = "avro_" + topic_name.replace("-", "_")[-20:]
+    query = (
+        stream.select("offset", "value")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    rows = spark_session.sql(f"SELECT * FROM {name} ORDER BY offset").collect()
+    assert [_collected(r.value) for r in rows] == [_as_spark(page_view(i)) for i in range(COUNT)]
+
+
+def test_v1_records_read_with_the_latest_v2_schema_get_the_default(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    create_topic(noida.bootstrap_servers, topic_name, 1)
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        v1, v2 = AvroSerializer(client, USER_V1), AvroSerializer(client, USER_V2)
+        with Producer({"bootstrap.servers": noida.bootstrap_servers}) as producer:
+            from kaflux.serialization import SerializationContext
+
+            ctx = SerializationContext(topic_name, "value")
+            producer.send(topic_name, v1({"name": "ann"}, ctx))
+            producer.send(topic_name, v2({"name": "bob", "age": 3}, ctx))
+            producer.flush(20)
+    rows = _read(spark_session, noida, registry, topic_name).orderBy("offset").collect()
+    assert [r.value.asDict() for r in rows] == [{"name": "ann", "age": -1}, {"name": "bob", "age": 3}]
+
+
+def test_an_undecodable_record_fails_naming_its_offset_or_is_kept_raw_in_permissive_mode(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    _produce_page_views(noida, registry, topic_name, count=3)
+    with Producer({"bootstrap.servers": noida.bootstrap_servers}) as producer:
+        producer.send(topic_name, b"not avro")
+        producer.flush(20)
+    with pytest.raises(Exception, match=rf"{topic_name}-0 offset 3"):
+        _read(spark_session, noida, registry, topic_name).collect()
+    rows = _read(spark_session, noida, registry, topic_name, **{"decode.mode": "PERMISSIVE"}).orderBy(
+        "offset"
+    )
+    collected = rows.select("offset", "value", "value_raw").collect()
+    assert [r.value is None for r in collected] == [False, False, False, True]
+    assert [r.value_raw for r in collected] == [None, None, None, bytearray(b"not avro")]
+
+
+def test_the_sink_writes_avro_that_confluent_kafka_reads_back(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    source, target = topic_name, topic_name + "-out"
+    _produce_page_views(noida, registry, source)
+    create_topic(noida.bootstrap_servers, target, 1)
+    df = _read(spark_session, noida, registry, source).orderBy("offset").select("value")
+    (
+        df.write.format("kaflux")
+        .mode("append")
+        .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+        .option("topic", target)
+        .option("value.format", "avro")
+        .option("schema.registry.url", registry.url)
+        .save()
+    )
+    consumer = ck.Consumer(
+        {"bootstrap.servers": noida.bootstrap_servers, "group.id": target, "auto.offset.reset": "earliest"}
+    )
+    values: list[Any] = []
+    with CkRegistry({"url": registry.url}) as peer:
+        deserializer = CkAvroDeserializer(peer)
+        try:
+            consumer.subscribe([target])
+            import time
+
+            deadline = time.monotonic() + 30
+            while len(values) < COUNT and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    values.append(deserializer(message.value(), CkContext(target, MessageField.VALUE)))
+        finally:
+            consumer.close()
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        assert AvroDeserializer(client) is not None
+    assert sorted(values, key=lambda v: v["id"]) == [_as_spark_avro(page_view(i)) for i in range(COUNT)]
+
+
+def _as_spark_avro(value: dict[str, Any]) -> dict[str, Any]:
+    """What comes back after Spark: the same record (the sink's schema is derived from the struct
+    type, so logical types that Spark has no type for come back as their Spark type)."""
+    out = dict(value)
+    out["session"] = str(value["session"])
+    out["ratio"] = value["ratio"]
+    return out
