@@ -28,7 +28,9 @@ Source options (Spark's names; keys are case-insensitive):
   ``value_raw``).
 
 Sink options: ``kafka.bootstrap.servers`` (required), ``kafka.<key>`` of ``kaflux.Producer``
-(refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``. Batch writes need
+(refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``; ``value.format=avro``
+(and ``key.format``) with ``schema.registry.*`` and optionally ``value.subject`` /
+``value.schema.id`` serialise a struct column (see :mod:`pyspark_kaflux.schema_sink`). Batch writes need
 ``mode("append")``: Spark refuses the default ErrorIfExists mode for Python data sources, and
 Kafka cannot be overwritten.
 """
@@ -36,10 +38,11 @@ Kafka cannot be overwritten.
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from pyspark_kaflux.options import (
     KafluxOptionError,
+    SinkOptions,
     SourceOptions,
     parse_format_options,
     parse_include_headers,
@@ -105,10 +108,20 @@ class KafluxDataSource(DataSource):
                 "Use mode('append')."
             )
         options = parse_sink_options(self.options)
-        check_sink_schema(schema, options.topic)
+        check_sink_schema(_binary_for_typed(schema, options), options.topic)
         return KafluxBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafluxStreamWriter:
         options = parse_sink_options(self.options)
-        check_sink_schema(schema, options.topic)
+        check_sink_schema(_binary_for_typed(schema, options), options.topic)
         return KafluxStreamWriter(options)
+
+
+def _binary_for_typed(schema: StructType, options: SinkOptions) -> StructType:
+    """The sink's schema as the binary checks see it: a key/value column the sink serialises
+    (``value.format=avro``) counts as binary."""
+    fmt = options.formats
+    if fmt is None:
+        return schema
+    typed = {c for c, kind in (("key", fmt.key_format), ("value", fmt.value_format)) if kind != "binary"}
+    return StructType([StructField(f.name, BinaryType()) if f.name in typed else f for f in schema.fields])

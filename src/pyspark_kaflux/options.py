@@ -268,6 +268,8 @@ class SinkOptions:
     #: Whether the producer is idempotent (``kafka.enable.idempotence``, on by default as in
     #: Java; Java's rules turn a default-on idempotence off for a conflicting ``kafka.acks``...).
     idempotent: bool = True
+    #: ``key.format`` / ``value.format`` (avro: a struct column serialised with the registry)
+    formats: FormatOptions | None = None
 
 
 # -- small parsers -------------------------------------------------------------------------------------
@@ -743,4 +745,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic = topic.strip()
         if not topic:
             raise KafluxOptionError("Option 'topic' must not be empty")
-    return SinkOptions(kafka_config=kafka, topic=topic, idempotent=producer_config.enable_idempotence)
+    return SinkOptions(
+        kafka_config=kafka,
+        topic=topic,
+        idempotent=producer_config.enable_idempotence,
+        formats=parse_format_options(opts),
+    )

@@ -4,6 +4,7 @@ in batch and availableNow streams, bad records, and the Avro sink read back by c
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from support.schema_registry import SchemaRegistryDouble
 
 from kaflux import Producer
 from kaflux.schema_registry import SchemaRegistryClient
-from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer
+from kaflux.schema_registry.avro import AvroSerializer
 from kaflux.testing.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
@@ -185,8 +186,6 @@ def test_the_sink_writes_avro_that_confluent_kafka_reads_back(
         deserializer = CkAvroDeserializer(peer)
         try:
             consumer.subscribe([target])
-            import time
-
             deadline = time.monotonic() + 30
             while len(values) < COUNT and time.monotonic() < deadline:
                 message = consumer.poll(0.5)
@@ -194,15 +193,12 @@ def test_the_sink_writes_avro_that_confluent_kafka_reads_back(
                     values.append(deserializer(message.value(), CkContext(target, MessageField.VALUE)))
         finally:
             consumer.close()
-    with SchemaRegistryClient({"url": registry.url}) as client:
-        assert AvroDeserializer(client) is not None
     assert sorted(values, key=lambda v: v["id"]) == [_as_spark_avro(page_view(i)) for i in range(COUNT)]
 
 
 def _as_spark_avro(value: dict[str, Any]) -> dict[str, Any]:
-    """What comes back after Spark: the same record (the sink's schema is derived from the struct
-    type, so logical types that Spark has no type for come back as their Spark type)."""
+    """What comes back through Spark: the same record, but the uuid, which Spark holds as a string
+    (the sink's schema is derived from the struct type)."""
     out = dict(value)
     out["session"] = str(value["session"])
-    out["ratio"] = value["ratio"]
     return out
