@@ -202,3 +202,30 @@ def _as_spark_avro(value: dict[str, Any]) -> dict[str, Any]:
     out = dict(value)
     out["session"] = str(value["session"])
     return out
+
+
+def test_the_main_job_reads_avro_page_views(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str, tmp_path: Any
+) -> None:
+    import contextlib
+    import io
+
+    from pyspark_kaflux.pipeline import parse_args, run
+
+    argv = ["--format", "avro", "--schema-registry-url", registry.url, "--topic", topic_name]
+    argv += ["--partitions", "2", "--records", "3000", "--rate", "20000", "--output", str(tmp_path)]
+    argv += ["--timeout", "150"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = run(spark_session, noida.bootstrap_servers, parse_args(argv))
+    assert code == 0, printed.getvalue()
+    assert "done: 3,000 events" in printed.getvalue()
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        assert client.get_latest_version(f"{topic_name}-value").schema.schema_str.find("PageView") > 0
+
+
+def test_format_avro_needs_a_registry() -> None:
+    from pyspark_kaflux.pipeline import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--format", "avro"])
