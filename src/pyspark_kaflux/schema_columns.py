@@ -186,41 +186,59 @@ class AvroColumnDecoder:
 
     def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
         """The decoded column of ``batch`` and, in PERMISSIVE mode, the raw bytes of the
-        records that could not be decoded (null elsewhere)."""
-        column = batch.column(self._fmt.column)
-        data = column.buffers()[2]
-        raw_bytes = b"" if data is None else data.to_pybytes()
-        fo = io.BytesIO(raw_bytes)
-        base = column.offset
-        offsets = column.buffers()[1]
+        records that could not be decoded (null elsewhere).
+
+        The framing (magic byte, schema id) of the whole column is checked with numpy; the
+        per-record loop only decodes."""
         import numpy as np
 
-        offs = np.frombuffer(offsets, dtype=np.int32)[base : base + len(column) + 1].tolist()
-        valid = column.is_valid().to_pylist() if column.null_count else None
-        reader_id, reader, read = self._fmt.schema_id, self._reader, self._read
-        writers = self._writers
+        column = batch.column(self._fmt.column)
+        n = len(column)
+        data = column.buffers()[2]
+        raw = b"" if data is None else data.to_pybytes()
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset : column.offset + n + 1]
+        starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+        framed = (ends - starts) >= 5
+        if column.null_count:
+            valid = column.is_valid().to_numpy(zero_copy_only=False)
+            framed &= valid
+        else:
+            valid = np.ones(n, dtype=bool)
+        fast = framed.copy()
+        if raw and fast.any():
+            d = np.frombuffer(raw, dtype=np.uint8)
+            at = np.where(framed, starts, 0)
+            ids = (
+                (d[at + 1].astype(np.int64) << 24)
+                | (d[at + 2].astype(np.int64) << 16)
+                | (d[at + 3].astype(np.int64) << 8)
+                | d[at + 4].astype(np.int64)
+            )
+            fast &= (d[at] == 0) & (ids == self._fmt.schema_id)
+        # 1: framed with the reader schema's id (the common case); 0: null; 2: anything else
+        codes = np.where(fast, 1, np.where(valid, 2, 0)).tolist()
+        fo = io.BytesIO(raw)
+        seek, tell, read, reader = fo.seek, fo.tell, self._read, self._reader
         out: list[Any] = []
         bad: list[bytes | None] | None = [] if self._fmt.permissive else None
-        for i in range(len(column)):
-            if valid is not None and not valid[i]:
+        for i, (start, end, code) in enumerate(zip(starts.tolist(), ends.tolist(), codes, strict=True)):
+            if code == 1:
+                try:
+                    seek(start + 5)
+                    record = read(fo, reader, None)
+                    if tell() == end:
+                        out.append(record)
+                        if bad is not None:
+                            bad.append(None)
+                        continue
+                except Exception:
+                    pass
+            elif code == 0:
                 out.append(None)
                 if bad is not None:
                     bad.append(None)
                 continue
-            start, end = offs[i], offs[i + 1]
-            why = None
-            if end - start < 5 or raw_bytes[start] != 0:
-                why = "no magic byte: not written with a Schema Registry serializer"
-            else:
-                schema_id = int.from_bytes(raw_bytes[start + 1 : start + 5], "big")
-                try:
-                    writer = writers.get(schema_id) or self._writer(schema_id)
-                    fo.seek(start + 5)
-                    record = read(fo, writer, None if schema_id == reader_id else reader)
-                    if fo.tell() != end:
-                        why = f"{end - fo.tell()} bytes left over after the record (schema id {schema_id})"
-                except Exception as exc:  # fastavro's EOF/parse errors, registry errors
-                    why = f"schema id {schema_id}: {exc!r}"
+            record, why = self._decode_one(fo, raw, start, end)
             if why is None:
                 out.append(record)
                 if bad is not None:
@@ -236,11 +254,26 @@ class AvroColumnDecoder:
                     f"{self._fmt.column} and its bytes in {self._fmt.column}_raw instead"
                 )
             out.append(None)
-            bad.append(raw_bytes[start:end])
+            bad.append(raw[start:end])
         decoded = pa.array(out, type=self._build_type)
         if decoded.type != self.arrow_type:
             decoded = decoded.cast(self.arrow_type)
         return decoded, None if bad is None else pa.array(bad, type=pa.binary())
+
+    def _decode_one(self, fo: io.BytesIO, raw: bytes, start: int, end: int) -> tuple[Any, str | None]:
+        """One record the fast path could not take: (the record, None) or (None, why not)."""
+        if end - start < 5 or raw[start] != 0:
+            return None, "no magic byte: not written with a Schema Registry serializer"
+        schema_id = int.from_bytes(raw[start + 1 : start + 5], "big")
+        try:
+            writer = self._writer(schema_id)
+            fo.seek(start + 5)
+            record = self._read(fo, writer, None if schema_id == self._fmt.schema_id else self._reader)
+        except Exception as exc:  # fastavro's EOF/parse errors, registry errors
+            return None, f"schema id {schema_id}: {exc!r}"
+        if fo.tell() != end:
+            return None, f"{end - fo.tell()} bytes left over after the record (schema id {schema_id})"
+        return record, None
 
 
 _decoders: dict[ResolvedFormat, AvroColumnDecoder] = {}
