@@ -45,7 +45,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["AvroTypeError", "millis_arrow_type", "spark_type", "strip_logical_types"]
+__all__ = [
+    "AvroTypeError",
+    "json_schema_spark_type",
+    "millis_arrow_type",
+    "spark_type",
+    "strip_logical_types",
+]
 
 _PRIMITIVES: dict[str, DataType] = {
     "int": IntegerType(),
@@ -167,3 +173,41 @@ def millis_arrow_type(
     if isinstance(kind, (str, dict, list)) and kind not in ("enum", "fixed"):
         return millis_arrow_type(kind, named, target, _seen)
     return target
+
+
+_JSON_PRIMITIVES: dict[str, DataType] = {
+    "string": StringType(),
+    "integer": LongType(),
+    "number": DoubleType(),
+    "boolean": BooleanType(),
+}
+
+
+def json_schema_spark_type(schema: Any, path: str = "value") -> DataType:
+    """The Spark type of a JSON Schema (``value.format=json``): objects with ``properties`` are
+    structs (in the order the schema lists them), arrays with ``items`` arrays, ``integer``
+    bigint, ``number`` double; ``["T", "null"]`` is a nullable T. ``$ref``, ``oneOf`` and
+    friends are refused naming the field."""
+    if not isinstance(schema, dict):
+        raise AvroTypeError(f"{path}: not a JSON Schema: {schema!r}")
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        members = [k for k in kind if k != "null"]
+        if len(members) != 1:
+            raise AvroTypeError(f"{path}: a type list other than [T, null] is not supported: {kind}")
+        kind = members[0]
+    if kind == "object":
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            raise AvroTypeError(f"{path}: an object needs 'properties' to become a struct")
+        return StructType(
+            [
+                StructField(name, json_schema_spark_type(sub, f"{path}.{name}"))
+                for name, sub in properties.items()
+            ]
+        )
+    if kind == "array":
+        return ArrayType(json_schema_spark_type(schema.get("items"), f"{path}[]"))
+    if isinstance(kind, str) and kind in _JSON_PRIMITIVES:
+        return _JSON_PRIMITIVES[kind]
+    raise AvroTypeError(f"{path}: JSON Schema type {kind!r} (or a $ref/oneOf/anyOf) is not supported")

@@ -1,7 +1,8 @@
 """Keys and values decoded into typed columns with the Schema Registry. [io; driver and executors]
 
-With ``value.format=avro`` (or ``key.format``) the source's ``value`` column is a struct of the
-Avro schema's fields instead of bytes. The reader schema is fixed when the query starts
+With ``value.format=avro`` or ``json`` (or ``key.format``) the source's ``value`` column is a
+struct of the schema's fields instead of bytes (JSON Schema values are parsed in bulk by
+:class:`JsonColumnDecoder`). The reader schema is fixed when the query starts
 (:func:`resolve_formats`, on the driver): ``value.schema.id``, else the latest version of
 ``value.subject`` (default ``<topic>-value`` for a single subscribed topic). Executors decode
 each Arrow batch's column (:class:`AvroColumnDecoder`): records are read with their writer's
@@ -25,7 +26,12 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from kaflux.schema_registry.client import Schema, SchemaRegistryClient
-from pyspark_kaflux.avro_types import millis_arrow_type, spark_type, strip_logical_types
+from pyspark_kaflux.avro_types import (
+    json_schema_spark_type,
+    millis_arrow_type,
+    spark_type,
+    strip_logical_types,
+)
 from pyspark_kaflux.options import FormatOptions, KafluxOptionError, SourceOptions, Subscribe
 
 __all__ = [
@@ -73,10 +79,10 @@ def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> Res
     kind = fmt.key_format if column == "key" else fmt.value_format
     if kind == "binary":
         return None
-    if kind != "avro":
+    if kind not in ("avro", "json"):
         raise KafluxOptionError(
             f"Option '{column}.format': {kind} is not decoded by the Spark source yet; read it as binary "
-            "and decode it in the job (kaflux.schema_registry has the serializers), or use avro"
+            "and decode it in the job (kaflux.schema_registry has the serializers), or use avro or json"
         )
     if not fmt.registry:
         raise KafluxOptionError(f"Option '{column}.format=avro' needs 'schema.registry.url'")
@@ -96,10 +102,13 @@ def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> Res
             subject = f"{strategy.topics[0]}-{column}"
         latest = client.get_latest_version(subject)
         schema, schema_id = latest.schema, latest.schema_id
-    if schema.schema_type != "AVRO":
-        raise KafluxOptionError(f"Option '{column}.format=avro': schema {schema_id} is {schema.schema_type}")
+    expected_type = "AVRO" if kind == "avro" else "JSON"
+    if schema.schema_type != expected_type:
+        raise KafluxOptionError(
+            f"Option '{column}.format={kind}': schema {schema_id} is {schema.schema_type}"
+        )
     refs = tuple((r.name, r.subject, r.version) for r in schema.references)
-    return ResolvedFormat(column, "avro", schema.schema_str, schema_id, refs, fmt.registry, fmt.permissive)
+    return ResolvedFormat(column, kind, schema.schema_str, schema_id, refs, fmt.registry, fmt.permissive)
 
 
 _resolved: dict[tuple[Any, ...], tuple[ResolvedFormat, ...]] = {}
@@ -142,6 +151,8 @@ def _parse(
 
 def column_spark_type(fmt: ResolvedFormat) -> DataType:
     """The Spark type of a decoded column."""
+    if fmt.format == "json":
+        return json_schema_spark_type(json.loads(fmt.schema_str), fmt.column)
     client = registry_client(fmt.registry) if fmt.references else None
     parsed, named = _parse(client, fmt.references, fmt.schema_str, strip=False)
     return spark_type(parsed, named, fmt.column)
@@ -276,7 +287,105 @@ class AvroColumnDecoder:
         return record, None
 
 
-_decoders: dict[ResolvedFormat, AvroColumnDecoder] = {}
+class JsonColumnDecoder:
+    """Decodes one column of framed JSON values into an Arrow struct array with Arrow's JSON
+    reader: the values (their 5-byte framing blanked out) are parsed as one newline-delimited
+    document, in C++, with no Python object per record."""
+
+    def __init__(self, fmt: ResolvedFormat) -> None:
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        self._fmt = fmt
+        self.spark_type = json_schema_spark_type(json.loads(fmt.schema_str), fmt.column)
+        self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
+
+    def _parse(self, document: bytes) -> pa.StructArray:
+        import pyarrow.json as pj
+
+        options = pj.ParseOptions(
+            explicit_schema=pa.schema(list(self.arrow_type)),
+            unexpected_field_behavior="ignore",
+            newlines_in_values=True,
+        )
+        table = pj.read_json(io.BytesIO(document), parse_options=options)
+        return table.to_struct_array().combine_chunks().cast(self.arrow_type)
+
+    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
+        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        column = batch.column(self._fmt.column)
+        n = len(column)
+        data = column.buffers()[2]
+        original = b"" if data is None else data.to_pybytes()
+        raw = np.frombuffer(original, dtype=np.uint8).copy()  # its framing is blanked while parsing
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset : column.offset + n + 1]
+        starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+        good = (ends - starts) >= 5
+        if column.null_count:
+            good &= column.is_valid().to_numpy(zero_copy_only=False)
+        at = np.where(good, starts, 0)
+        if len(raw):
+            good &= raw[at] == 0
+        rows = np.flatnonzero(good)
+        why: dict[int, str] = {
+            int(i): "no magic byte: not written with a Schema Registry serializer"
+            for i in np.flatnonzero(~good & (column.is_valid().to_numpy(zero_copy_only=False)))
+        }
+        parsed = self._parse_rows(raw, starts, ends, rows, why)
+        if why and not self._fmt.permissive:
+            i = min(why)
+            topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py()
+            raise RecordDecodeError(
+                f"could not decode the {self._fmt.column} of the record at {topic}-{partition} offset "
+                f"{batch.column('offset')[i].as_py()} as JSON: "
+                f"{why[i]}. Set the option decode.mode=PERMISSIVE to get a null {self._fmt.column} and its "
+                f"bytes in {self._fmt.column}_raw instead"
+            )
+        kept = [int(i) for i in rows if int(i) not in why]
+        index = np.full(n, -1, dtype=np.int64)
+        index[kept] = np.arange(len(kept))
+        indices = pa.array(index, mask=index < 0)
+        decoded = pc.take(parsed, indices) if len(kept) else pa.nulls(n, self.arrow_type)
+        if not self._fmt.permissive:
+            return decoded, None
+        bad = [original[starts[i] : ends[i]] if i in why else None for i in range(n)] if why else [None] * n
+        return decoded, pa.array(bad, type=pa.binary())
+
+    def _parse_rows(self, raw: Any, starts: Any, ends: Any, rows: Any, why: dict[int, str]) -> pa.StructArray:
+        """Parse ``rows`` as one document; on an error, find the bad rows one by one (into
+        ``why``) and parse the others."""
+        import numpy as np
+
+        def document(selected: Any) -> bytes:
+            if not len(selected):
+                return b""
+            s, e = starts[selected], ends[selected]
+            # blank each value's framing: a newline, then spaces, before its JSON
+            for k in range(5):
+                raw[s + k] = 0x20
+            raw[s] = 0x0A
+            lengths = e - s
+            first = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            out: bytes = raw[np.repeat(s - first, lengths) + np.arange(lengths.sum())].tobytes()
+            return out
+
+        try:
+            return self._parse(document(rows))
+        except (pa.ArrowInvalid, ValueError):
+            pass
+        ok: list[int] = []
+        for i in rows.tolist():
+            try:
+                self._parse(document(np.array([i])))
+                ok.append(i)
+            except (pa.ArrowInvalid, ValueError) as exc:
+                why[i] = f"not valid JSON for its schema: {exc}"
+        return self._parse(document(np.array(ok, dtype=np.int64)))
+
+
+_decoders: dict[ResolvedFormat, AvroColumnDecoder | JsonColumnDecoder] = {}
 
 
 def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatch:
@@ -286,7 +395,9 @@ def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatc
     for fmt in options.resolved_formats:
         decoder = _decoders.get(fmt)
         if decoder is None:
-            decoder = _decoders[fmt] = AvroColumnDecoder(fmt)
+            decoder = _decoders[fmt] = (
+                AvroColumnDecoder(fmt) if fmt.format == "avro" else JsonColumnDecoder(fmt)
+            )
         decoded, raw = decoder.decode(batch)
         columns[names.index(fmt.column)] = decoded
         if raw is not None:

@@ -229,3 +229,27 @@ def test_format_avro_needs_a_registry() -> None:
 
     with pytest.raises(SystemExit):
         parse_args(["--format", "avro"])
+
+
+def test_json_schema_values_read_as_a_struct(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    from support.schema_fixtures import ORDER_JSON_SCHEMA
+
+    from kaflux.schema_registry.json_schema import JsonSchemaSerializer
+
+    create_topic(noida.bootstrap_servers, topic_name, 1)
+    orders = [
+        {"id": i, "items": [f"item-{i}"] * (i % 3), "note": None if i % 2 else "gift"} for i in range(20)
+    ]
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        serializer = JsonSchemaSerializer(client, ORDER_JSON_SCHEMA)
+        with Producer(
+            {"bootstrap.servers": noida.bootstrap_servers}, value_serializer=serializer
+        ) as producer:
+            for order in orders:
+                producer.send(topic_name, order)
+            producer.flush(20)
+    df = _read(spark_session, noida, registry, topic_name, **{"value.format": "json"})
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,items:array<string>,note:string>"
+    assert [r.value.asDict() for r in df.orderBy("offset").collect()] == orders

@@ -1,0 +1,98 @@
+"""The Spark source's column decoders on Arrow batches, without Spark: Avro (fastavro, resolved
+to the reader schema) and JSON (Arrow's JSON reader), good and bad records. [test]"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+from support.schema_fixtures import ORDER_JSON_SCHEMA, USER_V1, USER_V2
+from support.schema_registry import SchemaRegistryDouble
+
+from kaflux.schema_registry import Schema, SchemaRegistryClient
+from kaflux.schema_registry.avro import AvroSerializer
+from kaflux.schema_registry.json_schema import JsonSchemaSerializer
+from kaflux.serialization import SerializationContext
+from pyspark_kaflux.schema_columns import (
+    AvroColumnDecoder,
+    JsonColumnDecoder,
+    RecordDecodeError,
+    ResolvedFormat,
+)
+
+CTX = SerializationContext("t", "value")
+
+
+@pytest.fixture
+def registry() -> Iterator[SchemaRegistryDouble]:
+    with SchemaRegistryDouble() as double:
+        yield double
+
+
+def _batch(values: list[bytes | None]) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(values, pa.binary()),
+            pa.array(["t"] * n),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n)),
+        ],
+        names=["value", "topic", "partition", "offset"],
+    )
+
+
+def _format(
+    registry: SchemaRegistryDouble, kind: str, text: str, schema_id: int, permissive: bool
+) -> ResolvedFormat:
+    return ResolvedFormat("value", kind, text, schema_id, (), (("url", registry.url),), permissive)
+
+
+def test_json_values_decode_in_bulk_and_bad_ones_are_named_or_kept(registry: SchemaRegistryDouble) -> None:
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        serializer = JsonSchemaSerializer(client, ORDER_JSON_SCHEMA)
+        good = [
+            serializer({"id": i, "items": [str(i)] * i, "note": None if i % 2 else "n"}, CTX)
+            for i in range(4)
+        ]
+        schema_id = client.register_schema("t-value", Schema(ORDER_JSON_SCHEMA, "JSON"))
+    bad_json = b"\x00" + schema_id.to_bytes(4, "big") + b'{"id": "x"'
+    values = [good[0], None, b"plain", good[1], bad_json, good[2], good[3]]
+    decoder = JsonColumnDecoder(_format(registry, "json", ORDER_JSON_SCHEMA, schema_id, permissive=True))
+    decoded, raw = decoder.decode(_batch(values))
+    assert decoded.to_pylist() == [
+        {"id": 0, "items": [], "note": "n"},
+        None,
+        None,
+        {"id": 1, "items": ["1"], "note": None},
+        None,
+        {"id": 2, "items": ["2", "2"], "note": "n"},
+        {"id": 3, "items": ["3", "3", "3"], "note": None},
+    ]
+    assert raw is not None and raw.to_pylist() == [None, None, b"plain", None, bad_json, None, None]
+    strict = JsonColumnDecoder(_format(registry, "json", ORDER_JSON_SCHEMA, schema_id, permissive=False))
+    with pytest.raises(RecordDecodeError, match="t-0 offset 2"):
+        strict.decode(_batch(values))
+    assert strict.decode(_batch([good[0], None]))[0].to_pylist() == [
+        {"id": 0, "items": [], "note": "n"},
+        None,
+    ]
+
+
+def test_avro_values_resolve_to_the_reader_schema_and_bad_ones_are_named(
+    registry: SchemaRegistryDouble,
+) -> None:
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        v1 = AvroSerializer(client, USER_V1)({"name": "ann"}, CTX)
+        v2 = AvroSerializer(client, USER_V2)({"name": "bob", "age": 4}, CTX)
+        assert v1 is not None and v2 is not None
+        reader_id = int.from_bytes(v2[1:5], "big")
+    truncated = v2[:-1]
+    decoder = AvroColumnDecoder(_format(registry, "avro", USER_V2, reader_id, permissive=True))
+    decoded, raw = decoder.decode(_batch([v1, v2, None, truncated, b"\x00\x00\x00\x00\x63xx"]))
+    assert decoded.to_pylist() == [{"name": "ann", "age": -1}, {"name": "bob", "age": 4}, None, None, None]
+    assert raw is not None and raw.to_pylist() == [None, None, None, truncated, b"\x00\x00\x00\x00\x63xx"]
+    strict = AvroColumnDecoder(_format(registry, "avro", USER_V2, reader_id, permissive=False))
+    with pytest.raises(RecordDecodeError, match="t-0 offset 1"):
+        strict.decode(_batch([v2, truncated]))
