@@ -13,7 +13,8 @@ It starts an embedded noida-db broker and the tests' Schema Registry double, pro
    with ``value_deserializer=AvroDeserializer(...)``, confluent-kafka's ``Consumer`` calling its
    ``AvroDeserializer`` on each message, and kaflux ``poll()`` without a deserializer (bytes);
 3. **Spark**: ``spark.read.format("kaflux")`` of the topic into Spark's ``noop`` sink (every row
-   and column materialised), binary and with ``value.format=avro``.
+   and column materialised), binary and with ``value.format=avro``; and the same for a topic of
+   the same events as JSON Schema values (``value.format=json``).
 
 CPU is the process's CPU time (all its threads), per record.
 """
@@ -21,6 +22,7 @@ CPU is the process's CPU time (all its threads), per record.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -42,6 +44,7 @@ from kaflux.testing.brokers import start_broker  # noqa: E402
 from pyspark_kaflux.pipeline import PAGE_VIEW_AVRO, page_view_event  # noqa: E402
 
 TOPIC = "views"
+JSON_TOPIC = "views-json"
 
 
 def produce(bootstrap: str, registry: str, count: int, partitions: int) -> list[bytes]:
@@ -65,6 +68,41 @@ def produce(bootstrap: str, registry: str, count: int, partitions: int) -> list[
                 producer.send(TOPIC, value, partition=i % partitions)
             producer.flush(120)
     return sample
+
+
+#: the same events as JSON Schema values (``value.format=json`` in the Spark part)
+PAGE_VIEW_JSON = json.dumps(
+    {
+        "type": "object",
+        "title": "PageView",
+        "properties": {
+            "user": {"type": "string"},
+            "page": {"type": "string"},
+            "country": {"type": "string"},
+            "event_time": {"type": "integer"},
+            "duration_ms": {"type": "integer"},
+        },
+    }
+)
+
+
+def produce_json(bootstrap: str, registry: str, count: int, partitions: int) -> None:
+    import random
+
+    from kaflux.schema_registry.json_schema import JsonSchemaSerializer
+
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(JSON_TOPIC, partitions)], timeout=30)
+    rng = random.Random(7)
+    with SchemaRegistryClient({"url": registry}) as client:
+        serializer = JsonSchemaSerializer(client, PAGE_VIEW_JSON)
+        config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 262144}
+        with Producer(config, value_serializer=serializer) as producer:
+            for i in range(count):
+                producer.send(
+                    JSON_TOPIC, page_view_event(rng, 1_790_000_000_000 + i), partition=i % partitions
+                )
+            producer.flush(120)
 
 
 def timed(fn: Callable[[], int]) -> tuple[int, float, float]:
@@ -178,26 +216,35 @@ def spark_reads(bootstrap: str, registry: str, count: int, rounds: int) -> list[
     spark = spark_session("local[2]")
     try:
 
-        def read(typed: bool) -> Callable[[], int]:
+        def read(topic: str, value_format: str) -> Callable[[], int]:
             def run() -> int:
                 reader = (
                     spark.read.format("kaflux")
                     .option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", TOPIC)
+                    .option("subscribe", topic)
                 )
-                if typed:
-                    reader = reader.option("value.format", "avro").option("schema.registry.url", registry)
+                if value_format != "binary":
+                    reader = reader.option("value.format", value_format).option(
+                        "schema.registry.url", registry
+                    )
                 reader.load().write.format("noop").mode("overwrite").save()
                 return count
 
             return run
 
+        jobs = {
+            "Avro topic, binary value": read(TOPIC, "binary"),
+            "Avro topic, value.format=avro (struct)": read(TOPIC, "avro"),
+            "JSON topic, binary value": read(JSON_TOPIC, "binary"),
+            "JSON topic, value.format=json (struct)": read(JSON_TOPIC, "json"),
+        }
         lines: list[str] = ["| job | rows/s (median) | min-max | seconds (median) |", "|---|---|---|---|"]
-        results: dict[str, list[float]] = {"binary value": [], "value.format=avro (struct)": []}
-        read(False)(), read(True)()  # warm-up: Spark's planning, the Python workers, the caches
+        results: dict[str, list[float]] = {name: [] for name in jobs}
+        for job in jobs.values():  # warm-up: Spark's planning, the Python workers, the caches
+            job()
         for _ in range(rounds):
-            for name, typed in (("binary value", False), ("value.format=avro (struct)", True)):
-                _, wall, _ = timed(read(typed))
+            for name, job in jobs.items():
+                _, wall, _ = timed(job)
                 results[name].append(wall)
         for name, walls in results.items():
             rates = [count / w for w in walls]
@@ -205,8 +252,10 @@ def spark_reads(bootstrap: str, registry: str, count: int, rounds: int) -> list[
                 f"| {name} | {statistics.median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} "
                 f"| {statistics.median(walls):.1f} |"
             )
-        binary, typed = (statistics.median(results[n]) for n in results)
-        lines.append(f"\ntyped / binary throughput: {binary / typed:.2f}x")
+        walls = [statistics.median(w) for w in results.values()]
+        lines.append(
+            f"\ntyped / binary throughput: Avro {walls[0] / walls[1]:.2f}x, JSON {walls[2] / walls[3]:.2f}x"
+        )
         return lines
     finally:
         spark.stop()
@@ -221,6 +270,8 @@ def main() -> None:
     args = parser.parse_args()
     with start_broker("noida") as broker, SchemaRegistryDouble() as registry:
         sample = produce(broker.bootstrap_servers, registry.url, args.records, args.partitions)
+        if not args.skip_spark:
+            produce_json(broker.bootstrap_servers, registry.url, args.records, args.partitions)
         print(f"## decode only ({len(sample):,} records, {args.rounds} rounds)\n")
         print("\n".join(decode_only(registry.url, sample, args.rounds)))
         print(f"\n## poll() over {args.records:,} records\n")
