@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
-from kaflux.schema_registry.client import Schema, SchemaRegistryClient
+from kaflux.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
 from pyspark_kaflux.avro_types import (
     json_schema_spark_type,
     millis_arrow_type,
@@ -79,11 +79,6 @@ def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> Res
     kind = fmt.key_format if column == "key" else fmt.value_format
     if kind == "binary":
         return None
-    if kind not in ("avro", "json"):
-        raise KafluxOptionError(
-            f"Option '{column}.format': {kind} is not decoded by the Spark source yet; read it as binary "
-            "and decode it in the job (kaflux.schema_registry has the serializers), or use avro or json"
-        )
     if not fmt.registry:
         raise KafluxOptionError(f"Option '{column}.format=avro' needs 'schema.registry.url'")
     client = registry_client(fmt.registry)
@@ -102,7 +97,9 @@ def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> Res
             subject = f"{strategy.topics[0]}-{column}"
         latest = client.get_latest_version(subject)
         schema, schema_id = latest.schema, latest.schema_id
-    expected_type = "AVRO" if kind == "avro" else "JSON"
+    if kind == "protobuf":  # as a base64 FileDescriptorProto, whatever form it was registered in
+        schema = client.get_schema(schema_id, fmt="serialized")
+    expected_type = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}[kind]
     if schema.schema_type != expected_type:
         raise KafluxOptionError(
             f"Option '{column}.format={kind}': schema {schema_id} is {schema.schema_type}"
@@ -153,6 +150,8 @@ def column_spark_type(fmt: ResolvedFormat) -> DataType:
     """The Spark type of a decoded column."""
     if fmt.format == "json":
         return json_schema_spark_type(json.loads(fmt.schema_str), fmt.column)
+    if fmt.format == "protobuf":
+        return ProtobufColumnDecoder(fmt).spark_type
     client = registry_client(fmt.registry) if fmt.references else None
     parsed, named = _parse(client, fmt.references, fmt.schema_str, strip=False)
     return spark_type(parsed, named, fmt.column)
@@ -385,7 +384,63 @@ class JsonColumnDecoder:
         return self._parse(document(np.array(ok, dtype=np.int64)))
 
 
-_decoders: dict[ResolvedFormat, AvroColumnDecoder | JsonColumnDecoder] = {}
+class ProtobufColumnDecoder:
+    """Decodes one column of framed Protobuf messages (the message class built from the
+    registry's schema, see :mod:`pyspark_kaflux.protobuf_columns`) into an Arrow struct array."""
+
+    def __init__(self, fmt: ResolvedFormat) -> None:
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        from pyspark_kaflux.protobuf_columns import message_class_for, proto_spark_type
+
+        self._fmt = fmt
+        client = registry_client(fmt.registry)
+        refs = tuple(SchemaReference(n, s, v) for n, s, v in fmt.references)
+        self._class = message_class_for(client, Schema(fmt.schema_str, "PROTOBUF", refs))
+        self.spark_type = proto_spark_type(self._class.DESCRIPTOR)
+        self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
+
+    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
+        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records."""
+        from kaflux.schema_registry.wire import decode_message_indexes, schema_id_of
+        from pyspark_kaflux.protobuf_columns import to_row
+
+        column = batch.column(self._fmt.column)
+        parse = self._class.FromString
+        out: list[Any] = []
+        bad: list[bytes | None] | None = [] if self._fmt.permissive else None
+        for i, data in enumerate(column.to_pylist()):
+            why = None
+            if data is not None:
+                try:
+                    schema_id_of(data)
+                    _, pos = decode_message_indexes(data, 5)
+                    out.append(to_row(parse(data[pos:])))
+                    if bad is not None:
+                        bad.append(None)
+                    continue
+                except Exception as exc:  # framing errors, protobuf's DecodeError
+                    why = repr(exc)
+            if why is None:
+                out.append(None)
+                if bad is not None:
+                    bad.append(None)
+                continue
+            if bad is None:
+                topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py()
+                raise RecordDecodeError(
+                    f"could not decode the {self._fmt.column} of the record at {topic}-{partition} offset "
+                    f"{batch.column('offset')[i].as_py()} as Protobuf: {why}. Set the option "
+                    f"decode.mode=PERMISSIVE to get a null {self._fmt.column} and its bytes in "
+                    f"{self._fmt.column}_raw instead"
+                )
+            out.append(None)
+            bad.append(data)
+        decoded = pa.array(out, type=self.arrow_type)
+        return decoded, None if bad is None else pa.array(bad, type=pa.binary())
+
+
+_decoders: dict[ResolvedFormat, AvroColumnDecoder | JsonColumnDecoder | ProtobufColumnDecoder] = {}
 
 
 def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatch:
@@ -395,9 +450,13 @@ def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatc
     for fmt in options.resolved_formats:
         decoder = _decoders.get(fmt)
         if decoder is None:
-            decoder = _decoders[fmt] = (
-                AvroColumnDecoder(fmt) if fmt.format == "avro" else JsonColumnDecoder(fmt)
-            )
+            if fmt.format == "avro":
+                decoder = AvroColumnDecoder(fmt)
+            elif fmt.format == "json":
+                decoder = JsonColumnDecoder(fmt)
+            else:
+                decoder = ProtobufColumnDecoder(fmt)
+            _decoders[fmt] = decoder
         decoded, raw = decoder.decode(batch)
         columns[names.index(fmt.column)] = decoded
         if raw is not None:

@@ -17,6 +17,7 @@ from kaflux.serialization import SerializationContext
 from pyspark_kaflux.schema_columns import (
     AvroColumnDecoder,
     JsonColumnDecoder,
+    ProtobufColumnDecoder,
     RecordDecodeError,
     ResolvedFormat,
 )
@@ -96,3 +97,40 @@ def test_avro_values_resolve_to_the_reader_schema_and_bad_ones_are_named(
     strict = AvroColumnDecoder(_format(registry, "avro", USER_V2, reader_id, permissive=False))
     with pytest.raises(RecordDecodeError, match="t-0 offset 1"):
         strict.decode(_batch([v2, truncated]))
+
+
+def test_protobuf_values_decode_with_a_class_built_from_the_registry(registry: SchemaRegistryDouble) -> None:
+    from support.protos import order_pb2
+
+    from kaflux.schema_registry.protobuf import ProtobufSerializer
+
+    order = order_pb2.Order(id=5, customer="c", items=["a", "b"], total=1.5, quantities={"a": 2})
+    order.ship_to.city = "Oslo"
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        data = ProtobufSerializer(client, order_pb2.Order)(order, CTX)
+        empty = ProtobufSerializer(client, order_pb2.Order)(order_pb2.Order(), CTX)
+        latest = client.get_latest_version("t-value")
+    refs = tuple((r.name, r.subject, r.version) for r in latest.schema.references)
+    fmt = ResolvedFormat(
+        "value", "protobuf", latest.schema.schema_str, latest.schema_id, refs, (("url", registry.url),), True
+    )
+    decoder = ProtobufColumnDecoder(fmt)
+    assert decoder.spark_type.simpleString() == (
+        "struct<id:bigint,customer:string,items:array<string>,ship_to:struct<street:string,city:string>,"
+        "quantities:map<string,int>,total:double>"
+    )
+    decoded, raw = decoder.decode(_batch([data, empty, None, b"junk"]))
+    assert decoded.to_pylist() == [
+        {
+            "id": 5,
+            "customer": "c",
+            "items": ["a", "b"],
+            "ship_to": {"street": "", "city": "Oslo"},
+            "quantities": [("a", 2)],
+            "total": 1.5,
+        },
+        {"id": 0, "customer": "", "items": [], "ship_to": None, "quantities": [], "total": 0.0},
+        None,
+        None,
+    ]
+    assert raw is not None and raw.to_pylist() == [None, None, None, b"junk"]

@@ -357,8 +357,13 @@ class SchemaRegistryClient:
             self._by_id.setdefault(registered.schema_id, schema)
         return registered
 
-    def get_schema(self, schema_id: int) -> Schema:
-        """The schema with this id (cached: ids never change)."""
+    def get_schema(self, schema_id: int, fmt: str | None = None) -> Schema:
+        """The schema with this id (cached: ids never change). ``fmt="serialized"`` asks for a
+        Protobuf schema as a base64 ``FileDescriptorProto`` (not cached)."""
+        if fmt is not None:
+            return Schema.from_response(
+                self._request("GET", f"/schemas/ids/{int(schema_id)}", None, {"format": fmt})
+            )
         with self._lock:
             cached = self._by_id.get(schema_id)
         if cached is not None:
@@ -381,8 +386,14 @@ class SchemaRegistryClient:
             self._latest[subject] = (now, registered)
         return registered
 
-    def get_version(self, subject: str, version: int) -> RegisteredSchema:
-        """Version ``version`` of ``subject``."""
+    def get_version(self, subject: str, version: int, fmt: str | None = None) -> RegisteredSchema:
+        """Version ``version`` of ``subject`` (``fmt`` as in :meth:`get_schema`)."""
+        if fmt is not None:
+            return self._registered_from(
+                self._request(
+                    "GET", f"/subjects/{_q(subject)}/versions/{int(version)}", None, {"format": fmt}
+                )
+            )
         with self._lock:
             cached = self._versions.get((subject, version))
         if cached is not None:
