@@ -21,8 +21,9 @@ Source options (Spark's names; keys are case-insensitive):
   ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (15m).
 - ``groupIdPrefix`` is accepted and unused.
 - typed columns (see :mod:`pyspark_kaflux.schema_columns`): ``value.format`` / ``key.format``
-  (``binary``, the default, ``avro``, ``json`` or ``protobuf``), ``schema.registry.url`` and ``schema.registry.<key>``
-  (the registry client's keys, e.g. ``schema.registry.basic.auth.user.info``),
+  (``binary``, the default, ``avro``, ``json`` or ``protobuf``), ``schema.registry.url`` and
+  ``schema.registry.<key>`` (the registry client's keys, e.g.
+  ``schema.registry.basic.auth.user.info``),
   ``value.subject`` / ``value.schema.id`` (and ``key.*``) to pin the reader schema, and
   ``decode.mode`` (``FAILFAST``, the default, or ``PERMISSIVE``: a null column and the bytes in
   ``value_raw``).
