@@ -253,3 +253,37 @@ def test_json_schema_values_read_as_a_struct(
     df = _read(spark_session, noida, registry, topic_name, **{"value.format": "json"})
     assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,items:array<string>,note:string>"
     assert [r.value.asDict() for r in df.orderBy("offset").collect()] == orders
+
+
+def test_a_pinned_reader_schema_and_an_avro_key(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    from kaflux.serialization import SerializationContext
+
+    create_topic(noida.bootstrap_servers, topic_name, 1)
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        key_serializer = AvroSerializer(client, USER_V1)
+        v1, v2 = AvroSerializer(client, USER_V1), AvroSerializer(client, USER_V2)
+        value_ctx, key_ctx = (
+            SerializationContext(topic_name, "value"),
+            SerializationContext(topic_name, "key"),
+        )
+        with Producer({"bootstrap.servers": noida.bootstrap_servers}) as producer:
+            producer.send(
+                topic_name, v1({"name": "ann"}, value_ctx), key=key_serializer({"name": "k1"}, key_ctx)
+            )
+            producer.send(
+                topic_name,
+                v2({"name": "bob", "age": 3}, value_ctx),
+                key=key_serializer({"name": "k2"}, key_ctx),
+            )
+            producer.flush(20)
+        v1_id = client.get_version(f"{topic_name}-value", 1).schema_id
+    df = _read(
+        spark_session, noida, registry, topic_name, **{"value.schema.id": str(v1_id), "key.format": "avro"}
+    )
+    assert df.schema["value"].dataType.simpleString() == "struct<name:string>"
+    rows = df.orderBy("offset").collect()
+    assert [(r.key.name, r.value.name) for r in rows] == [("k1", "ann"), ("k2", "bob")]
+    by_subject = _read(spark_session, noida, registry, topic_name, **{"value.subject": f"{topic_name}-value"})
+    assert by_subject.schema["value"].dataType.simpleString() == "struct<name:string,age:int>"
