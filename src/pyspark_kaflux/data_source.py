@@ -78,15 +78,20 @@ class KafluxDataSource(DataSource):
         from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
 
         # typed key/value columns: the reader schema is fixed now, when the query starts
-        return decoded_schema(base, resolve_formats(parse_source_options(self.options, streaming=False)))
+        options = parse_source_options(self.options, streaming=False)
+        return decoded_schema(base, resolve_formats(options, fresh=True))
 
     def _check_read_schema(self, schema: StructType, options: SourceOptions) -> SourceOptions:
-        expected = kafka_schema(parse_include_headers(self.options))
+        base = expected = kafka_schema(parse_include_headers(self.options))
         if options.formats is not None:
             from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
 
-            options = resolve_formats(options)
-            expected = decoded_schema(expected, options)
+            resolved = resolve_formats(options)
+            expected = decoded_schema(base, resolved)
+            if schema != expected:  # this process resolved an older query's schemas: ask again
+                resolved = resolve_formats(options, fresh=True)
+                expected = decoded_schema(base, resolved)
+            options = resolved
         if schema != expected:
             raise KafluxOptionError(
                 "The kaflux source has a fixed schema and cannot be set with a custom one "

@@ -111,15 +111,20 @@ def _resolve_one(options: SourceOptions, fmt: FormatOptions, column: str) -> Res
 _resolved: dict[tuple[Any, ...], tuple[ResolvedFormat, ...]] = {}
 
 
-def resolve_formats(options: SourceOptions) -> SourceOptions:
-    """``options`` with the reader schemas of its typed columns fixed (asked of the registry
-    once per process and option set, so ``schema()`` and ``reader()`` agree)."""
+def resolve_formats(options: SourceOptions, *, fresh: bool = False) -> SourceOptions:
+    """``options`` with the reader schemas of its typed columns fixed.
+
+    ``fresh`` (the source's ``schema()``, when a query starts) asks the registry for the latest
+    versions now; otherwise (``reader()``, later) the resolution this process made last for the
+    same options is reused, so the two agree."""
     fmt = options.formats
     if fmt is None:
         return options
     key = (fmt, options.strategy)
-    resolved = _resolved.get(key)
+    resolved = None if fresh else _resolved.get(key)
     if resolved is None:
+        if fresh and fmt.registry:
+            registry_client(fmt.registry).clear_latest_caches()
         resolved = tuple(r for c in ("key", "value") if (r := _resolve_one(options, fmt, c)) is not None)
         _resolved[key] = resolved
     return replace(options, resolved_formats=resolved)

@@ -287,3 +287,24 @@ def test_a_pinned_reader_schema_and_an_avro_key(
     assert [(r.key.name, r.value.name) for r in rows] == [("k1", "ann"), ("k2", "bob")]
     by_subject = _read(spark_session, noida, registry, topic_name, **{"value.subject": f"{topic_name}-value"})
     assert by_subject.schema["value"].dataType.simpleString() == "struct<name:string,age:int>"
+
+
+def test_each_query_takes_the_latest_schema_when_it_starts(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    from kaflux.schema_registry import Schema
+    from kaflux.serialization import SerializationContext
+
+    create_topic(noida.bootstrap_servers, topic_name, 1)
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        with Producer({"bootstrap.servers": noida.bootstrap_servers}) as producer:
+            producer.send(
+                topic_name,
+                AvroSerializer(client, USER_V1)({"name": "ann"}, SerializationContext(topic_name, "value")),
+            )
+            producer.flush(20)
+        first = _read(spark_session, noida, registry, topic_name)
+        assert [r.value.asDict() for r in first.collect()] == [{"name": "ann"}]
+        client.register_schema(f"{topic_name}-value", Schema(USER_V2))
+    second = _read(spark_session, noida, registry, topic_name)
+    assert [r.value.asDict() for r in second.collect()] == [{"name": "ann", "age": -1}]
