@@ -15,7 +15,7 @@ from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.errors import RecordDeserializationError
 from kaflux.schema_registry import SchemaRegistryClient
 from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer
-from kaflux.serialization import Deserializer, SerializationContext
+from kaflux.serialization import Deserializer, SerializationContext, Serializer
 from kaflux.testing.brokers import Broker
 
 ck = pytest.importorskip("confluent_kafka")
@@ -113,6 +113,15 @@ def test_kaflux_writes_avro_and_confluent_kafka_reads_it(
     assert values == [page_view(i) for i in range(200)]
 
 
+class _RecordingSerializer(Serializer):
+    def __init__(self) -> None:
+        self.contexts: list[SerializationContext] = []
+
+    def __call__(self, value: Any, ctx: SerializationContext) -> bytes | None:
+        self.contexts.append(ctx)
+        return None if value is None else str(value).encode()
+
+
 class _Recording(Deserializer):
     def __init__(self) -> None:
         self.contexts: list[SerializationContext] = []
@@ -124,9 +133,15 @@ class _Recording(Deserializer):
 
 def test_deserializers_get_the_context_and_plain_callables_still_work(tansu: Broker, topic_name: str) -> None:
     _create(tansu, topic_name)
-    with Producer({"bootstrap.servers": tansu.bootstrap_servers}, key_serializer=str.encode) as producer:
-        producer.send(topic_name, b"v", key="k", headers=[("h", b"1")])
+    value_serializer = _RecordingSerializer()
+    with Producer(
+        {"bootstrap.servers": tansu.bootstrap_servers},
+        key_serializer=str.encode,
+        value_serializer=value_serializer,
+    ) as producer:
+        producer.send(topic_name, "v", key="k", headers=[("h", b"1")])
         producer.flush(WAIT_S)
+    assert value_serializer.contexts == [SerializationContext(topic_name, "value", [("h", b"1")])]
     recording = _Recording()
     with _consumer(
         tansu, topic_name, key_deserializer=bytes.decode, value_deserializer=recording
