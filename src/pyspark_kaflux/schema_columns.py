@@ -32,6 +32,8 @@ from pyspark_kaflux.avro_types import (
     spark_type,
     strip_logical_types,
 )
+from pyspark_kaflux.avro_vector import compile_plan
+from pyspark_kaflux.avro_vector import decode as vector_decode
 from pyspark_kaflux.options import FormatOptions, KafluxOptionError, SourceOptions, Subscribe
 
 __all__ = [
@@ -186,6 +188,8 @@ class AvroColumnDecoder:
         self.spark_type = spark_type(parsed, named, fmt.column)
         self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
         self._build_type = millis_arrow_type(parsed, named, self.arrow_type)
+        # flat schemas decode vectorised, with no Python object per record (None: not flat)
+        self._plan = compile_plan(parsed, named, self.arrow_type)
         self._reader, _ = _parse(self._client, fmt.references, fmt.schema_str, strip=True)
         self._writers: dict[int, Any] = {fmt.schema_id: self._reader}
         self._read = schemaless_reader
@@ -230,6 +234,14 @@ class AvroColumnDecoder:
                 | d[at + 4].astype(np.int64)
             )
             fast &= (d[at] == 0) & (ids == self._fmt.schema_id)
+        if self._plan is not None and not (valid & ~fast).any():
+            # every record is framed with the reader schema's id: decode them all at once
+            payloads = np.frombuffer(raw, dtype=np.uint8)
+            vectorised = vector_decode(self._plan, payloads, starts + 5, ends, fast)
+            if vectorised is not None:
+                permissive = pa.nulls(n, pa.binary()) if self._fmt.permissive else None
+                return vectorised, permissive
+            # a malformed record: the loop below finds it
         # 1: framed with the reader schema's id (the common case); 0: null; 2: anything else
         codes = np.where(fast, 1, np.where(valid, 2, 0)).tolist()
         fo = io.BytesIO(raw)

@@ -94,6 +94,12 @@ def test_avro_values_resolve_to_the_reader_schema_and_bad_ones_are_named(
     decoded, raw = decoder.decode(_batch([v1, v2, None, truncated, b"\x00\x00\x00\x00\x63xx"]))
     assert decoded.to_pylist() == [{"name": "ann", "age": -1}, {"name": "bob", "age": 4}, None, None, None]
     assert raw is not None and raw.to_pylist() == [None, None, None, truncated, b"\x00\x00\x00\x00\x63xx"]
+    # all framed with the reader schema's id: the vectorised path
+    assert decoder.decode(_batch([v2, None, v2]))[0].to_pylist() == [
+        {"name": "bob", "age": 4},
+        None,
+        {"name": "bob", "age": 4},
+    ]
     strict = AvroColumnDecoder(_format(registry, "avro", USER_V2, reader_id, permissive=False))
     with pytest.raises(RecordDecodeError, match="t-0 offset 1"):
         strict.decode(_batch([v2, truncated]))
@@ -134,3 +140,94 @@ def test_protobuf_values_decode_with_a_class_built_from_the_registry(registry: S
         None,
     ]
     assert raw is not None and raw.to_pylist() == [None, None, None, b"junk"]
+
+
+FLAT = {
+    "type": "record",
+    "name": "Flat",
+    "fields": [
+        {"name": "a", "type": "int"},
+        {"name": "b", "type": ["null", "string"]},
+        {"name": "c", "type": "double"},
+        {"name": "d", "type": "boolean"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y"]}},
+        {
+            "name": "f",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Sub",
+                    "fields": [{"name": "g", "type": "long"}, {"name": "h", "type": "bytes"}],
+                },
+            ],
+        },
+        {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "fl", "type": "float"},
+    ],
+}
+
+
+def _flat_record(i: int) -> dict[str, object]:
+    import datetime as dt
+    import uuid
+
+    return {
+        "a": (i * 2_654_435_761) % 2**32 - 2**31,
+        "b": None if i % 3 == 0 else "héllo" * (i % 4),
+        "c": i / 7,
+        "d": i % 2 == 0,
+        "e": "XY"[i % 2],
+        "f": None
+        if i % 5 == 0
+        else {"g": (i * 11_400_714_819_323_198_485) % 2**64 - 2**63, "h": bytes([i % 256]) * (i % 3)},
+        "t": dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=1001 * i),
+        "day": dt.date(2020, 1, 1) + dt.timedelta(days=i),
+        "u": str(uuid.UUID(int=i)),
+        "fl": 0.25 * (i % 9),
+    }
+
+
+def test_the_vectorised_avro_decoder_matches_fastavro_and_refuses_malformed_records() -> None:
+    import io
+
+    import numpy as np
+    from fastavro import parse_schema, schemaless_writer
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from pyspark_kaflux.avro_types import spark_type
+    from pyspark_kaflux.avro_vector import compile_plan, decode
+
+    named: dict[str, object] = {}
+    parsed = parse_schema(FLAT, named_schemas=named)
+    target = to_arrow_type(spark_type(parsed, named), timezone="UTC")
+    plan = compile_plan(parsed, named, target)
+    assert plan is not None
+    payloads: list[bytes | None] = []
+    for i in range(500):
+        out = io.BytesIO()
+        schemaless_writer(out, parsed, _flat_record(i))
+        payloads.append(out.getvalue())
+    payloads.insert(7, None)
+
+    def run(values: list[bytes | None]) -> pa.Array | None:
+        array = pa.array(values, pa.binary())
+        data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[: len(array) + 1].astype(np.int64)
+        return decode(plan, data, offsets[:-1], offsets[1:], array.is_valid().to_numpy(zero_copy_only=False))
+
+    decoded = run(payloads)
+    assert decoded is not None and decoded.type == target
+    expected: list[object] = [_flat_record(i) for i in range(500)]
+    expected.insert(7, None)
+    assert decoded.to_pylist() == expected
+    first = payloads[0]
+    assert first is not None
+    assert run([first, first[:-1]]) is None  # truncated
+    assert run([first, first + b"\x00"]) is None  # bytes left over
+    assert run([first, b"\x02" + first[1:]]) is None or run([first, b"\x02" + first[1:]]) == run(
+        [first, first]
+    )
+    assert compile_plan(parse_schema({"type": "array", "items": "int"}), {}, pa.list_(pa.int32())) is None
