@@ -5,9 +5,12 @@ struct of the schema's fields instead of bytes (JSON Schema values are parsed in
 :class:`JsonColumnDecoder`). The reader schema is fixed when the query starts
 (:func:`resolve_formats`, on the driver): ``value.schema.id``, else the latest version of
 ``value.subject`` (default ``<topic>-value`` for a single subscribed topic). Executors decode
-each Arrow batch's column (:class:`AvroColumnDecoder`): records are read with their writer's
-schema (asked of the registry once per id and process) and resolved to the reader schema, then
-built into one Arrow struct array per batch.
+each Arrow batch's column (:class:`AvroColumnDecoder`). When every record of the batch was
+written with the reader schema and that schema is flat (records of primitives, enums,
+``[null, T]`` unions, dates, timestamps, uuids), the whole column is decoded at once with numpy
+(:mod:`pyspark_kaflux.avro_vector`), with no Python object per record. Otherwise records are
+read one by one with fastavro, with their writer's schema (asked of the registry once per id and
+process) resolved to the reader schema, and built into one Arrow struct array per batch.
 
 Undecodable records (no magic byte, an unknown schema id, a truncated payload) fail the query
 naming topic, partition and offset (``decode.mode=FAILFAST``, the default), or with
