@@ -2,11 +2,12 @@
 
 Avro's binary encoding puts a record's fields one after the other, so every record's field
 *k* can be decoded at once from an array of positions: varints with a few vectorised passes,
-strings by gathering their bytes, doubles by viewing 8 bytes. :func:`compile_plan` accepts
-records (nested too) of ``int``, ``long``, ``float``, ``double``, ``boolean``, ``string``,
-``bytes``, ``enum``, unions of ``null`` and one of those, and the logical types ``date``,
-``timestamp-millis``, ``timestamp-micros`` and ``uuid``; anything else (arrays, maps,
-decimals, fixed, other unions) returns None and the caller decodes record by record.
+strings by gathering their bytes, doubles by viewing 8 bytes; arrays and maps item by item
+(item *k* of every row at once), then put in row order. :func:`compile_plan` accepts records
+(nested too), arrays and maps of ``int``, ``long``, ``float``, ``double``, ``boolean``,
+``string``, ``bytes``, ``enum``, unions of ``null`` and one of those, and the logical types
+``date``, ``timestamp-millis``, ``timestamp-micros`` and ``uuid``; anything else (decimals,
+fixed, other unions) returns None and the caller decodes record by record.
 
 :func:`decode` returns None when any record does not end exactly where its bytes end (or
 reads past them, or holds invalid UTF-8): the caller then decodes record by record too, which
@@ -57,6 +58,8 @@ def compile_plan(
         return None
     kind, logical = schema.get("type"), schema.get("logicalType")
     if kind == "record":
+        if not schema["fields"]:
+            return None  # takes no bytes: the array check below relies on items taking some
         fields = []
         for f, t in zip(schema["fields"], target, strict=True):
             sub = compile_plan(f["type"], named, t.type)
@@ -64,6 +67,13 @@ def compile_plan(
                 return None
             fields.append((f["name"], sub))
         return Plan("record", target, null_branch, tuple(fields))
+    if kind == "array":
+        item = compile_plan(schema["items"], named, target.value_type)
+        return None if item is None else Plan("array", target, null_branch, (("item", item),))
+    if kind == "map":
+        value = compile_plan(schema["values"], named, target.item_type)
+        key = Plan("string", target.key_type)
+        return None if value is None else Plan("map", target, null_branch, (("key", key), ("value", value)))
     if kind == "enum":
         return Plan("enum", target, null_branch, symbols=tuple(schema["symbols"]))
     if logical in ("date", "timestamp-millis", "timestamp-micros", "uuid") and kind in (
@@ -89,6 +99,13 @@ class _Reader:
         self.limit = len(data)
         self.pos = starts.copy()
         self.ends = ends
+
+    def view(self, rows: np.ndarray) -> _Reader:
+        """A reader over the current positions of ``rows`` (one slot each), same bytes."""
+        sub = _Reader.__new__(_Reader)
+        sub.d, sub.limit = self.d, self.limit
+        sub.pos, sub.ends = self.pos[rows].copy(), self.ends[rows]
+        return sub
 
     def varint(self, rows: np.ndarray) -> np.ndarray:
         """Zigzag varints at the positions of ``rows`` (advancing them)."""
@@ -210,12 +227,55 @@ def _node(reader: _Reader, plan: Plan, active: np.ndarray) -> pa.Array:
         present = active.copy()
         present[rows[branch == plan.null_branch]] = False
         active = present
+    if plan.kind in ("array", "map"):
+        return _repeated(reader, plan, active)
     if plan.kind != "record":
         return _leaf(reader, plan, active)
     children = [_node(reader, sub, active) for _, sub in plan.fields]
     return pa.StructArray.from_arrays(
         children, fields=list(plan.arrow_type), mask=None if active.all() else pa.array(~active)
     )
+
+
+def _repeated(reader: _Reader, plan: Plan, active: np.ndarray) -> pa.Array:
+    """An array or map: blocks of items (a count, negative when a byte size follows), ending
+    with a count of 0. Item k of every row is decoded at once; items are then put in row order."""
+    n = len(active)
+    seq = np.zeros(n, dtype=np.int64)  # items read so far per row
+    pieces: list[tuple[np.ndarray, np.ndarray, list[pa.Array]]] = []
+    pending = np.flatnonzero(active)
+    while len(pending):
+        counts = reader.varint(pending)
+        negative = counts < 0
+        if negative.any():
+            counts = np.abs(counts)
+            reader.varint(pending[negative])  # the block's size in bytes, not needed
+        more = counts > 0
+        pending, counts = pending[more], counts[more]
+        if not len(pending):
+            break
+        if (counts > reader.ends[pending] - reader.pos[pending]).any():
+            raise _Bad  # every item takes at least one byte
+        for k in range(int(counts.max())):
+            slots = pending[counts > k]
+            sub = reader.view(slots)
+            ones = np.ones(len(slots), dtype=bool)
+            children = [_node(sub, item, ones) for _, item in plan.fields]
+            reader.pos[slots] = sub.pos
+            pieces.append((slots, seq[slots].copy(), children))
+            seq[slots] += 1
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum(seq)
+    if pieces:
+        rows = np.concatenate([p[0] for p in pieces])
+        order = pa.array(np.lexsort((np.concatenate([p[1] for p in pieces]), rows)))
+        values = [pa.concat_arrays([p[2][i] for p in pieces]).take(order) for i in range(len(plan.fields))]
+    else:
+        values = [pa.array([], type=item.arrow_type) for _, item in plan.fields]
+    mask = None if active.all() else pa.array(~active)
+    if plan.kind == "array":
+        return pa.ListArray.from_arrays(pa.array(offsets), values[0], type=plan.arrow_type, mask=mask)
+    return pa.MapArray.from_arrays(pa.array(offsets), values[0], values[1], type=plan.arrow_type, mask=mask)
 
 
 def decode(

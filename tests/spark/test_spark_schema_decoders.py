@@ -230,4 +230,88 @@ def test_the_vectorised_avro_decoder_matches_fastavro_and_refuses_malformed_reco
     assert run([first, b"\x02" + first[1:]]) is None or run([first, b"\x02" + first[1:]]) == run(
         [first, first]
     )
-    assert compile_plan(parse_schema({"type": "array", "items": "int"}), {}, pa.list_(pa.int32())) is None
+    decimal = {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}
+    assert compile_plan(parse_schema(decimal), {}, pa.decimal128(5, 2)) is None  # record by record
+
+
+NESTED = {
+    "type": "record",
+    "name": "Nested",
+    "fields": [
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "counts", "type": {"type": "map", "values": "long"}},
+        {
+            "name": "subs",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Item",
+                    "fields": [
+                        {"name": "n", "type": "int"},
+                        {"name": "xs", "type": ["null", {"type": "array", "items": "double"}]},
+                    ],
+                },
+            },
+        },
+        {"name": "last", "type": "string"},
+    ],
+}
+
+
+def _nested_record(i: int) -> dict[str, object]:
+    return {
+        "tags": [f"t{j}" for j in range(i % 4)],
+        "counts": {f"k{j}": j * i for j in range(i % 3)},
+        "subs": [{"n": j, "xs": None if j % 2 else [j / 2] * (i % 3)} for j in range(i % 5)],
+        "last": f"end-{i}",
+    }
+
+
+def _vector(schema: dict[str, object], values: list[bytes | None]) -> pa.Array | None:
+    import numpy as np
+    from fastavro import parse_schema
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from pyspark_kaflux.avro_types import spark_type
+    from pyspark_kaflux.avro_vector import compile_plan, decode
+
+    named: dict[str, object] = {}
+    parsed = parse_schema(schema, named_schemas=named)
+    plan = compile_plan(parsed, named, to_arrow_type(spark_type(parsed, named), timezone="UTC"))
+    assert plan is not None
+    array = pa.array(values, pa.binary())
+    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[: len(array) + 1].astype(np.int64)
+    return decode(plan, data, offsets[:-1], offsets[1:], array.is_valid().to_numpy(zero_copy_only=False))
+
+
+def test_the_vectorised_decoder_reads_arrays_and_maps_in_row_order() -> None:
+    import io
+
+    from fastavro import parse_schema, schemaless_writer
+
+    parsed = parse_schema(NESTED)
+    payloads: list[bytes | None] = []
+    for i in range(300):
+        out = io.BytesIO()
+        schemaless_writer(out, parsed, _nested_record(i))
+        payloads.append(out.getvalue())
+    payloads.insert(3, None)
+    decoded = _vector(NESTED, payloads)
+    assert decoded is not None
+    # Arrow gives a map as a list of (key, value) pairs
+    expected: list[object] = [
+        {**_nested_record(i), "counts": [(f"k{j}", j * i) for j in range(i % 3)]} for i in range(300)
+    ]
+    expected.insert(3, None)
+    assert decoded.to_pylist() == expected
+    # a block with a negative count carries its size in bytes: [1, 2] as count -2, size 2, 1, 2, end
+    ints = {
+        "type": "record",
+        "name": "Ints",
+        "fields": [{"name": "xs", "type": {"type": "array", "items": "int"}}],
+    }
+    sized = _vector(ints, [b"\x03\x04\x02\x04\x00", b"\x04\x02\x04\x00", b"\x00"])
+    assert sized is not None and sized.to_pylist() == [{"xs": [1, 2]}, {"xs": [1, 2]}, {"xs": []}]
+    assert _vector(ints, [b"\x7e\x02\x00"]) is None  # a count of 63 items in 2 bytes
