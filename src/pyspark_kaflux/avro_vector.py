@@ -6,8 +6,8 @@ strings by gathering their bytes, doubles by viewing 8 bytes; arrays and maps it
 (item *k* of every row at once), then put in row order. :func:`compile_plan` accepts records
 (nested too), arrays and maps of ``int``, ``long``, ``float``, ``double``, ``boolean``,
 ``string``, ``bytes``, ``enum``, unions of ``null`` and one of those, and the logical types
-``date``, ``timestamp-millis``, ``timestamp-micros`` and ``uuid``; anything else (decimals,
-fixed, other unions) returns None and the caller decodes record by record.
+``date``, ``timestamp-millis``, ``timestamp-micros``, ``uuid`` and ``decimal`` (bytes); anything
+else (fixed, other unions) returns None and the caller decodes record by record.
 
 :func:`decode` returns None when any record does not end exactly where its bytes end (or
 reads past them, or holds invalid UTF-8): the caller then decodes record by record too, which
@@ -76,6 +76,8 @@ def compile_plan(
         return None if value is None else Plan("map", target, null_branch, (("key", key), ("value", value)))
     if kind == "enum":
         return Plan("enum", target, null_branch, symbols=tuple(schema["symbols"]))
+    if logical == "decimal" and kind == "bytes" and pa.types.is_decimal128(target):
+        return Plan("bytes", target, null_branch, logical="decimal")
     if logical in ("date", "timestamp-millis", "timestamp-micros", "uuid") and kind in (
         "int",
         "long",
@@ -204,6 +206,8 @@ def _leaf(reader: _Reader, plan: Plan, active: np.ndarray) -> pa.Array:
         row_lengths = lengths[rows]
         first = np.concatenate(([0], np.cumsum(row_lengths)[:-1])).astype(np.int64)
         gather = np.repeat(starts - first, row_lengths) + np.arange(total, dtype=np.int64)
+        if plan.logical == "decimal":
+            return _decimals(reader.d, starts, row_lengths, rows, active, plan.arrow_type)
         data = reader.d[gather]
         arrow = pa.string() if kind == "string" else pa.binary()
         array = pa.Array.from_buffers(
@@ -216,6 +220,31 @@ def _leaf(reader: _Reader, plan: Plan, active: np.ndarray) -> pa.Array:
                 raise _Bad from exc
         return array.cast(plan.arrow_type)
     raise _Bad
+
+
+def _decimals(
+    d: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    rows: np.ndarray,
+    active: np.ndarray,
+    arrow_type: Any,
+) -> pa.Array:
+    """Avro decimals (big-endian two's complement of the unscaled value, at most 16 bytes here)
+    as Arrow's decimal128 (16 bytes, little-endian)."""
+    n = len(active)
+    if (lengths > 16).any():
+        raise _Bad
+    values = np.zeros((n, 16), dtype=np.uint8)
+    negative = np.zeros(len(rows), dtype=bool)
+    nonempty = lengths > 0
+    negative[nonempty] = d[starts[nonempty]] >= 0x80
+    values[rows[negative]] = 0xFF  # sign extension
+    total = int(lengths.sum())
+    first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    k = np.arange(total, dtype=np.int64) - np.repeat(first, lengths)  # byte k from the right
+    values[np.repeat(rows, lengths), k] = d[np.repeat(starts + lengths - 1, lengths) - k]
+    return pa.Array.from_buffers(arrow_type, n, [_validity(active), pa.py_buffer(values.reshape(-1))])
 
 
 def _node(reader: _Reader, plan: Plan, active: np.ndarray) -> pa.Array:

@@ -6,9 +6,9 @@ struct of the schema's fields instead of bytes (JSON Schema values are parsed in
 (:func:`resolve_formats`, on the driver): ``value.schema.id``, else the latest version of
 ``value.subject`` (default ``<topic>-value`` for a single subscribed topic). Executors decode
 each Arrow batch's column (:class:`AvroColumnDecoder`). When every record of the batch was
-written with the reader schema and that schema is flat (records of primitives, enums,
-``[null, T]`` unions, dates, timestamps, uuids), the whole column is decoded at once with numpy
-(:mod:`pyspark_kaflux.avro_vector`), with no Python object per record. Otherwise records are
+written with the reader schema (and the schema has no ``fixed`` and no union other than
+``[null, T]``), the whole column is decoded at once with numpy (:mod:`pyspark_kaflux.avro_vector`),
+with no Python object per record. Otherwise records are
 read one by one with fastavro, with their writer's schema (asked of the registry once per id and
 process) resolved to the reader schema, and built into one Arrow struct array per batch.
 
