@@ -315,7 +315,7 @@ def decode(
     reader = _Reader(data, starts.astype(np.int64), ends.astype(np.int64))
     try:
         out = _node(reader, plan, valid.copy())
-    except (_Bad, IndexError):
+    except (_Bad, IndexError, ValueError, pa.ArrowException):  # a malformed record
         return None
     rows = np.flatnonzero(valid)
     if (reader.pos[rows] != reader.ends[rows]).any():
