@@ -15,7 +15,7 @@ EXTRAS=spark,broker
 DRY_RUN=0
 for arg in "$@"; do
   case "$arg" in
-    --test) PROFILE=test; EXTRAS=dev,spark,broker,docs ;;
+    --test) PROFILE=test; EXTRAS=dev,spark,broker,docs,schema-registry ;;
     --dry-run) DRY_RUN=1 ;;
     *) echo "bootstrap: unknown argument $arg (use --test, --dry-run)" >&2; exit 2 ;;
   esac

@@ -64,6 +64,7 @@ from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.records import ConsumerRecord, active_kernel
+from kaflux.serialization import SerializationContext, takes_context
 from kaflux.structs import TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
 
@@ -129,6 +130,8 @@ class ShareConsumer(Closeable):
         self.client_id = config_.client_id or f"share-consumer-{config_.group_id}-{next(_client_ids)}"
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
+        self._key_takes_context = takes_context(key_deserializer)
+        self._value_takes_context = takes_context(value_deserializer)
         self._buffer = ShareFetchBuffer()
         self._background: queue.SimpleQueue[
             tuple[dict[TopicPartition, Acknowledgements], KafkaError | None]
@@ -448,15 +451,31 @@ class ShareConsumer(Closeable):
     ) -> tuple[ConsumerRecord, RecordDeserializationError] | None:
         """Deserialize keys and values in place; the first record that fails, with its error
         (it and the records after it are left as they were)."""
-        kd, vd = self._key_deserializer, self._value_deserializer
+        kd: Any = self._key_deserializer
+        vd: Any = self._value_deserializer
         if kd is None and vd is None:
             return None
+        topic = fetch.tp.topic
         for record in records:
             origin: Literal["key", "value"] = "key"
             try:
-                key = record.key if kd is None else kd(record.key)
+                if kd is not None:
+                    key = (
+                        kd(record.key, SerializationContext(topic, "key", record.headers or None))
+                        if self._key_takes_context
+                        else kd(record.key)
+                    )
+                else:
+                    key = record.key
                 origin = "value"
-                value = record.value if vd is None else vd(record.value)
+                if vd is not None:
+                    value = (
+                        vd(record.value, SerializationContext(topic, "value", record.headers or None))
+                        if self._value_takes_context
+                        else vd(record.value)
+                    )
+                else:
+                    value = record.value
             except Exception as exc:
                 error = RecordDeserializationError(
                     repr(exc),
