@@ -3,8 +3,10 @@
 Theory of operation. As :class:`kaflux.Consumer`, two threads: the caller's, which runs the
 public API, decodes records (with the record kernel) and runs the acknowledgement commit
 callback; and one network thread (:class:`~kaflux.network.network_thread.NetworkThread`)
-running the coordinator lookup, the share membership's heartbeat
-(:mod:`~kaflux.consumer.share.heartbeat`) and the share-consume manager
+running the coordinator lookup, the share membership and its heartbeat
+(:mod:`~kaflux.consumer.share.membership`, :mod:`~kaflux.consumer.share.heartbeat`, built by
+:func:`kaflux.consumer.components.build_share_group` on the shared membership core) and the
+share-consume manager
 (:mod:`~kaflux.consumer.share.consume_request_manager`). They meet in the event queues and in
 the byte-bounded :class:`~kaflux.consumer.share.fetch_buffer.ShareFetchBuffer`.
 
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from kaflux.closeable import Closeable
 from kaflux.config import ShareConsumerConfig
 from kaflux.consumer.completed_fetch import Deserializer
+from kaflux.consumer.components import ShareGroupParts, build_share_group
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import CompletableEvent, fail
 from kaflux.consumer.membership.group import GroupState
@@ -50,8 +53,6 @@ from kaflux.consumer.share.events import (
     ShareSubscribeEvent,
 )
 from kaflux.consumer.share.fetch_buffer import ShareCompletedFetch, ShareFetchBuffer
-from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
-from kaflux.consumer.share.membership import ShareMembershipManager
 from kaflux.errors import (
     ConcurrentAccessError,
     IllegalStateError,
@@ -143,15 +144,8 @@ class ShareConsumer(Closeable):
             config_.group_id, RequestState(backoff), network.cluster, self._post_error
         )
         # The network thread's: this thread reaches them only through events.
-        membership = ShareMembershipManager(
-            config_.group_id,
-            _member_id(),
-            network.cluster,
-            request_metadata=lambda topics: network.metadata.request_update(),
-            on_fatal=self._post_error,
-        )
-        heartbeat = ShareHeartbeatRequestManager(
-            membership, coordinator, backoff, client_rack=config_.client_rack or None
+        membership, heartbeat = build_share_group(
+            ShareGroupParts(config_, _member_id(), network, coordinator, self._post_error)
         )
         consume = ShareConsumeRequestManager(
             membership,
@@ -171,7 +165,7 @@ class ShareConsumer(Closeable):
         self._thread = NetworkThread(
             f"kaflux-share-consumer-network-{self.client_id}",
             network.delegate,
-            [network.metadata, coordinator, heartbeat, consume],
+            [network.metadata, coordinator, membership, heartbeat, consume],
             processor,
         )
         self._book = AcknowledgementBook(implicit=self._implicit)

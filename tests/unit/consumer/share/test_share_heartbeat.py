@@ -3,14 +3,14 @@ injected time."""
 
 from __future__ import annotations
 
-from kaflux.consumer.share.membership import ShareMemberState
+from kaflux.consumer.member_state import MemberState
 from kaflux.errors import GroupAuthorizationFailedError
 from kaflux.protocol.messages import share_group_heartbeat as hb
 
 from support.fake_share_group import FakeShareGroup
 from support.share_rig import ShareRig
 
-S = ShareMemberState
+S = MemberState
 
 
 def _rig(**kwargs: int) -> ShareRig:
@@ -98,4 +98,4 @@ def test_an_answer_to_a_heartbeat_sent_before_leaving_is_dropped() -> None:
     assert rig.membership.state is S.LEAVING
     assert rig.membership.assigned_partitions() == frozenset()
     (leave,) = rig.pump()
-    assert leave.member_epoch == -1 and rig.membership.state is S.UNSUBSCRIBED
+    assert leave.member_epoch == -1 and rig.membership.state is S.UNJOINED
