@@ -30,6 +30,7 @@ from kaflux.consumer.membership.callbacks import (
 )
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
 from kaflux.consumer.positions import SubscriptionType
+from kaflux.errors import IllegalStateError
 from kaflux.metrics.clients import CoordinatorMetrics
 from kaflux.metrics.registry import MetricsRegistry
 from kaflux.network.requests import PollResult, RequestManager
@@ -77,7 +78,7 @@ class GroupMembership(RequestManager):
     :class:`~.core.MembershipCore`. A request manager that sends nothing: its protocol's
     heartbeat request manager, registered next to it, sends the requests (a membership may
     still do its own work on each pass, as KIP-848's reconciliation). ``commits`` is None for a
-    protocol that commits no offsets (share groups)."""
+    protocol that commits no offsets (share groups), which then cannot auto-commit."""
 
     #: the protocol's state table (the classic one unless a subclass says otherwise)
     TRANSITIONS: ClassVar[dict[MemberState, frozenset[MemberState]]] = MEMBER_TRANSITIONS
@@ -97,6 +98,11 @@ class GroupMembership(RequestManager):
         commits: CommitRequestManager | None,
         post_event: Callable[[BackgroundEvent], None],
     ) -> None:
+        if settings.auto_commit and commits is None:
+            raise IllegalStateError(
+                f"group {settings.group_id!r}: auto-commit needs a commit request manager; "
+                "a protocol without offset commits must set auto_commit=False"
+            )
         self.group_id = settings.group_id
         self._instance_id = settings.group_instance_id
         self._auto_commit = settings.auto_commit

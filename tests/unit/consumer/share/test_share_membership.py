@@ -3,6 +3,8 @@ with injected time (no sockets, no clock)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kaflux.consumer.member_state import (
@@ -12,14 +14,20 @@ from kaflux.consumer.member_state import (
     MemberState,
 )
 from kaflux.consumer.membership.core import MembershipCore
+from kaflux.consumer.positions import ResetStrategy
 from kaflux.consumer.share.membership import ShareMembershipManager
+from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import IllegalStateError, UnknownMemberIdError
+from kaflux.network.backoff import RequestState
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.metadata_manager import MetadataManager
 from kaflux.protocol.messages import share_group_heartbeat as hb
 from kaflux.state_machine import StateMachine
 from kaflux.structs import TopicPartition
 
 from support.fake_share_group import FakeShareGroup
-from support.share_rig import ShareRig, share_membership
+from support.fakes import exact_backoff
+from support.share_rig import ShareRig, share_membership, share_settings
 
 S = MemberState
 
@@ -78,6 +86,23 @@ def _group() -> FakeShareGroup:
     group = FakeShareGroup(brokers=2)
     group.create_topic("jobs", 3)
     return group
+
+
+def test_a_share_membership_commits_nothing_and_refuses_auto_commit_settings() -> None:
+    rig = ShareRig(_group())
+    assert rig.membership.member_info().generation == -1  # the core's commit identity, unused
+    settings = dataclasses.replace(share_settings("g"), auto_commit=True)
+    with pytest.raises(IllegalStateError, match="auto-commit needs a commit request manager"):
+        ShareMembershipManager(
+            settings,
+            "m",
+            rig.group,
+            coordinator=rig.coordinator,
+            subscription=SubscriptionState(ResetStrategy.LATEST),
+            metadata=MetadataManager(ClusterMetadata([]), RequestState(exact_backoff()), max_age_ms=1000),
+            request_metadata=lambda topics: None,
+            on_fatal=rig.errors.append,
+        )
 
 
 def test_joining_resolves_the_assignment_by_topic_id() -> None:
