@@ -77,7 +77,8 @@ class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipCo
     """ShareGroupHeartbeat for one share group member."""
 
     HEARTBEAT_STATES = SHARE_HEARTBEAT_STATES
-    #: Java's share consumer feeds no poll timer into its membership: none runs here
+    #: a share consumer has no max.poll.interval.ms (the config refuses it; the broker's
+    #: acquisition lock bounds how long records stay with a member): no poll timer runs
     POLL_TIMER_STATES = frozenset[MemberState]()
     FENCING_ERRORS = (FencedMemberEpochError, UnknownMemberIdError)
 

@@ -116,8 +116,8 @@ def test_an_answer_to_a_heartbeat_sent_before_leaving_is_dropped() -> None:
 
 
 def test_the_share_heartbeat_is_on_the_shared_base_and_runs_no_poll_timer() -> None:
-    """A share member heartbeats however long the application stays away from poll(), as
-    Java's share consumer: the base's poll timer never runs for it."""
+    """A share member heartbeats however long the application stays away from poll() (a share
+    consumer has no max.poll.interval.ms): the base's poll timer never runs for it."""
     rig = _rig(session_timeout_ms=45_000)
     assert isinstance(rig.heartbeat, HeartbeatRequestManagerBase)
     assert frozenset() == rig.heartbeat.POLL_TIMER_STATES
