@@ -13,10 +13,11 @@ import time (``kaflux.records`` then falls back to pure Python and says so).
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from setuptools import Extension, setup
@@ -24,15 +25,20 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 KERNEL_DIR = Path("src", "kaflux", "records")
-KERNEL_SOURCES = ("_kernel.pyx", "_kernel_impl.h")
 
 
-def kernel_source_sha256(directory: Path) -> str:
-    """SHA-256 over the kernel's sources (kaflux.records recomputes it the same way)."""
-    digest = hashlib.sha256()
-    for name in KERNEL_SOURCES:
-        digest.update(name.encode() + b"\0" + (directory / name).read_bytes() + b"\0")
-    return digest.hexdigest()
+def _definitions() -> ModuleType:
+    """kaflux.records.definitions, loaded by its path (kaflux is not importable yet): the source
+    lists and the one source-hash function, which kaflux.records.kernels recomputes at import."""
+    spec = importlib.util.spec_from_file_location("_kaflux_definitions", HERE / KERNEL_DIR / "definitions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would register it
+    spec.loader.exec_module(module)
+    return module
+
+
+DEFINITIONS = _definitions()
 
 
 _warned = False
@@ -90,21 +96,22 @@ def extensions() -> list[Extension]:
     except ImportError:
         warn("Cython is not installed")
         return []
-    sha = kernel_source_sha256(HERE / KERNEL_DIR)
+    sha = DEFINITIONS.source_sha256(HERE / KERNEL_DIR, DEFINITIONS.KERNEL_SOURCES)
     extension = Extension(
         "kaflux.records._kernel",
         sources=[str(KERNEL_DIR / "_kernel.pyx")],
-        depends=[str(KERNEL_DIR / "_kernel_impl.h")],
+        # the .pxi sections it includes and its C helpers
+        depends=[str(KERNEL_DIR / name) for name in DEFINITIONS.KERNEL_SOURCES[1:]],
         include_dirs=[str(KERNEL_DIR)],
         define_macros=[("KAFLUX_KERNEL_SOURCE_SHA256", f'"{sha}"')],
         optional=True,
     )
     # The producer's record encoder (kaflux.records.encode has its pure-Python twin).
-    encode_sha = hashlib.sha256(b"_encode.pyx\0" + (HERE / KERNEL_DIR / "_encode.pyx").read_bytes() + b"\0")
+    encode_sha = DEFINITIONS.source_sha256(HERE / KERNEL_DIR, DEFINITIONS.ENCODER_SOURCES)
     encoder = Extension(
         "kaflux.records._encode",
         sources=[str(KERNEL_DIR / "_encode.pyx")],
-        define_macros=[("KAFLUX_ENCODE_SOURCE_SHA256", f'"{encode_sha.hexdigest()}"')],
+        define_macros=[("KAFLUX_ENCODE_SOURCE_SHA256", f'"{encode_sha}"')],
         optional=True,
     )
     try:

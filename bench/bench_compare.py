@@ -11,8 +11,11 @@ written once to a Tansu broker started by ``kaflux.devbrokers.brokers`` (or to
 the whole backlog from the beginning and touches every value; the clients take turns within
 each round (interleaved), so drifting machine load spreads over all of them. Per client it
 prints the median (and range) of records/s over the rounds, CPU seconds (all threads, from the
-first poll to the last record), peak RSS (the child's high-water mark, imports included) and
-the ratios to confluent-kafka tuned. Clients:
+first poll to the last record), CPU µs per record, the CPU efficiency against confluent-kafka
+tuned (its CPU per record divided by the client's: 2.0 means half the CPU per record), peak
+RSS (the child's high-water mark, imports included) and, for the Arrow rows, peak RSS against
+``poll()``'s plus what importing pyarrow alone adds (measured in a child of its own). Wall
+clock is broker-bound here; CPU per record is the figure that compares clients. Clients:
 
 * ``kaflux-poll``: ``poll()`` with ``max.poll.records=500``;
 * ``kaflux-arrow``: ``poll_arrow()`` with ``max.poll.records=500`` (same limit as poll());
@@ -76,26 +79,64 @@ def run_child(
     return result
 
 
-def summarize(runs: dict[str, list[dict[str, Any]]], records: int) -> None:
+#: Peak RSS a child adds by importing pyarrow after kaflux (MiB).
+PYARROW_IMPORT_RSS = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from consume_clients import peak_rss_mib; "
+    "import kaflux.consumer; before = peak_rss_mib(); import pyarrow; print(peak_rss_mib() - before)"
+)
+
+
+def pyarrow_import_mib() -> float:
+    """What importing pyarrow adds to a kaflux process's peak RSS (median of 3 children)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", PYARROW_IMPORT_RSS, here],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
+            ).stdout
+        )
+        for _ in range(3)
+    ]
+    return statistics.median(runs)
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]], records: int, pyarrow_mib: float = float("nan")) -> None:
     def median(client: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[client])
 
     base_rate = median(BASELINE, "records_per_s") if BASELINE in runs else float("nan")
     base_cpu = median(BASELINE, "cpu_s") if BASELINE in runs else float("nan")
+    poll_rss = median("kaflux-poll", "peak_rss_mib") if "kaflux-poll" in runs else float("nan")
     print(
-        "\n| client | rounds | rec/s (median) | rec/s (min-max) | x confluent tuned | CPU s | "
-        "CPU x tuned | µs CPU/record | peak RSS MiB | max buffered MiB |"
+        "\n| client | rounds | rec/s (median) | rec/s (min-max) | rec/s x confluent tuned | CPU s | "
+        "µs CPU/record | CPU efficiency x confluent tuned | peak RSS MiB | RSS / (poll() + pyarrow) | "
+        "max buffered MiB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for client, results in runs.items():
         rates = [r["records_per_s"] for r in results]
         rate, cpu = median(client, "records_per_s"), median(client, "cpu_s")
         buffered = median(client, "max_buffered_mib")
+        rss = median(client, "peak_rss_mib")
+        rss_ratio = f"{rss / (poll_rss + pyarrow_mib):.2f}" if client.startswith("kaflux-arrow") else "-"
         print(
             f"| {client} | {len(results)} | {rate:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
-            f"{rate / base_rate:.2f} | {cpu:.2f} | {cpu / base_cpu:.2f} | {cpu / records * 1e6:.2f} | "
-            f"{median(client, 'peak_rss_mib'):.0f} | {'-' if buffered != buffered else f'{buffered:.1f}'} |"
+            f"{rate / base_rate:.2f} | {cpu:.2f} | {cpu / records * 1e6:.3f} | {base_cpu / cpu:.2f} | "
+            f"{rss:.0f} | {rss_ratio} | {'-' if buffered != buffered else f'{buffered:.1f}'} |"
         )
+    if "kaflux-poll" in runs:
+        poll_cpu = median("kaflux-poll", "cpu_s")
+        arrow = ", ".join(
+            f"{client} {median(client, 'cpu_s') / poll_cpu:.2f}x"
+            for client in runs
+            if client.startswith("kaflux-arrow")
+        )
+        if arrow:
+            print(f"\nCPU per record against poll()'s: {arrow}; pyarrow's import adds {pyarrow_mib:.0f} MiB")
     if "raw-fetch" in runs:
         ceiling = median("raw-fetch", "records_per_s")
         shares = ", ".join(
@@ -169,7 +210,7 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-        summarize(runs, args.records)
+        summarize(runs, args.records, pyarrow_import_mib() if any("arrow" in c for c in clients) else 0.0)
     finally:
         if broker is not None:
             broker.stop()

@@ -16,7 +16,11 @@ metadata are excluded. The clients:
 
 * ``confluent``: ``produce(topic, value, key, on_delivery=callback)``, ``poll(0)`` every 1000
   records (and on BufferError), ``flush()``; the callback counts acknowledgements.
+* ``confluent-idempotent``: the same with ``enable.idempotence=true, acks=all``: kaflux's
+  default durability, the fair baseline for kaflux's producer.
 * ``kaflux-send``: ``send(topic, value, key=key)`` for each record, ``flush()``.
+* ``kaflux-callback``: ``send(topic, value, key, callback=callback)`` for each record (the
+  callback counts acknowledgements, as confluent's does), ``flush()``.
 * ``kaflux-arrow``: ``send_arrow(topic, batch)`` with 10,000-row pyarrow batches (``key``,
   ``value``), built before the clock starts, ``flush()``.
 * ``aiokafka``: ``await producer.send(topic, value, key=key)`` for each record (the future of
@@ -42,7 +46,7 @@ import time
 import uuid
 from typing import Any
 
-CLIENTS = ("confluent", "kaflux-send", "kaflux-arrow", "aiokafka")
+CLIENTS = ("confluent", "confluent-idempotent", "kaflux-send", "kaflux-callback", "kaflux-arrow", "aiokafka")
 ARROW_ROWS = 10_000
 
 
@@ -65,10 +69,15 @@ def peak_rss_mib() -> float:
 # -- one run per child process --------------------------------------------------------------------
 
 
-def run_confluent(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> dict[str, Any]:
+def run_confluent(
+    bootstrap: str, topic: str, keys: list[bytes], values: list[bytes], idempotent: bool = False
+) -> dict[str, Any]:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if idempotent:  # kaflux's default durability: idempotence on, acks=all
+        config |= {"enable.idempotence": True, "acks": "all"}
+    producer = Producer(config)
     producer.list_topics(topic, timeout=30)
     acked = [0]
     errors: list[Any] = []
@@ -109,6 +118,30 @@ def run_kaflux_send(bootstrap: str, topic: str, keys: list[bytes], values: list[
     errors = sum(1 for f in futures if f.exception(0) is not None)
     producer.close(30)
     return {"acked": len(futures) - errors, "errors": errors, "seconds": seconds, "cpu_s": cpu}
+
+
+def run_kaflux_callback(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> dict[str, Any]:
+    from kaflux import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.send(topic, b"warm-up").result(30)  # metadata, connection and producer id
+    acked = [0]
+    errors: list[Any] = []
+
+    def delivered(metadata: Any, error: Any) -> None:
+        if error is None:
+            acked[0] += 1
+        else:
+            errors.append(error)
+
+    send = producer.send
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    for key, value in zip(keys, values, strict=True):
+        send(topic, value, key, callback=delivered)
+    producer.flush(300)
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    producer.close(30)
+    return {"acked": acked[0], "errors": len(errors), "seconds": seconds, "cpu_s": cpu}
 
 
 def run_kaflux_arrow(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> dict[str, Any]:
@@ -163,7 +196,9 @@ def run_aiokafka(bootstrap: str, topic: str, keys: list[bytes], values: list[byt
 
 RUNNERS = {
     "confluent": run_confluent,
+    "confluent-idempotent": lambda *args: run_confluent(*args, idempotent=True),
     "kaflux-send": run_kaflux_send,
+    "kaflux-callback": run_kaflux_callback,
     "kaflux-arrow": run_kaflux_arrow,
     "aiokafka": run_aiokafka,
 }
@@ -273,23 +308,29 @@ def main() -> int:
                 result = run_child(client, bootstrap, args.records, args.partitions, None)
                 runs[client].append(result)
                 print(
-                    f"round {round_no + 1} {client:<13} {result['records_per_s']:>11,.0f} rec/s  "
+                    f"round {round_no + 1} {client:<21} {result['records_per_s']:>11,.0f} rec/s  "
                     f"cpu {100 * result['cpu_s'] / result['seconds']:>4.0f}%  errors {result['errors']}",
                     flush=True,
                 )
     medians = {c: statistics.median(r["records_per_s"] for r in runs[c]) for c in clients}
     base = medians.get("confluent")
     print(f"\n{args.records:,} records x {args.rounds} rounds, {args.partitions} partitions")
+    base_idem = medians.get("confluent-idempotent")
     print(
-        f"{'client':<14}{'median rec/s':>14}{'vs confluent':>14}{'cpu %':>8}{'peak RSS MiB':>14}"
-        "  runs (rec/s)"
+        f"{'client':<21}{'median rec/s':>14}{'vs confluent':>14}{'vs idempotent':>15}{'cpu %':>8}"
+        f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}  runs (rec/s)"
     )
     for client in clients:
         cpu = statistics.median(100 * r["cpu_s"] / r["seconds"] for r in runs[client])
+        per_record = statistics.median(1e6 * r["cpu_s"] / max(r["acked"], 1) for r in runs[client])
         rss = max(r["peak_rss_mib"] for r in runs[client])
         ratio = f"{medians[client] / base:.2f}x" if base else "-"
+        ratio_idem = f"{medians[client] / base_idem:.2f}x" if base_idem else "-"
         each = " / ".join(f"{r['records_per_s']:,.0f}" for r in runs[client])
-        print(f"{client:<14}{medians[client]:>14,.0f}{ratio:>14}{cpu:>8.0f}{rss:>14.0f}  {each}")
+        print(
+            f"{client:<21}{medians[client]:>14,.0f}{ratio:>14}{ratio_idem:>15}{cpu:>8.0f}"
+            f"{per_record:>12.2f}{rss:>14.0f}  {each}"
+        )
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"records": args.records, "runs": runs, "medians": medians}, out, indent=2)

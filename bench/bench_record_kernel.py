@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 
-from kaflux.records import LZ4, NONE, BatchBuilder, _pure, codec_name
+from kaflux.records import LZ4, NONE, BatchBuilder, codec_name
+from kaflux.records.kernels import load_compiled_kernel, pure_decoder
 
 
 def build_fetch_buffer(codec: int, batches: int, records: int) -> bytes:
@@ -99,10 +100,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     try:
-        from kaflux.records import _kernel
+        _kernel = load_compiled_kernel()
     except ImportError as exc:
-        raise SystemExit(f"the compiled kernel is not built: {exc}") from None
-    kernels: dict[str, ModuleType] = {"pure": _pure, "compiled": _kernel}
+        raise SystemExit(f"the compiled kernel is not usable: {exc}") from None
+    kernels: dict[str, ModuleType] = {"pure": pure_decoder(), "compiled": _kernel}
     modes: dict[str, Callable[[ModuleType, memoryview], int]] = {
         "records": run_records,
         "consumer": run_consumer_records,

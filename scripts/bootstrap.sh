@@ -15,7 +15,7 @@ EXTRAS=spark,broker
 DRY_RUN=0
 for arg in "$@"; do
   case "$arg" in
-    --test) PROFILE=test; EXTRAS=dev,spark,broker,docs ;;
+    --test) PROFILE=test; EXTRAS=dev,spark,broker,docs,schema-registry ;;
     --dry-run) DRY_RUN=1 ;;
     *) echo "bootstrap: unknown argument $arg (use --test, --dry-run)" >&2; exit 2 ;;
   esac
@@ -27,8 +27,9 @@ if [ "$DRY_RUN" = 1 ]; then
   exit 0
 fi
 # Reinstall when the packaging or the compiled kernel's sources change.
-want=$(cat pyproject.toml setup.py src/kaflux/records/_kernel.pyx src/kaflux/records/_kernel_impl.h \
-  src/kaflux/records/_encode.pyx | sha256sum | cut -d' ' -f1)
+# (every .pyx/.pxi/.h of the kernels, and definitions.py, whose source lists setup.py reads)
+want=$(cat pyproject.toml setup.py src/kaflux/records/definitions.py src/kaflux/records/*.pyx \
+  src/kaflux/records/*.pxi src/kaflux/records/*.h | sha256sum | cut -d' ' -f1)
 
 say() { echo "bootstrap: $*" >&2; }
 

@@ -22,4 +22,8 @@ if [ $# -eq 0 ]; then
   KAFLUX_PURE=1 "$PYBIN" -m pytest -q tests/unit/consumer/test_fetch_collector.py \
     tests/unit/consumer/test_poll_arrow.py tests/integration/test_consumer_fetch.py \
     tests/integration/test_poll_arrow_on_brokers.py
+  # The wheel users install: built with the compiled kernels, installed into a fresh venv, and
+  # the record tests run against it (about 2 minutes).
+  echo "== wheel: build, install into a fresh venv, record tests"
+  PYTHON="$PYBIN" bash scripts/test_wheel.sh
 fi

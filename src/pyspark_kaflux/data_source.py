@@ -21,9 +21,18 @@ refused with the nearest name: ``bootstrap.servers`` -> ``kafka.bootstrap.server
   ``fetchOffset.numRetries`` (3), ``fetchOffset.retryIntervalMs`` (10); streaming only:
   ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (15m).
 - ``groupIdPrefix`` is accepted and unused.
+- typed columns (see :mod:`pyspark_kaflux.schema_columns`): ``value.format`` / ``key.format``
+  (``binary``, the default, ``avro``, ``json`` or ``protobuf``), ``schema.registry.url`` and
+  ``schema.registry.<key>`` (the registry client's keys, e.g.
+  ``schema.registry.basic.auth.user.info``),
+  ``value.subject`` / ``value.schema.id`` (and ``key.*``) to pin the reader schema, and
+  ``decode.mode`` (``FAILFAST``, the default, or ``PERMISSIVE``: a null column and the bytes in
+  ``value_raw``).
 
 Sink options: ``kafka.bootstrap.servers`` (required), ``kafka.<key>`` of ``kaflux.Producer``
-(refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``. Batch writes need
+(refused: ``kafka.key.serializer``, ``kafka.value.serializer``), ``topic``; ``value.format=avro``
+(and ``key.format``) with ``schema.registry.*`` and optionally ``value.subject`` /
+``value.schema.id`` serialise a struct column (see :mod:`pyspark_kaflux.schema_sink`). Batch writes need
 ``mode("append")``: Spark refuses the default ErrorIfExists mode for Python data sources, and
 Kafka cannot be overwritten.
 """
@@ -31,10 +40,12 @@ Kafka cannot be overwritten.
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from pyspark_kaflux.options import (
     KafluxOptionError,
+    SinkOptions,
+    SourceOptions,
     parse_include_headers,
     parse_sink_options,
     parse_source_options,
@@ -66,28 +77,43 @@ class KafluxDataSource(DataSource):
         # Whether the query is a batch or a stream is not known yet; reader()/streamReader()
         # check what depends on it.
         try:
-            parse_source_options(self.options, streaming=None)
+            options = parse_source_options(self.options, streaming=None)
         except KafluxOptionError as e:
             # Spark shows the traceback above the message: keep it to this one frame.
             raise KafluxOptionError(str(e)) from None
-        return kafka_schema(parse_include_headers(self.options))
+        base = kafka_schema(parse_include_headers(self.options))
+        if options.formats is None:
+            return base
+        from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
 
-    def _check_read_schema(self, schema: StructType) -> bool:
-        include_headers = parse_include_headers(self.options)
-        if schema != kafka_schema(include_headers):
+        # typed key/value columns: the reader schema is fixed now, when the query starts
+        return decoded_schema(base, resolve_formats(options, fresh=True))
+
+    def _check_read_schema(self, schema: StructType, options: SourceOptions) -> SourceOptions:
+        base = expected = kafka_schema(parse_include_headers(self.options))
+        if options.formats is not None:
+            from pyspark_kaflux.schema_columns import decoded_schema, resolve_formats
+
+            resolved = resolve_formats(options)
+            expected = decoded_schema(base, resolved)
+            if schema != expected:  # this process resolved an older query's schemas: ask again
+                resolved = resolve_formats(options, fresh=True)
+                expected = decoded_schema(base, resolved)
+            options = resolved
+        if schema != expected:
             raise KafluxOptionError(
                 "The kaflux source has a fixed schema and cannot be set with a custom one "
-                f"(expected {kafka_schema(include_headers).simpleString()}, got {schema.simpleString()})"
+                f"(expected {expected.simpleString()}, got {schema.simpleString()})"
             )
-        return include_headers
+        return options
 
     def reader(self, schema: StructType) -> KafluxBatchReader:
-        self._check_read_schema(schema)
-        return KafluxBatchReader(parse_source_options(self.options, streaming=False))
+        options = self._check_read_schema(schema, parse_source_options(self.options, streaming=False))
+        return KafluxBatchReader(options)
 
     def streamReader(self, schema: StructType) -> KafluxStreamReader:
-        self._check_read_schema(schema)
-        return KafluxStreamReader(parse_source_options(self.options, streaming=True))
+        options = self._check_read_schema(schema, parse_source_options(self.options, streaming=True))
+        return KafluxStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafluxBatchWriter:
         if overwrite:
@@ -96,10 +122,20 @@ class KafluxDataSource(DataSource):
                 "Use mode('append')."
             )
         options = parse_sink_options(self.options)
-        check_sink_schema(schema, options.topic)
+        check_sink_schema(_binary_for_typed(schema, options), options.topic)
         return KafluxBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafluxStreamWriter:
         options = parse_sink_options(self.options)
-        check_sink_schema(schema, options.topic)
+        check_sink_schema(_binary_for_typed(schema, options), options.topic)
         return KafluxStreamWriter(options)
+
+
+def _binary_for_typed(schema: StructType, options: SinkOptions) -> StructType:
+    """The sink's schema as the binary checks see it: a key/value column the sink serialises
+    (``value.format=avro``) counts as binary."""
+    fmt = options.formats
+    if fmt is None:
+        return schema
+    typed = {c for c, kind in (("key", fmt.key_format), ("value", fmt.value_format)) if kind != "binary"}
+    return StructType([StructField(f.name, BinaryType()) if f.name in typed else f for f in schema.fields])

@@ -34,6 +34,7 @@ __all__ = [
     "SOURCE_OPTIONS",
     "Assign",
     "EarliestOffsets",
+    "FormatOptions",
     "GlobalTimestamp",
     "KafluxOptionError",
     "LatestOffsets",
@@ -50,6 +51,7 @@ __all__ = [
     "driver_consumer_config",
     "executor_consumer_config",
     "parse_duration_ms",
+    "parse_format_options",
     "parse_include_headers",
     "parse_sink_options",
     "parse_source_options",
@@ -191,6 +193,74 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 10
     #: Options the source does not know (Spark ignores them too); kept for diagnostics.
     ignored: tuple[str, ...] = field(default=())
+    #: ``key.format`` / ``value.format`` and the registry (None: both binary).
+    formats: FormatOptions | None = None
+    #: The typed columns' reader schemas, fixed on the driver when the query starts
+    #: (``schema_columns.ResolvedFormat`` values; see ``schema_columns.resolve_formats``).
+    resolved_formats: tuple[Any, ...] = ()
+
+
+#: ``key.format`` / ``value.format`` values
+COLUMN_FORMATS = ("binary", "avro", "protobuf", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    """``key.format``, ``value.format``, ``schema.registry.*``, ``key/value.subject``,
+    ``key/value.schema.id`` and ``decode.mode``, validated (plain data)."""
+
+    key_format: str = "binary"
+    value_format: str = "binary"
+    #: the SchemaRegistryClient configuration (``schema.registry.url`` is its ``url``)
+    registry: tuple[tuple[str, str], ...] = ()
+    key_subject: str | None = None
+    value_subject: str | None = None
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
+    #: decode.mode=PERMISSIVE: an undecodable record gets a null column and its bytes in <column>_raw
+    permissive: bool = False
+
+
+def parse_format_options(options: Mapping[str, str]) -> FormatOptions | None:
+    """The typed-column options (None when both columns stay binary).
+
+    Raises:
+        KafluxOptionError: naming the option at fault.
+    """
+    opts = _lower(options)
+    formats = {}
+    for column in ("key", "value"):
+        kind = opts.get(f"{column}.format", "binary").strip().lower()
+        if kind not in COLUMN_FORMATS:
+            raise KafluxOptionError(
+                f"Option '{column}.format' must be one of {', '.join(COLUMN_FORMATS)}, got {kind!r}"
+            )
+        formats[column] = kind
+    registry = tuple(
+        sorted(
+            ("url" if k == "schema.registry.url" else k[len("schema.registry.") :], v)
+            for k, v in opts.items()
+            if k.startswith("schema.registry.")
+        )
+    )
+    mode = opts.get("decode.mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise KafluxOptionError(f"Option 'decode.mode' must be FAILFAST or PERMISSIVE, got {mode!r}")
+    if formats["key"] == formats["value"] == "binary":
+        for key in opts:
+            if key in ("key.subject", "value.subject", "key.schema.id", "value.schema.id"):
+                raise KafluxOptionError(f"Option '{key}' needs '{key.split('.')[0]}.format' (e.g. avro)")
+        return None
+    return FormatOptions(
+        key_format=formats["key"],
+        value_format=formats["value"],
+        registry=registry,
+        key_subject=opts.get("key.subject"),
+        value_subject=opts.get("value.subject"),
+        key_schema_id=_int(opts, "key.schema.id", minimum=0),
+        value_schema_id=_int(opts, "value.schema.id", minimum=0),
+        permissive=mode == "PERMISSIVE",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +273,8 @@ class SinkOptions:
     #: Whether the producer is idempotent (``kafka.enable.idempotence``, on by default as in
     #: Java; Java's rules turn a default-on idempotence off for a conflicting ``kafka.acks``...).
     idempotent: bool = True
+    #: ``key.format`` / ``value.format`` (avro: a struct column serialised with the registry)
+    formats: FormatOptions | None = None
 
 
 # -- small parsers -------------------------------------------------------------------------------------
@@ -569,11 +641,31 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("fetchOffset.retryIntervalMs", "10", "Wait between offset lookup retries."),
     OptionSpec("groupIdPrefix", "", "Accepted for compatibility; unused (no group is joined)."),
     OptionSpec("path", "", "Set by Spark for load(path); unused."),
+    # typed columns (schema_columns.py), with schema.registry.* for the registry client
+    OptionSpec("key.format", "binary", "binary, avro, protobuf or json: decode keys into a typed column."),
+    OptionSpec(
+        "value.format", "binary", "binary, avro, protobuf or json: decode values into a struct column."
+    ),
+    OptionSpec("key.subject", "<topic>-key", "The registry subject whose latest schema reads keys."),
+    OptionSpec("value.subject", "<topic>-value", "The registry subject whose latest schema reads values."),
+    OptionSpec("key.schema.id", "", "Pin the key reader schema by registry id."),
+    OptionSpec("value.schema.id", "", "Pin the value reader schema by registry id."),
+    OptionSpec(
+        "decode.mode",
+        "FAILFAST",
+        "FAILFAST: fail on an undecodable record, naming it; PERMISSIVE: null value, bytes in value_raw.",
+    ),
 )
 
 #: Every option of the sink but the ``kafka.*`` ones (the kaflux producer's keys).
 SINK_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("topic", "", "The topic to write to; wins over a topic column.", "sink"),
+    OptionSpec("key.format", "binary", "avro: serialise a struct key column with the registry.", "sink"),
+    OptionSpec("value.format", "binary", "avro: serialise a struct value column with the registry.", "sink"),
+    OptionSpec("key.subject", "<topic>-key", "The registry subject for keys.", "sink"),
+    OptionSpec("value.subject", "<topic>-value", "The registry subject for values.", "sink"),
+    OptionSpec("key.schema.id", "", "Write keys with this registered schema.", "sink"),
+    OptionSpec("value.schema.id", "", "Write values with this registered schema.", "sink"),
 )
 
 _KNOWN_SOURCE_OPTIONS = frozenset(spec.name.lower() for spec in SOURCE_OPTIONS)
@@ -606,7 +698,7 @@ def check_source_option_names(options: Mapping[str, str]) -> None:
     """
     consumer_keys = frozenset(ConsumerConfig.keys())
     for key in sorted(_lower(options)):
-        if key.startswith("kafka."):
+        if key.startswith(("kafka.", "schema.registry.")):
             continue
         problem = _unknown_option(key, _KNOWN_SOURCE_OPTIONS, consumer_keys)
         if problem is not None and "did you mean" in problem:
@@ -684,7 +776,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     delay_raw = opts.get("maxtriggerdelay")
     delay_ms = 15 * 60 * 1000 if delay_raw is None else parse_duration_ms("maxTriggerDelay", delay_raw)
 
-    ignored = tuple(sorted(k for k in opts if not k.startswith("kafka.") and k not in _KNOWN_SOURCE_OPTIONS))
+    ignored = tuple(
+        sorted(
+            k
+            for k in opts
+            if not k.startswith(("kafka.", "schema.registry.")) and k not in _KNOWN_SOURCE_OPTIONS
+        )
+    )
     if ignored:
         log.warning("kaflux source: ignoring unknown options %s", ", ".join(ignored))
     return SourceOptions(
@@ -703,6 +801,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         fetch_offset_num_retries=_int_or(opts, "fetchOffset.numRetries", 3, minimum=0),
         fetch_offset_retry_interval_ms=_int_or(opts, "fetchOffset.retryIntervalMs", 10, minimum=0),
         ignored=ignored,
+        formats=parse_format_options(opts),
     )
 
 
@@ -737,4 +836,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic = topic.strip()
         if not topic:
             raise KafluxOptionError("Option 'topic' must not be empty")
-    return SinkOptions(kafka_config=kafka, topic=topic, idempotent=producer_config.enable_idempotence)
+    return SinkOptions(
+        kafka_config=kafka,
+        topic=topic,
+        idempotent=producer_config.enable_idempotence,
+        formats=parse_format_options(opts),
+    )

@@ -21,6 +21,10 @@ Against a real cluster and Spark master::
     python -m pyspark_kaflux.pipeline --bootstrap-servers broker:9092 --master spark://host:7077 \\
         --output /shared/out --topic page-views --records 1000000
 
+Avro page views (``--format avro --schema-registry-url URL``): events are produced with
+:class:`kaflux.schema_registry.avro.AvroSerializer` and the source decodes them into a struct
+column (``value.format=avro``).
+
 A secured cluster: ``--kafka-option key=value`` (repeatable) passes any client setting to the
 job's admin client, producer and the ``kaflux`` source (as ``kafka.<key>``), e.g.
 ``--kafka-option security.protocol=SASL_SSL --kafka-option sasl.mechanism=SCRAM-SHA-512``.
@@ -55,17 +59,38 @@ COUNTRIES = ["DE", "FR", "IN", "US", "BR", "JP", "NG", "GB"]
 WINDOW = "10 seconds"
 
 
-def page_view(rng: random.Random, event_ms: int) -> tuple[bytes, bytes]:
-    """One page-view event as (user key, JSON value)."""
-    user = f"user-{rng.randrange(500):04d}"
-    event = {
-        "user": user,
+#: the page-view events' Avro schema (``--format avro``), registered as ``<topic>-value``
+PAGE_VIEW_AVRO = json.dumps(
+    {
+        "type": "record",
+        "name": "PageView",
+        "namespace": "kaflux.pipeline",
+        "fields": [
+            {"name": "user", "type": "string"},
+            {"name": "page", "type": "string"},
+            {"name": "country", "type": "string"},
+            {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "duration_ms", "type": "long"},
+        ],
+    }
+)
+
+
+def page_view_event(rng: random.Random, event_ms: int) -> dict[str, Any]:
+    """One page-view event."""
+    return {
+        "user": f"user-{rng.randrange(500):04d}",
         "page": rng.choice(PAGES),
         "country": rng.choice(COUNTRIES),
         "event_time": event_ms,
         "duration_ms": rng.randrange(50, 30_000),
     }
-    return user.encode(), json.dumps(event, separators=(",", ":")).encode()
+
+
+def page_view(rng: random.Random, event_ms: int) -> tuple[bytes, bytes]:
+    """One page-view event as (user key, JSON value)."""
+    event = page_view_event(rng, event_ms)
+    return str(event["user"]).encode(), json.dumps(event, separators=(",", ":")).encode()
 
 
 #: events sent first, alone: the query's first micro-batch with data (Spark's slowest, its Python
@@ -79,11 +104,21 @@ class EventProducer(threading.Thread):
     of them go alone; the rest follow once :attr:`warmed_up` is set (or after
     :data:`WARMUP_WAIT_S`)."""
 
-    def __init__(self, client: dict[str, str], topic: str, total: int, rate: int, warmup: int = 0) -> None:
+    def __init__(
+        self,
+        client: dict[str, str],
+        topic: str,
+        total: int,
+        rate: int,
+        warmup: int = 0,
+        registry: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(name="page-view-producer", daemon=True)
         self._client, self._topic, self._total, self._rate = client, topic, total, rate
         self.warmup = min(warmup, total)
         self.warmed_up = threading.Event()
+        #: with a registry configuration, events are Avro (PAGE_VIEW_AVRO) instead of JSON
+        self._registry = registry
         self.sent = 0
         self.failed = 0
         self.error: BaseException | None = None
@@ -92,7 +127,13 @@ class EventProducer(threading.Thread):
         rng = random.Random(42)
         config = {"compression.type": "lz4", "linger.ms": 20, **self._client}
         try:
-            with Producer(config) as producer:
+            serializer = None
+            if self._registry is not None:
+                from kaflux.schema_registry import SchemaRegistryClient
+                from kaflux.schema_registry.avro import AvroSerializer
+
+                serializer = AvroSerializer(SchemaRegistryClient(self._registry), PAGE_VIEW_AVRO)
+            with Producer(config, value_serializer=serializer) as producer:
                 start = time.monotonic()
                 event_ms = 1_790_000_000_000
                 futures = []
@@ -103,8 +144,12 @@ class EventProducer(threading.Thread):
                         start = time.monotonic() - self.sent / self._rate
                     batch = 1000 if self.sent >= self.warmup else self.warmup - self.sent
                     for _ in range(min(batch, self._total - self.sent)):
-                        key, value = page_view(rng, event_ms)
-                        futures.append(producer.send(self._topic, value, key=key))
+                        if serializer is None:
+                            key, value = page_view(rng, event_ms)
+                            futures.append(producer.send(self._topic, value, key=key))
+                        else:
+                            event = page_view_event(rng, event_ms)
+                            futures.append(producer.send(self._topic, event, key=str(event["user"]).encode()))
                         event_ms += rng.randrange(1, 40)
                         self.sent += 1
                     ahead = self.sent / self._rate - (time.monotonic() - start)
@@ -175,8 +220,16 @@ def spark_session(master: str = "local[2]", remote: str | None = None) -> Any:
     return session
 
 
-def start_query(spark: Any, client: dict[str, str], topic: str, output: Path, max_per_trigger: int) -> Any:
-    """Kafka (through kaflux) -> parse JSON -> per-batch window aggregates -> Parquet."""
+def start_query(
+    spark: Any,
+    client: dict[str, str],
+    topic: str,
+    output: Path,
+    max_per_trigger: int,
+    registry: dict[str, str] | None = None,
+) -> Any:
+    """Kafka (through kaflux) -> parse JSON (or, with a ``registry``, decode Avro into a struct
+    column in the source) -> per-batch window aggregates -> Parquet."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -189,20 +242,30 @@ def start_query(spark: Any, client: dict[str, str], topic: str, output: Path, ma
             StructField("duration_ms", LongType()),
         ]
     )
-    events = (
+    source = (
         spark.readStream.format("kaflux")
         .options(**{f"kafka.{key}": value for key, value in client.items()})
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
-        .load()
-        .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
-        .select(
-            F.col("e.page").alias("page"),
-            F.col("e.duration_ms").alias("duration_ms"),
-            (F.col("e.event_time") / 1000).cast("timestamp").alias("event_time"),
-        )
     )
+    if registry is None:
+        events = (
+            source.load()
+            .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
+            .select(
+                F.col("e.page").alias("page"),
+                F.col("e.duration_ms").alias("duration_ms"),
+                (F.col("e.event_time") / 1000).cast("timestamp").alias("event_time"),
+            )
+        )
+    else:  # value.format=avro: the source gives a typed struct (event_time is already a timestamp)
+        events = (
+            source.option("value.format", "avro")
+            .options(**{f"schema.registry.{key}": value for key, value in registry.items()})
+            .load()
+            .select("value.page", "value.duration_ms", "value.event_time")
+        )
     aggregates = output / "aggregates"
 
     def write_batch(batch: Any, batch_id: int) -> None:
@@ -316,7 +379,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a Kafka client setting for every client of the job, e.g. security.protocol=SASL_SSL "
         "(repeatable)",
     )
+    parser.add_argument(
+        "--format",
+        choices=("json", "avro"),
+        default="json",
+        help="the events' format: JSON, or Avro in Confluent's wire format with --schema-registry-url",
+    )
+    parser.add_argument("--schema-registry-url", help="the Schema Registry for --format avro")
+    parser.add_argument(
+        "--schema-registry-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Schema Registry client setting, e.g. basic.auth.user.info=user:password (repeatable)",
+    )
     args = parser.parse_args(argv)
+    if args.format == "avro" and not args.schema_registry_url:
+        parser.error("--format avro needs --schema-registry-url (the registry the Avro schema lives in)")
     for option in args.kafka_option:
         if "=" not in option or not option.partition("=")[0].strip():
             parser.error(f"--kafka-option takes KEY=VALUE, not {option!r}")
@@ -346,6 +425,17 @@ def wait_until_running(query: Any, timeout_s: float) -> None:
         query.awaitTermination(0.2)
 
 
+def registry_settings(args: argparse.Namespace) -> dict[str, str] | None:
+    """The Schema Registry client settings of ``--format avro`` (None for JSON)."""
+    if args.format != "avro":
+        return None
+    settings = {"url": args.schema_registry_url}
+    for option in args.schema_registry_option:
+        key, _, value = option.partition("=")
+        settings[key.strip()] = value
+    return settings
+
+
 def run(spark: Any, bootstrap: str, args: argparse.Namespace) -> int:
     """The job on a session: create the topic, start the query, produce while it runs,
     summarize; 0 if the Parquet output counts every event read. A temporary output directory
@@ -363,9 +453,15 @@ def _run(spark: Any, bootstrap: str, args: argparse.Namespace, output: Path) -> 
     client = client_settings(bootstrap, args)
     with AdminClient(client) as admin:
         admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
-    producer = EventProducer(client, args.topic, args.records, args.rate, WARMUP_EVENTS)
+    registry = registry_settings(args)
+    if registry is not None:  # the reader schema is the subject's latest version when the query starts
+        from kaflux.schema_registry import Schema, SchemaRegistryClient
+
+        with SchemaRegistryClient(registry) as registry_client:
+            registry_client.register_schema(f"{args.topic}-value", Schema(PAGE_VIEW_AVRO))
+    producer = EventProducer(client, args.topic, args.records, args.rate, WARMUP_EVENTS, registry)
     print("starting the streaming query ...", flush=True)
-    query = start_query(spark, client, args.topic, output, args.max_offsets_per_trigger)
+    query = start_query(spark, client, args.topic, output, args.max_offsets_per_trigger, registry)
     try:
         wait_until_running(query, args.timeout)
         started = time.monotonic()

@@ -252,10 +252,17 @@ def read_partition(options: SourceOptions, offset_range: OffsetRange) -> Iterato
     both readers)."""
     config = executor_consumer_config(options.kafka_config)
     with borrowed_consumer(config, prefer=offset_range.tp) as consumer:
-        yield from read_range(
+        batches = read_range(
             consumer,
             offset_range,
             include_headers=options.include_headers,
             fail_on_data_loss=options.fail_on_data_loss,
             poll_timeout_ms=options.poll_timeout_ms,
         )
+        if not options.resolved_formats:
+            yield from batches
+            return
+        from pyspark_kaflux.schema_columns import decode_batch
+
+        for batch in batches:  # typed key/value columns (value.format=avro ...)
+            yield decode_batch(batch, options)

@@ -121,6 +121,10 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> in
     sent = 0
     for batch in batches:
         for topic, rows in _by_topic(options, batch):
+            if options.formats is not None:  # value.format=avro: struct columns to Avro bytes
+                from pyspark_kaflux.schema_sink import serialize_columns
+
+                rows = serialize_columns(options.formats, topic, rows)
             for future in producer.send_arrow(topic, rows):
                 deliveries.track(future)
         sent += batch.num_rows

@@ -51,7 +51,8 @@ def test_an_option_nobody_knows_is_refused_and_the_known_ones_are_listed() -> No
 
 def test_every_declared_option_is_accepted_by_name() -> None:
     check_source_option_names({**BASE, **{spec.name: "1" for spec in SOURCE_OPTIONS}})
-    assert {spec.name for spec in SINK_OPTIONS} == {"topic"}
+    formats = {f"{side}.{what}" for side in ("key", "value") for what in ("format", "subject", "schema.id")}
+    assert {spec.name for spec in SINK_OPTIONS} == {"topic", *formats}
 
 
 def test_before_the_query_kind_is_known_only_kind_free_checks_run() -> None:

@@ -2,7 +2,9 @@
 
 Not a test module. :class:`ShareRig` wires a ``ShareMembershipManager``, its
 ``ShareHeartbeatRequestManager`` and a ``ShareConsumeRequestManager`` (with a real
-``ShareFetchBuffer``) as ``kaflux.ShareConsumer`` does, minus the network thread: :meth:`pump`
+``ShareFetchBuffer``) as ``kaflux.ShareConsumer`` does (``components.build_share_group``: the
+membership on the shared core, the heartbeat given the membership, the poll timer fed by the
+membership), minus the network thread: :meth:`pump`
 polls them at the rig's injected time, hands each request to the fake group and runs the
 response handlers. Nothing reads a clock or opens a socket.
 """
@@ -10,14 +12,23 @@ response handlers. Nothing reads a clock or opens a socket.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflux.config import ShareConsumerConfig
+from kaflux.consumer.components import share_group_settings
+from kaflux.consumer.membership.group import GroupSettings
+from kaflux.consumer.positions import ResetStrategy
 from kaflux.consumer.share.consume_request_manager import ShareConsumeRequestManager
 from kaflux.consumer.share.fetch_buffer import ShareFetchBuffer
 from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
-from kaflux.consumer.share.membership import ShareMembershipManager
+from kaflux.consumer.share.membership import ShareMembershipManager, TopicNames
+from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError
+from kaflux.network.backoff import RequestState
+from kaflux.network.cluster import ClusterMetadata
+from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import ClientRequest, ClientResponse, UnsentRequest
 from kaflux.protocol.messages import share_acknowledge as sa
 from kaflux.protocol.messages import share_fetch as sf
@@ -42,6 +53,35 @@ class FakeCoordinator:
         self.coordinator_id = None
 
 
+def share_settings(group_id: str) -> GroupSettings:
+    """A share consumer's group settings, as ``kaflux.ShareConsumer`` derives them."""
+    config = ShareConsumerConfig.from_dict({"bootstrap.servers": "127.0.0.1:9092", "group.id": group_id})
+    return share_group_settings(config)
+
+
+def share_membership(
+    group_id: str,
+    member_id: str,
+    topics: TopicNames,
+    *,
+    coordinator: FakeCoordinator | None = None,
+    request_metadata: Callable[[set[str]], None],
+    on_fatal: Callable[[KafkaError], None],
+) -> ShareMembershipManager:
+    """A share membership on the shared core, with its own subscription and an idle metadata
+    manager (the rig answers metadata requests itself)."""
+    return ShareMembershipManager(
+        share_settings(group_id),
+        member_id,
+        topics,
+        coordinator=coordinator or FakeCoordinator(),
+        subscription=SubscriptionState(ResetStrategy.LATEST),
+        metadata=MetadataManager(ClusterMetadata([]), RequestState(exact_backoff()), max_age_ms=300_000),
+        request_metadata=request_metadata,
+        on_fatal=on_fatal,
+    )
+
+
 @dataclass
 class ShareRig:
     group: FakeShareGroup
@@ -59,14 +99,18 @@ class ShareRig:
     def __post_init__(self) -> None:
         self.coordinator = FakeCoordinator()
         self.buffer = ShareFetchBuffer()
-        self.membership = ShareMembershipManager(
+        self.membership = share_membership(
             self.group.group_id,
             self.member_id,
             self.group,
+            coordinator=self.coordinator,
             request_metadata=lambda topics: self._metadata(),
             on_fatal=self.errors.append,
         )
-        self.heartbeat = ShareHeartbeatRequestManager(self.membership, self.coordinator, exact_backoff())
+        self.heartbeat = ShareHeartbeatRequestManager(
+            self.membership, self.coordinator, share_settings(self.group.group_id), exact_backoff()
+        )
+        self.membership.add_poll_listener(self.heartbeat.reset_poll_timer)
         self.consume = ShareConsumeRequestManager(
             self.membership,
             self.group,

@@ -23,10 +23,21 @@ WAIT_S = 60.0
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    [port] = free_ports(1)
+    return port
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (all held at once while they are chosen, so two
+    JVMs of one cluster are never handed the same one)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def spark_home() -> Path:
@@ -51,8 +62,7 @@ class StandaloneCluster:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self._workers_wanted = workers
         self._worker_memory = worker_memory
-        self.master_port = free_port()
-        self.master_ui_port = free_port()
+        self.master_port, self.master_ui_port, *self._worker_ui_ports = free_ports(2 + workers)
         self.master_url = f"spark://127.0.0.1:{self.master_port}"
         self.master: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -133,7 +143,7 @@ class StandaloneCluster:
                     "--memory",
                     self._worker_memory,
                     "--webui-port",
-                    str(free_port()),
+                    str(self._worker_ui_ports[index]),
                     "--work-dir",
                     str(self.root / "work"),
                 )
@@ -146,7 +156,10 @@ class StandaloneCluster:
         import json
 
         with urllib.request.urlopen(f"http://127.0.0.1:{self.master_ui_port}/json/", timeout=2) as answer:
-            status = json.load(answer)
+            try:
+                status = json.load(answer)
+            except ValueError:  # not the master's status yet (or another server): ask again
+                return 0
         return sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE")
 
     def wait_for_workers(self, count: int, timeout: float = WAIT_S) -> None:
@@ -184,7 +197,11 @@ class StandaloneCluster:
             process.wait(5)
 
     def __enter__(self) -> StandaloneCluster:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()  # the JVMs already started, and their Popen objects, are not left behind
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

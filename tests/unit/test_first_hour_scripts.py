@@ -31,7 +31,7 @@ def test_the_main_job_installs_only_what_it_runs() -> None:
 
 def test_the_test_path_installs_the_test_tools() -> None:
     test = plan("--test")
-    assert "pip: -e .[dev,spark,broker,docs]" in test and "stunnel4" in test
+    assert "pip: -e .[dev,spark,broker,docs,schema-registry]" in test and "stunnel4" in test
 
 
 def test_the_scripts_choose_their_profiles_and_pip_is_not_silenced() -> None:

@@ -55,9 +55,10 @@ class AsyncProducer:
             ConfigError: a key is unknown, a value invalid, or settings conflict.
         """
         self._max_block_s = ProducerConfig.from_dict(config).max_block_ms / 1000
-        self._producer = Producer({**config, "max.block.ms": 0})
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
+        # The sync producer serializes (plain functions or context-aware serializers alike).
+        self._producer = Producer(
+            {**config, "max.block.ms": 0}, key_serializer=key_serializer, value_serializer=value_serializer
+        )
         self._guard = LoopGuard("AsyncProducer")
         self._topics: set[str] = set()
         self._send = self._producer.send
@@ -123,10 +124,6 @@ class AsyncProducer:
         self._sends += 1
         if not self._sends % YIELD_EVERY:
             await asyncio.sleep(0)  # bounded work per loop turn (before queueing: cancel-safe)
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
         deadline = None if topic in self._topics else await self._room(topic, None)
         while True:
             try:

@@ -25,10 +25,14 @@ from typing import Any
 
 from kaflux.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kaflux.records import CONTROL_ABORT, ConsumerRecord, active_kernel
-from kaflux.records._protocols import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
+from kaflux.records.interface import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
+from kaflux.serialization import Deserializer as ContextDeserializer
+from kaflux.serialization import Field, SerializationContext, takes_context
 from kaflux.structs import TopicPartition
 
-Deserializer = Callable[[bytes | None], Any]
+#: a plain ``fn(data) -> object``, or a :class:`kaflux.serialization.Deserializer` (sees the
+#: topic, key or value, and the headers)
+Deserializer = Callable[[bytes | None], Any] | ContextDeserializer
 
 
 class CompletedFetch:
@@ -221,6 +225,8 @@ class CompletedFetch:
         :meth:`_read` for errors)."""
         out: list[ConsumerRecord] = []
         tp = self.tp
+        key_ctx = takes_context(key_deserializer)
+        value_ctx = takes_context(value_deserializer)
 
         def take(batch: RecordBatchView, limit: int) -> int:
             records = self._records
@@ -244,12 +250,12 @@ class CompletedFetch:
                 key = (
                     record.key
                     if key_deserializer is None
-                    else self._deserialize(key_deserializer, record, True)
+                    else self._deserialize(key_deserializer, record, True, key_ctx)
                 )
                 value = (
                     record.value
                     if value_deserializer is None
-                    else self._deserialize(value_deserializer, record, False)
+                    else self._deserialize(value_deserializer, record, False, value_ctx)
                 )
                 record.key = key
                 record.value = value
@@ -292,9 +298,14 @@ class CompletedFetch:
         reason, position = self._corruption
         return CorruptRecordError(reason, topic=self.tp.topic, partition=self.tp.partition, offset=position)
 
-    def _deserialize(self, deserializer: Deserializer, record: ConsumerRecord, is_key: bool) -> Any:
+    def _deserialize(
+        self, deserializer: Any, record: ConsumerRecord, is_key: bool, with_context: bool
+    ) -> Any:
         data = record.key if is_key else record.value
         try:
+            if with_context:
+                field: Field = "key" if is_key else "value"
+                return deserializer(data, SerializationContext(self.tp.topic, field, record.headers or None))
             return deserializer(data)
         except Exception as exc:
             raise RecordDeserializationError(

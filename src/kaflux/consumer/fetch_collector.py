@@ -26,7 +26,7 @@ from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.subscription_state import FetchPosition, SubscriptionState
 from kaflux.errors import KafkaError
 from kaflux.records import RecordColumns, active_kernel
-from kaflux.records._protocols import ColumnBuilderView, RecordDecoder
+from kaflux.records.interface import ColumnBuilderView, RecordDecoder
 from kaflux.structs import TopicPartition
 
 

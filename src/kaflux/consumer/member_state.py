@@ -12,7 +12,9 @@ Partitions being revoked stop being fetched in PREPARE_REVOCATION; REVOKING_PART
 ASSIGNING_PARTITIONS wait for the application thread to run the listener and acknowledge.
 
 The KIP-848 protocol runs on its own table (``CONSUMER_MEMBER_TRANSITIONS``) over the same
-states plus RECONCILING and ACKNOWLEDGING; each table is data, and an illegal move raises.
+states plus RECONCILING and ACKNOWLEDGING, and share groups (KIP-932) on a third
+(``SHARE_MEMBER_TRANSITIONS``) over a few of them; each table is data, and an illegal move
+raises.
 """
 
 from __future__ import annotations
@@ -181,3 +183,43 @@ HEARTBEAT_STATES = frozenset(
 
 #: KIP-848: states in which a member with a positive epoch heartbeats (its epoch is valid)
 CONSUMER_HEARTBEAT_STATES = frozenset({_M.JOINING, _M.STABLE, _M.ACKNOWLEDGING} | _RECONCILING_STEPS)
+
+
+#: The share group (KIP-932) member, as "target -> allowed sources", over the same states as
+#: Java's ``ShareMembershipManager``. No revocation callbacks, no offsets to commit, no
+#: reconciliation: the member fetches from what the coordinator assigns at once::
+#:
+#:   UNJOINED -> JOINING -> STABLE -> (new assignment: STABLE) -> PREPARE_LEAVING -> LEAVING
+#:     -> UNJOINED
+#:   JOINING/STABLE -> LOSING_PARTITIONS (Java's FENCED) -> JOINING (epoch 0, same member id)
+#:   any -> FATAL
+#:
+#: ``group_state()`` reports UNJOINED and LOSING_PARTITIONS by Java's share names,
+#: UNSUBSCRIBED and FENCED (:data:`SHARE_STATE_NAMES`).
+_SHARE_ALLOWED_SOURCES: dict[MemberState, frozenset[MemberState]] = {
+    _M.UNJOINED: frozenset({_M.JOINING, _M.PREPARE_LEAVING, _M.LEAVING}),
+    _M.JOINING: frozenset({_M.UNJOINED, _M.LOSING_PARTITIONS}),
+    _M.STABLE: frozenset({_M.JOINING, _M.STABLE}),
+    _M.LOSING_PARTITIONS: frozenset({_M.JOINING, _M.STABLE}),
+    _M.PREPARE_LEAVING: frozenset({_M.JOINING, _M.STABLE, _M.LOSING_PARTITIONS}),
+    _M.LEAVING: frozenset({_M.PREPARE_LEAVING}),
+    _M.FATAL: frozenset(
+        {_M.UNJOINED, _M.JOINING, _M.STABLE, _M.LOSING_PARTITIONS, _M.PREPARE_LEAVING, _M.LEAVING}
+    ),
+}
+
+#: the states a share group member can be in
+SHARE_MEMBER_STATES = frozenset(_SHARE_ALLOWED_SOURCES)
+
+#: the share table as "state -> states it may move to" (a row for every state; the states a
+#: share member never enters have none)
+SHARE_MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
+    source: frozenset(target for target, sources in _SHARE_ALLOWED_SOURCES.items() if source in sources)
+    for source in MemberState
+}
+
+#: share groups: states in which the member heartbeats
+SHARE_HEARTBEAT_STATES = frozenset({_M.JOINING, _M.STABLE})
+
+#: share groups: the states ``group_state()`` names as Java's share consumer does
+SHARE_STATE_NAMES: dict[MemberState, str] = {_M.UNJOINED: "UNSUBSCRIBED", _M.LOSING_PARTITIONS: "FENCED"}

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kaflux.errors import KafkaTimeoutError
 from kaflux.producer.futures import DeliveryCallback, ProduceResult, RecordFuture
 from kaflux.producer.sequences import NO_SEQUENCE, increment_sequence
-from kaflux.records import assemble_batch, compress
-from kaflux.records.encode import Chunk, load_encoder
+from kaflux.records import assemble_batch, compress, kernels
+from kaflux.records.encode import Chunk
 from kaflux.records.types import TRANSACTIONAL_MASK
 from kaflux.structs import TopicPartition
 
@@ -228,7 +228,7 @@ class RecordAccumulator:
         self._delivery_timeout_ms = delivery_timeout_ms
         self._max_in_flight = max(1, max_in_flight_per_partition)
         self._max_block_s = max_block_ms / 1000
-        self._writer_cls: Any = (encoder or load_encoder()).RecordsWriter
+        self._writer_cls: Any = (encoder or kernels.encoder()).RecordsWriter
         # One plain lock (cheap to take on the send path) and a condition over it for waiting.
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire
@@ -317,8 +317,8 @@ class RecordAccumulator:
                     if writer.append(timestamp, key, value, headers):
                         # the common case: the record joins the open batch
                         index = writer.count - 1
-                        if callback is not None:
-                            batch.result.add_delivery_callback(index, timestamp, callback)
+                        if callback is not None:  # the batch is open: no outcome before we unlock
+                            batch.result.add_delivery_callback_open(index, timestamp, callback)
                         return RecordFuture(batch.result, index, timestamp), False, False
                     rolled_over = True
                 else:

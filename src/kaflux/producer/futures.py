@@ -31,6 +31,8 @@ from kaflux.structs import RecordMetadata, TopicPartition
 __all__ = ["BatchFuture", "BatchMetadata", "DeliveryCallback", "ProduceResult", "RecordFuture"]
 
 log = logging.getLogger("kaflux.producer")
+#: ``tuple.__new__``: makes a NamedTuple from a tuple without the class's Python-level ``__new__``.
+_new_tuple: Any = tuple.__new__
 
 #: ``callback(metadata, error)``; ``error`` is None on success.
 DeliveryCallback = Callable[[RecordMetadata, KafkaError | None], Any]
@@ -105,6 +107,17 @@ class ProduceResult:
                 return
         self._call_delivery(index, timestamp, callback)
 
+    def add_delivery_callback_open(self, index: int, timestamp: int, callback: DeliveryCallback) -> None:
+        """:meth:`add_delivery_callback` for a batch that cannot have an outcome yet, without
+        taking this result's lock: the record accumulator calls it while it holds its own lock
+        and the batch is still open (queued, not drained), and every path to an outcome first
+        takes the batch out of its queue under that lock, so :meth:`_finish` sees the callback."""
+        callbacks = self._callbacks
+        if callbacks is None:
+            self._callbacks = [(index, timestamp, callback)]
+        else:
+            callbacks.append((index, timestamp, callback))
+
     def add_done_callback(self, future: Future[Any], fn: Callable[[Any], object]) -> None:
         """``future.add_done_callback(fn)`` for a future of this result."""
         with self._lock:
@@ -140,11 +153,36 @@ class ProduceResult:
             for settled in materialized:
                 settled._settle()
         if callbacks:
-            for index, timestamp, callback in callbacks:
-                self._call_delivery(index, timestamp, callback)
+            if error is None:
+                self._call_deliveries(callbacks)
+            else:
+                for index, timestamp, callback in callbacks:
+                    self._call_delivery(index, timestamp, callback)
         if done_callbacks:
             for future, fn in done_callbacks:
                 _call_done(future, fn)
+
+    def _call_deliveries(self, callbacks: list[tuple[int, int, DeliveryCallback]]) -> None:
+        """The delivery callbacks of a batch written without error: :meth:`_call_delivery`'s
+        success case for many records in one loop (one metadata tuple made per record, without
+        the NamedTuple constructor's Python frame)."""
+        topic, partition = self.tp.topic, self.tp.partition
+        base_offset, log_append_time = self.base_offset, self.log_append_time
+        new, metadata_type = _new_tuple, RecordMetadata
+        for index, timestamp, callback in callbacks:
+            metadata = new(
+                metadata_type,
+                (
+                    topic,
+                    partition,
+                    base_offset + index if base_offset >= 0 else -1,
+                    log_append_time if log_append_time >= 0 else timestamp,
+                ),
+            )
+            try:
+                callback(metadata, None)
+            except Exception:
+                log.exception("a delivery callback for %s raised", self.tp)
 
     def _call_delivery(self, index: int, timestamp: int, callback: DeliveryCallback) -> None:
         error = self.error

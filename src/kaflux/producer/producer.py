@@ -48,8 +48,9 @@ from kaflux.producer.futures import BatchFuture, DeliveryCallback
 from kaflux.producer.partitioner import StickyPartitioner
 from kaflux.producer.sender import ProduceRequestManager
 from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionManager, TxnState
-from kaflux.records import codec_id
-from kaflux.records.encode import load_encoder
+from kaflux.records import codec_id, kernels
+from kaflux.serialization import SerializationContext, takes_context
+from kaflux.serialization import Serializer as ContextSerializer
 from kaflux.structs import OffsetAndMetadata, PartitionInfo, RecordMetadata, TopicPartition
 from kaflux.timeouts import MAX_TIMEOUT_S, explain, timeout_seconds
 from kaflux.validation import (
@@ -60,7 +61,9 @@ from kaflux.validation import (
     record_size_upper_bound,
 )
 
-Serializer = Callable[[Any], bytes | None]
+#: a plain ``fn(value) -> bytes``, or a :class:`kaflux.serialization.Serializer` (sees the topic,
+#: key or value, and the headers)
+Serializer = Callable[[Any], bytes | None] | ContextSerializer
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
 _client_ids = itertools.count(1)
 
@@ -137,9 +140,11 @@ class Producer(Closeable):
         """
         self._config = config_ = ProducerConfig.from_dict(config)
         self.client_id = client_id = config_.client_id or f"producer-{next(_client_ids)}"
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
-        self._encoder = load_encoder()
+        self._key_serializer: Any = key_serializer
+        self._value_serializer: Any = value_serializer
+        self._key_takes_context = takes_context(key_serializer)
+        self._value_takes_context = takes_context(value_serializer)
+        self._encoder = kernels.encoder()
         self._partition_for_key: Callable[[bytes, int], int] = self._encoder.partition_for_key
         idempotent = config_.enable_idempotence
         self._accumulator = RecordAccumulator(
@@ -251,16 +256,24 @@ class Producer(Closeable):
         tm = self._tm
         if tm is not None and tm.send_blocked:
             tm.fail_if_not_ready_for_send()
+        if headers is not None:
+            headers = _header_list(headers) if headers else None
         if self._key_serializer is not None:
-            key = self._key_serializer(key)
+            key = (
+                self._key_serializer(key, SerializationContext(topic, "key", headers))
+                if self._key_takes_context
+                else self._key_serializer(key)
+            )
         if key is not None and type(key) is not bytes:
             key = _coerce("key", key)
         if self._value_serializer is not None:
-            value = self._value_serializer(value)
+            value = (
+                self._value_serializer(value, SerializationContext(topic, "value", headers))
+                if self._value_takes_context
+                else self._value_serializer(value)
+            )
         if value is not None and type(value) is not bytes:
             value = _coerce("value", value)
-        if headers is not None:
-            headers = _header_list(headers) if headers else None
         size = 0 if value is None else len(value)
         if key is not None:
             size += len(key)

@@ -18,30 +18,26 @@ record): :class:`ColumnBuilder`, also a few records at a time through a
 
 Two kernels implement decoding with identical behaviour: the compiled one
 (``kaflux.records._kernel``, built from ``_kernel.pyx`` by ``pip install``) and the pure-Python
-one (:mod:`~kaflux.records.batch_decoder`, :mod:`~kaflux.records.columns`). The compiled one is
-used when it was built and ``KAFLUX_PURE`` is not ``"1"``; otherwise the pure one, and when
-that is not by choice the ``kaflux.records`` logger says so once, at import. :data:`KERNEL`
-tells which is active (``"compiled"`` or ``"pure"``).
+one (:mod:`~kaflux.records.batch_decoder`, :mod:`~kaflux.records.columns`); both implement
+:class:`kaflux.records.interface.RecordDecoder`. :mod:`kaflux.records.kernels` chooses the
+compiled one when it was built and ``KAFLUX_PURE`` is not ``"1"``; otherwise the pure one, and
+when that is not by choice the ``kaflux.records`` logger says so once, at import. :data:`KERNEL`
+tells which is active (``"compiled"`` or ``"pure"``). The same module chooses the producer's
+encoder. Bounds and messages both twins share live in :mod:`kaflux.records.definitions`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import logging
-import os
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
-from kaflux.records import _pure
+from kaflux.records import kernels
 from kaflux.records.batch_builder import (
     BatchBuilder,
     assemble_batch,
     build_control_batch,
     estimate_record_size,
 )
-from kaflux.records.columns import RecordColumns, arrow_schema
+from kaflux.records.columns import arrow_schema
 from kaflux.records.compression import (
     CODEC_IDS,
     CODEC_NAMES,
@@ -56,6 +52,8 @@ from kaflux.records.compression import (
     decompress,
     decompression_limit,
 )
+from kaflux.records.definitions import RecordColumns
+from kaflux.records.kernels import kernel_source_sha256, load_compiled_kernel
 from kaflux.records.types import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -65,59 +63,9 @@ from kaflux.records.types import (
     RecordFormatError,
 )
 
-_log = logging.getLogger("kaflux.records")
-
-#: Files the compiled kernel is built from (setup.py stamps the build with their SHA-256).
-_KERNEL_SOURCES: Final = ("_kernel.pyx", "_kernel_impl.h")
-
-
-def kernel_source_sha256(directory: Path) -> str | None:
-    """SHA-256 of the kernel sources in ``directory`` (as setup.py computes it), or None
-    when they are not there (an installed wheel)."""
-    digest = hashlib.sha256()
-    try:
-        for name in _KERNEL_SOURCES:
-            digest.update(name.encode() + b"\0" + (directory / name).read_bytes() + b"\0")
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
-def load_compiled_kernel() -> ModuleType:
-    """The compiled kernel module; ImportError saying why when it is missing or was built
-    from other sources than those next to it (a stale build in a source checkout)."""
-    try:
-        _kernel = importlib.import_module("kaflux.records._kernel")
-    except ImportError as exc:
-        what = "was not built" if isinstance(exc, ModuleNotFoundError) else "could not be imported"
-        raise ImportError(f"it {what} ({exc}); reinstall kaflux with a C compiler available") from exc
-    built_from = _kernel.SOURCE_SHA256
-    current = kernel_source_sha256(Path(__file__).parent)
-    if built_from and current is not None and built_from != current:
-        raise ImportError(
-            f"{Path(_kernel.__file__ or '_kernel').name} was built from other sources than "
-            "_kernel.pyx/_kernel_impl.h (rebuild it: pip install -e . or python setup.py build_ext --inplace)"
-        )
-    return _kernel
-
-
-def _select_kernel() -> tuple[ModuleType, str]:
-    if os.environ.get("KAFLUX_PURE") == "1":
-        return _pure, "pure"
-    try:
-        return load_compiled_kernel(), "compiled"
-    except ImportError as exc:
-        _log.warning(
-            "kaflux.records: the compiled record kernel is unavailable: %s. Using the pure-Python "
-            "record decoder, which is several times slower.",
-            exc,
-        )
-        return _pure, "pure"
-
-
-_impl, _kernel_name = _select_kernel()
+_impl = kernels.decoder()
 #: ``"compiled"`` or ``"pure"``: which record kernel this process uses.
-KERNEL: Final[str] = _kernel_name
+KERNEL: Final[str] = kernels.decoder_kind()
 
 
 def active_kernel() -> RecordDecoder:
@@ -126,8 +74,8 @@ def active_kernel() -> RecordDecoder:
 
 
 if TYPE_CHECKING:
-    from kaflux.records import _kernel
-    from kaflux.records._protocols import RecordDecoder
+    # mypy checks that both decoder twins implement the interface.
+    from kaflux.records import _kernel, _pure
     from kaflux.records.batch_decoder import (
         RecordBatch,
         control_type,
@@ -137,8 +85,8 @@ if TYPE_CHECKING:
     )
     from kaflux.records.columns import BatchCursor, ColumnBuilder, to_arrow
     from kaflux.records.consumer_record import ConsumerRecord
+    from kaflux.records.interface import RecordDecoder
 
-    # mypy checks that both kernels satisfy the interface.
     _pure_conforms: RecordDecoder = _pure
     _compiled_conforms: RecordDecoder = _kernel
 else:
@@ -187,6 +135,7 @@ __all__ = [
     "estimate_record_size",
     "first_batch_size",
     "iter_batches",
+    "kernel_source_sha256",
     "load_compiled_kernel",
     "to_arrow",
 ]

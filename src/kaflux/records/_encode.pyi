@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Final
 
-from kaflux.records.encode import BinaryColumn, Chunk, HeadersColumn, IntColumn
+from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
 KIND: Final[str]
 SOURCE_SHA256: Final[str]

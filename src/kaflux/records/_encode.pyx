@@ -11,7 +11,7 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 
-from kaflux.records.encode import BinaryColumn, Chunk, HeadersColumn, IntColumn
+from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
 cdef extern from *:
     """

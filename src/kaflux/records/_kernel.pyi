@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from kaflux.errors import CorruptRecordError
-from kaflux.records.columns import RecordColumns
 from kaflux.records.consumer_record import ConsumerRecord as ConsumerRecord
+from kaflux.records.definitions import RecordColumns
 from kaflux.records.types import BytesLike, Record
 
 SOURCE_SHA256: Final[str]

@@ -4,7 +4,7 @@
 ``memoryview`` into the receive buffer) and yields :class:`RecordBatch` objects whose
 header fields are parsed and whose CRC-32C is checked; :meth:`RecordBatch.records`
 decompresses the batch once and decodes all its records with :func:`decode_records`, the
-inner kernel a compiled twin can replace (see :mod:`kaflux.records._protocols`).
+inner kernel a compiled twin can replace (see :mod:`kaflux.records.interface`).
 
 Semantics:
 
@@ -31,9 +31,16 @@ from typing import Final
 from crc32c import crc32c
 
 from kaflux.errors import CorruptRecordError, IllegalStateError
-from kaflux.records.columns import check_append_arguments
 from kaflux.records.compression import codec_name, decompress
-from kaflux.records.consumer_record import ConsumerRecord, check_record_context, consumer_records_from
+from kaflux.records.consumer_record import ConsumerRecord, consumer_records_from
+from kaflux.records.definitions import (
+    INT64_MIN,
+    MAX_CODEC,
+    MIN_RECORD_BODY,
+    MIN_RECORD_SIZE,
+    check_append_arguments,
+    check_record_context,
+)
 from kaflux.records.types import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -54,13 +61,6 @@ _BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _LOG_HEADER: Final = struct.Struct(">qi")
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
-#: Smallest possible encoded record: 1 length byte + attributes, timestamp delta, offset
-#: delta, key length, value length and header count of one byte each.
-_MIN_RECORD_SIZE: Final = 7
-_MIN_RECORD_BODY: Final = 6
-_MAX_CODEC: Final = 4
-
-_INT64_MIN: Final = -(2**63)
 _new_tuple = tuple.__new__
 #: Zig-zag decoding of the one-byte varints 0..127.
 _ZIGZAG: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
@@ -106,7 +106,7 @@ def decode_records(
         raise RecordFormatError(f"record range {pos}..{end} is outside the {len(data)}-byte buffer")
     if count < 0:
         raise RecordFormatError(f"negative record count {count}")
-    if count > (end - pos) // _MIN_RECORD_SIZE:
+    if count > (end - pos) // MIN_RECORD_SIZE:
         raise RecordFormatError(f"record count {count} cannot fit in {end - pos} bytes")
     records: list[Record] = []
     append = records.append
@@ -129,7 +129,7 @@ def decode_records(
             else:
                 length, pos = read_varint(data, pos)
             rec_end = pos + length
-            if length < _MIN_RECORD_BODY or rec_end > end:
+            if length < MIN_RECORD_BODY or rec_end > end:
                 raise RecordFormatError(f"record length {length} is out of range")
             pos += 1  # attributes (int8, unused)
             b = data[pos]
@@ -391,7 +391,7 @@ class RecordBatch:
             raise self.corrupt(f"{exc}{where}") from exc
 
     def consumer_records(
-        self, topic: str, partition: int, leader_epoch: int | None, min_offset: int = _INT64_MIN
+        self, topic: str, partition: int, leader_epoch: int | None, min_offset: int = INT64_MIN
     ) -> list[ConsumerRecord]:
         """Decompress (once per call) and decode all records of the batch, and return the
         :class:`ConsumerRecord` of each from the first whose offset is ``min_offset`` or more
@@ -500,7 +500,7 @@ def iter_batches(
                     offset=base_offset,
                 )
         batch = RecordBatch(view, header, topic, partition)
-        if batch.compression > _MAX_CODEC:
+        if batch.compression > MAX_CODEC:
             raise batch.corrupt(f"unknown compression codec id {batch.compression}")
         if batch.record_count < 0:
             raise batch.corrupt(f"negative record count {batch.record_count}")

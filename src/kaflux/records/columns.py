@@ -8,7 +8,7 @@ hands them out as a :class:`RecordColumns` of ``bytearray`` objects, which
 This module is the pure-Python twin; the compiled kernel (``kaflux.records._kernel``) has a
 ``ColumnBuilder`` with the same contract that decodes straight from the batch bytes into
 the buffers, creating no Python object per record. ``kaflux.records.ColumnBuilder`` is the
-active one. The contract (see also :class:`kaflux.records._protocols.ColumnBuilderView`):
+active one. The contract (see also :class:`kaflux.records.interface.ColumnBuilderView`):
 
 * ``append_batch(batch, topic, partition, min_offset, max_records)`` decodes *all* records
   of ``batch`` (so it raises exactly what ``batch.records()`` raises, as
@@ -36,60 +36,21 @@ from __future__ import annotations
 
 import sys
 from array import array
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any
 
+from kaflux.records.consumer_record import ConsumerRecord
+from kaflux.records.definitions import (
+    INT32_MAX,
+    INT64_MIN,
+    OVERFLOW_MESSAGE,
+    RecordColumns,
+    check_append_arguments,
+    check_record_context,
+    check_record_range,
+)
 from kaflux.records.types import Record
 
-if TYPE_CHECKING:
-    from kaflux.records.consumer_record import ConsumerRecord
-
-_INT32_MAX: Final = 2**31 - 1
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-
-#: Message of the OverflowError raised when a column would exceed Arrow's int32 offsets.
-OVERFLOW_MESSAGE: Final = (
-    "column data would exceed 2**31 - 1 bytes (Arrow int32 offsets); call finish() and append again"
-)
-
-
-class RecordColumns(NamedTuple):
-    """Decoded records as Arrow-layout buffers (``n = num_rows``, ``h = header_count``).
-
-    Integer buffers are in native byte order (little-endian on every platform Arrow runs
-    on); offsets buffers hold ``n + 1`` (or ``h + 1``) int32 values starting at 0. A
-    validity bitmap has bit ``i`` (LSB first) set when row ``i`` is not null, holds
-    ``(rows + 7) // 8`` bytes with the bits past the last row clear, and is ``None`` when
-    the column has no null.
-    """
-
-    num_rows: int
-    offset: bytearray  #: int64[n]
-    timestamp: bytearray  #: int64[n], epoch milliseconds
-    timestamp_type: bytearray  #: int32[n]: 0 create time, 1 log append time
-    partition: bytearray  #: int32[n]
-    topic_offsets: bytearray  #: int32[n + 1] into topic_data
-    topic_data: bytearray  #: UTF-8
-    key_validity: bytearray | None
-    key_null_count: int
-    key_offsets: bytearray  #: int32[n + 1] into key_data
-    key_data: bytearray
-    value_validity: bytearray | None
-    value_null_count: int
-    value_offsets: bytearray  #: int32[n + 1] into value_data
-    value_data: bytearray
-    header_offsets: bytearray  #: int32[n + 1]: row i's headers are entries [o[i], o[i + 1])
-    header_count: int  #: h, the number of header entries
-    header_key_offsets: bytearray  #: int32[h + 1] into header_key_data
-    header_key_data: bytearray  #: UTF-8
-    header_value_validity: bytearray | None
-    header_value_null_count: int
-    header_value_offsets: bytearray  #: int32[h + 1] into header_value_data
-    header_value_data: bytearray
-
-
-def out_of_range_message(offset: int, timestamp: int) -> str:
-    return f"record at offset {offset} has an offset or timestamp (ms {timestamp}) outside the int64 range"
+__all__ = ["OVERFLOW_MESSAGE", "BatchCursor", "ColumnBuilder", "RecordColumns", "arrow_schema", "to_arrow"]
 
 
 class _Binary:
@@ -131,15 +92,6 @@ class _Binary:
         return bits
 
 
-def check_record_range(batch: Any, records: list[Record]) -> None:
-    """CorruptRecordError (``batch.corrupt``) for the first record whose offset or timestamp
-    does not fit int64."""
-    for record in records:
-        offset, timestamp = record[0], record[1]
-        if not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= timestamp <= _INT64_MAX):
-            raise batch.corrupt(out_of_range_message(offset, timestamp))
-
-
 class BatchCursor:
     """A batch whose records a consumer takes a few at a time, as columns
     (:meth:`ColumnBuilder.append_cursor`) or as ConsumerRecords (:meth:`consumer_records`),
@@ -171,15 +123,13 @@ class BatchCursor:
         topic: str,
         partition: int,
         leader_epoch: int | None,
-        min_offset: int = _INT64_MIN,
+        min_offset: int = INT64_MIN,
         max_records: int = sys.maxsize,
     ) -> list[ConsumerRecord]:
         """The ConsumerRecords of the next records: skip the leading ones whose offset is
         below ``min_offset``, then take up to ``max_records`` (tagged as
         ``RecordBatch.consumer_records`` tags them). The cursor moves past what was skipped
         and taken. Argument errors as ``consumer_records``."""
-        from kaflux.records.consumer_record import ConsumerRecord, check_record_context  # (a cycle)
-
         check_append_arguments(partition, min_offset, max_records)
         check_record_context(topic, leader_epoch)
         records = self._records
@@ -230,7 +180,7 @@ class ColumnBuilder:
         batch: Any,
         topic: str,
         partition: int,
-        min_offset: int = _INT64_MIN,
+        min_offset: int = INT64_MIN,
         max_records: int = sys.maxsize,
     ) -> tuple[int, int, int | None]:
         """Decode ``batch`` and append its records from ``min_offset`` on, at most
@@ -252,7 +202,7 @@ class ColumnBuilder:
         cursor: BatchCursor,
         topic: str,
         partition: int,
-        min_offset: int = _INT64_MIN,
+        min_offset: int = INT64_MIN,
         max_records: int = sys.maxsize,
     ) -> tuple[int, int | None]:
         """Append the next records of ``cursor``: skip the leading ones whose offset is below
@@ -291,7 +241,7 @@ class ColumnBuilder:
                     self._header_key.append(header_key.encode())
                     self._header_value.append(header_value)
                 self._header_offsets.append(len(self._header_key.offsets) - 1)
-                if max(self._column_sizes()) > _INT32_MAX:
+                if max(self._column_sizes()) > INT32_MAX:
                     raise OverflowError(OVERFLOW_MESSAGE)
         except BaseException:
             self._restore(state)
@@ -353,16 +303,6 @@ class ColumnBuilder:
         )
         self._reset()
         return columns
-
-
-def check_append_arguments(partition: int, min_offset: int, max_records: int) -> None:
-    """Argument checks shared by both builders (same messages)."""
-    if not -(2**31) <= partition <= _INT32_MAX:
-        raise ValueError(f"partition {partition} is outside the int32 range")
-    if not _INT64_MIN <= min_offset <= _INT64_MAX:
-        raise ValueError(f"min_offset {min_offset} is outside the int64 range")
-    if max_records < 0:
-        raise ValueError(f"max_records must not be negative, got {max_records}")
 
 
 _ARROW_SCHEMA: list[Any] = []

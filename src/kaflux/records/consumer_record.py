@@ -9,17 +9,11 @@ builds straight from the batch bytes; ``kaflux.records.ConsumerRecord`` (re-expo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
-from kaflux.records.columns import out_of_range_message
+from kaflux.records.definitions import CorruptionReporter, check_record_range
 from kaflux.records.types import Record
 from kaflux.structs import TopicPartition
-
-if TYPE_CHECKING:
-    from kaflux.records._protocols import RecordBatchView
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 
 
 class ConsumerRecord:
@@ -89,16 +83,8 @@ class ConsumerRecord:
     __hash__ = None  # type: ignore[assignment]
 
 
-def check_record_context(topic: object, leader_epoch: object) -> None:
-    """Argument checks of ``consumer_records`` shared by both kernels (same messages)."""
-    if type(topic) is not str:
-        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-    if leader_epoch is not None and type(leader_epoch) is not int:
-        raise TypeError(f"leader_epoch must be an int or None, got {type(leader_epoch).__name__}")
-
-
 def consumer_records_from(
-    batch: RecordBatchView,
+    batch: CorruptionReporter,
     records: list[Record],
     topic: str,
     partition: int,
@@ -109,10 +95,7 @@ def consumer_records_from(
     """The ConsumerRecords of ``records`` (all of ``batch``) from the first whose offset is
     ``min_offset`` or more on; CorruptRecordError when any offset or timestamp does not fit
     int64 (only corrupt data has those)."""
-    for record in records:
-        offset, timestamp = record[0], record[1]
-        if not (_INT64_MIN <= offset <= _INT64_MAX and _INT64_MIN <= timestamp <= _INT64_MAX):
-            raise batch.corrupt(out_of_range_message(offset, timestamp))
+    check_record_range(batch, records)
     count = len(records)
     i = 0
     while i < count and records[i][0] < min_offset:

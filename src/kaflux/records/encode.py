@@ -1,10 +1,11 @@
 """Encoding records for the producer: the pure-Python twin of ``kaflux.records._encode``. [pure]
 
-Both modules offer the same functions and behave identically (the same bytes, the same
-errors); the producer uses the compiled one when it is built (see :func:`load_encoder`). They
-write the *records section* of a v2 record batch (each record: a length varint, attributes,
-timestamp and offset deltas, key, value, headers); the batch header, compression and CRC are
-added when a batch is closed (:func:`kaflux.records.assemble_batch`).
+Both modules offer the same functions and behave identically (the same bytes, the same errors);
+the producer uses the compiled one when it is built (see
+:func:`kaflux.records.kernels.encoder`). They write the *records section* of a v2 record batch
+(each record: a length varint, attributes, timestamp and offset deltas, key, value, headers);
+the batch header, compression and CRC are added when a batch is closed
+(:func:`kaflux.records.assemble_batch`).
 
 * :func:`murmur2` / :func:`partition_for_key`: Kafka's key hash and default partition.
 * :class:`RecordsWriter`: one batch's records, appended one at a time, up to a byte limit.
@@ -15,20 +16,18 @@ added when a batch is closed (:func:`kaflux.records.assemble_batch`).
   per chunk, in row order within each partition.
 
 Columns are passed as :class:`BinaryColumn` / :class:`IntColumn` / :class:`HeadersColumn`
-tuples of buffers (memoryviews), exactly as Arrow lays them out: a validity bitmap (``None``:
-no nulls), int32 offsets into a data buffer, and the array's ``offset`` (a sliced array starts
-there). Nothing here imports pyarrow.
+tuples (defined in :mod:`kaflux.records.definitions`, shared with the compiled twin) of buffers
+(memoryviews), exactly as Arrow lays them out: a validity bitmap (``None``: no nulls), int32
+offsets into a data buffer, and the array's ``offset`` (a sliced array starts there). Nothing
+here imports pyarrow.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
-from typing import Final, NamedTuple
+from typing import Final
+
+from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
 __all__ = [
     "KIND",
@@ -38,8 +37,6 @@ __all__ = [
     "IntColumn",
     "RecordsWriter",
     "encode_columns",
-    "encoder_source_sha256",
-    "load_encoder",
     "murmur2",
     "partition_for_key",
 ]
@@ -47,49 +44,8 @@ __all__ = [
 #: Which implementation this module is ("pure"; the compiled twin says "compiled").
 KIND: Final = "pure"
 
-_log = logging.getLogger("kaflux.records")
-
 _M: Final = 0x5BD1E995
 _MASK: Final = 0xFFFFFFFF
-
-
-class BinaryColumn(NamedTuple):
-    """An Arrow binary (or utf8) array: ``offsets`` are int32 (``offset + n + 1`` of them)."""
-
-    validity: memoryview | None
-    offsets: memoryview
-    data: memoryview
-    offset: int
-
-
-class IntColumn(NamedTuple):
-    """An Arrow int32 (partitions) or int64 (timestamps, ms) array."""
-
-    validity: memoryview | None
-    values: memoryview
-    offset: int
-
-
-class HeadersColumn(NamedTuple):
-    """An Arrow ``list<struct<key: utf8, value: binary>>`` array: row ``i``'s headers are entries
-    ``offsets[offset + i]`` to ``offsets[offset + i + 1]`` of ``keys`` and ``values`` (the
-    struct's children, with the struct's own offset already applied)."""
-
-    validity: memoryview | None
-    offsets: memoryview
-    offset: int
-    keys: BinaryColumn | None
-    values: BinaryColumn | None
-
-
-class Chunk(NamedTuple):
-    """One partition batch's records section."""
-
-    partition: int
-    records: bytes
-    record_count: int
-    base_timestamp: int
-    max_timestamp: int
 
 
 def murmur2(data: bytes) -> int:
@@ -408,56 +364,3 @@ def encode_columns(
     for partition in sorted(open_chunks):
         roll(partition)
     return chunks, sticky
-
-
-# -- choosing the implementation ------------------------------------------------------------------
-
-#: Files the compiled encoder is built from (setup.py stamps the build with their SHA-256).
-ENCODER_SOURCES: Final = ("_encode.pyx",)
-
-
-def encoder_source_sha256(directory: Path) -> str | None:
-    """SHA-256 of the encoder's sources in ``directory`` (as setup.py computes it), or None when
-    they are not there (an installed wheel)."""
-    digest = hashlib.sha256()
-    try:
-        for name in ENCODER_SOURCES:
-            digest.update(name.encode() + b"\0" + (directory / name).read_bytes() + b"\0")
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
-_loaded: ModuleType | None = None
-
-
-def load_encoder() -> ModuleType:
-    """The compiled encoder when it is built, current and ``KAFLUX_PURE`` is not ``"1"``;
-    otherwise this module (saying why once on the ``kaflux.records`` logger, unless by choice)."""
-    global _loaded
-    if _loaded is not None:
-        return _loaded
-    import sys
-
-    module: ModuleType = sys.modules[__name__]
-    if os.environ.get("KAFLUX_PURE") != "1":
-        try:
-            from kaflux.records import _encode
-
-            expected = encoder_source_sha256(Path(__file__).resolve().parent)
-            if expected is not None and expected != _encode.SOURCE_SHA256:
-                _log.warning(
-                    "kaflux.records: the compiled encoder was built from other sources than _encode.pyx "
-                    "(rebuild it: python setup.py build_ext --inplace); the producer uses the pure-Python "
-                    "encoder, which is several times slower"
-                )
-            else:
-                module = _encode
-        except ImportError as exc:
-            _log.warning(
-                "kaflux.records: the compiled encoder is unavailable (%s); the producer uses the "
-                "pure-Python encoder, which is several times slower",
-                exc,
-            )
-    _loaded = module
-    return module

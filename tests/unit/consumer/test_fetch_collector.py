@@ -23,7 +23,7 @@ from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import CorruptRecordError, OffsetOutOfRangeError, RecordDeserializationError
 from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch, to_arrow
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 from kaflux.structs import TopicPartition
 
 from support.fakes import FakeCluster, connect

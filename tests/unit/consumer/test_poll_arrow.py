@@ -35,7 +35,7 @@ from kaflux.records import (
     build_control_batch,
     to_arrow,
 )
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 from support.fakes import FakeCluster
 from support.record_kernels import KERNELS, kernel_named

@@ -9,7 +9,7 @@ import pytest
 
 from kaflux import Producer
 from kaflux.producer.arrow import arrow_columns, require_pyarrow
-from kaflux.records import assemble_batch, encode, iter_batches
+from kaflux.records import assemble_batch, iter_batches, kernels
 
 pa = pytest.importorskip("pyarrow")
 
@@ -21,7 +21,7 @@ def rows_of(
 ) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     """Encode ``batch`` with the encoder and decode it: (partition, timestamp, key, value, headers)."""
     columns = arrow_columns(pa, batch)
-    chunks, _ = encode.load_encoder().encode_columns(
+    chunks, _ = kernels.encoder().encode_columns(
         columns.num_rows,
         partitions,
         0,

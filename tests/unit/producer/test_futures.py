@@ -130,3 +130,14 @@ def test_batch_futures_resolve_to_batch_metadata() -> None:
     future = BatchFuture(result, 250, 77)
     result.complete(1_000)
     assert future.result(0) == BatchMetadata("t", 3, 1_000, 250, 77)
+
+
+def test_callbacks_registered_on_an_open_batch_get_log_append_time_metadata() -> None:
+    result = ProduceResult(TP)
+    calls: list[tuple[RecordMetadata, KafkaError | None]] = []
+    result.add_delivery_callback_open(0, 5, lambda m, e: calls.append((m, e)))
+    result.add_delivery_callback_open(1, 6, lambda m, e: calls.append((m, e)))
+    result.complete(40, log_append_time=999)
+    assert calls == [(RecordMetadata("t", 3, 40, 999), None), (RecordMetadata("t", 3, 41, 999), None)]
+    assert all(type(metadata) is RecordMetadata for metadata, _ in calls)
+    assert calls[0][0].offset == 40 and calls[1][0].timestamp == 999

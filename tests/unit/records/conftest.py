@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 from support.record_kernels import KERNELS, compiled_kernel, kernel_named
 

@@ -18,7 +18,7 @@ from kaflux.records import (
     build_control_batch,
     compress,
 )
-from kaflux.records._protocols import RecordBatchView, RecordDecoder
+from kaflux.records.interface import RecordBatchView, RecordDecoder
 
 
 def zz(value: int) -> bytes:

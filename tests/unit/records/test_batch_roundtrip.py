@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kaflux.records import BatchBuilder, Record, estimate_record_size
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 Headers = list[tuple[str, bytes | None]]
 RawRecord = tuple[int, bytes | None, bytes | None, Headers]

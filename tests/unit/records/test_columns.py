@@ -21,7 +21,7 @@ from kaflux.records import (
     assemble_batch,
     build_control_batch,
 )
-from kaflux.records._protocols import RecordBatchView, RecordDecoder
+from kaflux.records.interface import RecordBatchView, RecordDecoder
 
 from support.record_columns import Row, batch_st, build, rows_of
 

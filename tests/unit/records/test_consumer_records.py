@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records import assemble_batch, build_control_batch
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 from kaflux.structs import TopicPartition
 
 from support.record_columns import batch_st, build, rows_of

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from kaflux.errors import CorruptRecordError
 from kaflux.records import BatchBuilder, assemble_batch, build_control_batch
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 CODECS = [0, 1, 2, 3, 4]
 MASKS = [0x01, 0x80, 0xFF]

@@ -14,13 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kaflux.producer.partitioner import murmur2 as reference_murmur2
-from kaflux.records import assemble_batch, encode, iter_batches
+from kaflux.records import assemble_batch, encode, iter_batches, kernels
 from kaflux.records.encode import BinaryColumn, HeadersColumn, IntColumn
 
+compiled: ModuleType | None
 try:
-    from kaflux.records import _encode as compiled
-except ImportError:  # pragma: no cover - a build without the extension
-    compiled = None  # type: ignore[assignment]
+    compiled = kernels.load_compiled_encoder()
+except ImportError:  # pragma: no cover - a build without the extension (or a stale one)
+    compiled = None
 
 IMPLEMENTATIONS = [encode] + ([compiled] if compiled is not None else [])
 
@@ -33,7 +34,7 @@ def encoder(request: pytest.FixtureRequest) -> ModuleType:
 
 def test_the_compiled_encoder_is_built_and_current() -> None:
     assert compiled is not None, "build it: python setup.py build_ext --inplace"
-    assert encode.load_encoder() is compiled
+    assert kernels.encoder() is compiled
 
 
 def decode(
@@ -281,6 +282,7 @@ def test_both_encoders_write_the_same_chunks(rows, limit: int, sticky: int) -> N
         "timestamps": int_column([r[3] for r in rows], wide=True),
         "sticky": sticky,
     }
+    assert compiled is not None
     assert encode_rows(encode, len(rows), 4, limit, **columns) == encode_rows(
         compiled, len(rows), 4, limit, **columns
     )
@@ -289,6 +291,7 @@ def test_both_encoders_write_the_same_chunks(rows, limit: int, sticky: int) -> N
 @pytest.mark.skipif(compiled is None, reason="the compiled encoder is not built")
 def test_both_writers_write_the_same_bytes() -> None:
     rng = random.Random(3)
+    assert compiled is not None
     pure, fast = encode.RecordsWriter(5_000), compiled.RecordsWriter(5_000)
     for _ in range(500):
         args = (

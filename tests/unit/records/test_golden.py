@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kaflux.records import BatchBuilder, Record
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 # Two records, uncompressed, base offset 42, CREATE_TIME, no producer. Field by field:
 GOLDEN_FIELDS = [

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kaflux.records import BatchBuilder, Record, build_control_batch
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 kafka_codec = pytest.importorskip("kafka.codec")
 kafka_default_records = pytest.importorskip("kafka.record.default_records")

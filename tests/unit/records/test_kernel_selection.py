@@ -12,6 +12,7 @@ import pytest
 
 import kaflux.records
 from kaflux.records import kernel_source_sha256, load_compiled_kernel
+from kaflux.records.definitions import ENCODER_SOURCES, KERNEL_SOURCES
 
 REPORT = (
     "import kaflux.records as r; print(r.KERNEL, type(r.RecordBatch).__module__, r.RecordBatch.__module__)"
@@ -69,6 +70,14 @@ def test_the_warning_goes_to_the_kaflux_records_logger() -> None:
     assert run(code).stdout.strip() == "[('kaflux.records', 'WARNING')]"
 
 
+#: Installed from a wheel, kaflux has no kernel sources beside it (and checks no stamp).
+from_wheel = pytest.mark.skipif(
+    not (Path(kaflux.records.__file__).parent / "_kernel.pyx").exists(),
+    reason="an installed wheel ships no kernel sources",
+)
+
+
+@from_wheel
 def test_stale_build_is_refused(compiled: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     sources = Path(kaflux.records.__file__).parent
     assert kernel_source_sha256(sources) == compiled.SOURCE_SHA256, "the compiled kernel is out of date"
@@ -84,3 +93,40 @@ def test_active_kernel_is_exposed() -> None:
     )
     assert kaflux.records.RecordBatch.__module__ == expected
     assert kaflux.records.iter_batches.__module__ == expected
+
+
+@from_wheel
+def test_every_kernel_source_file_is_stamped() -> None:
+    """A new .pxi section (or C helper) must be in the source hash, else a stale build of it
+    would go unnoticed; setup.py and the loader read the same list."""
+    sources = Path(kaflux.records.__file__).parent
+    on_disk = {
+        p.name
+        for p in sources.iterdir()
+        if p.name.startswith("_kernel") and p.suffix in (".pyx", ".pxi", ".h")
+    }
+    assert on_disk == set(KERNEL_SOURCES)
+    assert {p.name for p in sources.glob("_encode*.pyx")} == set(ENCODER_SOURCES)
+
+
+def test_one_loader_chooses_both_kernels(compiled: ModuleType) -> None:
+    code = "from kaflux.records import kernels; print(kernels.decoder_kind(), kernels.encoder().KIND)"
+    assert run(code).stdout.split() == ["compiled", "compiled"]
+    assert run(code, KAFLUX_PURE="1").stdout.split() == ["pure", "pure"]
+
+
+def test_the_shared_definitions_are_a_leaf() -> None:
+    """setup.py loads definitions.py by its path, before kaflux can be imported: it must import
+    nothing from kaflux (and both twins import their shared bounds and messages from it)."""
+    import ast
+
+    import kaflux.records.definitions as definitions
+
+    tree = ast.parse(Path(definitions.__file__).read_text())
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert imported and not [name for name in imported if name and name.split(".")[0] == "kaflux"]

@@ -30,7 +30,11 @@ The protocols:
   the member reconciles towards its target and acknowledges it) and :mod:`.consumer_heartbeat`
   (ConsumerGroupHeartbeat);
 
-each with its own state table. How the parts talk: the heartbeat builds requests from the
+each with its own state table. Share groups (KIP-932) are a third pair on the same core, kept
+with the rest of the share consumer: ``consumer/share/membership.py`` and
+``consumer/share/heartbeat.py`` (built by ``components.build_share_group``).
+
+How the parts talk: the heartbeat builds requests from the
 membership's state and hands every response to a membership method (``on_join_succeeded``,
 ``fence``, ``fail``...); the membership never builds a request. The membership reaches the
 application thread only through background events (callbacks to run, fatal errors) and hears

@@ -8,13 +8,16 @@ only through the Protocols here, as a transaction request handler sees its manag
 
 * :class:`MembershipContext` -- what every heartbeat manager may read (state, identity, the
   coordinator metrics) and do (rejoin, leave on the poll timeout, finish a leave, fence, fail).
-* :class:`ClassicMembershipContext` and :class:`ConsumerMembershipContext` -- what the classic
-  and the KIP-848 heartbeat managers add: a protocol's own questions and answers.
+* :class:`ClassicMembershipContext`, :class:`ConsumerMembershipContext` and
+  :class:`ShareMembershipContext` -- what the classic, the KIP-848 and the share group (KIP-932)
+  heartbeat managers add: a protocol's own questions and answers.
+* :class:`CoordinatorLookup` -- what a membership and its heartbeat need of the coordinator
+  lookup (``CoordinatorRequestManager``).
 * :class:`GroupHeartbeat` -- what the rest of the consumer sees of a heartbeat manager: a request
   manager whose poll timer each ``poll()`` of the application resets.
 
-A new protocol adds its own ``MembershipContext`` extension next to its heartbeat manager; see
-``docs/architecture.md``, "Adding a group protocol".
+A new protocol adds its own ``MembershipContext`` extension here (as share groups did with
+:class:`ShareMembershipContext`); see ``docs/architecture.md``, "Adding a group protocol".
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 from kaflux.network.requests import RequestManager
 
 if TYPE_CHECKING:
+    import uuid
+
     from kaflux.consumer.assignors import Assignment
     from kaflux.consumer.member_state import MemberState
     from kaflux.errors import BrokerError, KafkaError
@@ -38,14 +43,28 @@ if TYPE_CHECKING:
 __all__ = [
     "ClassicMembershipContext",
     "ConsumerMembershipContext",
+    "CoordinatorLookup",
     "GroupHeartbeat",
     "JoinedMember",
     "MembershipContext",
+    "ShareMembershipContext",
 ]
 
 #: A member of the generation as the JoinGroup response lists it (for the leader):
 #: member id, group.instance.id, subscription metadata.
 JoinedMember = tuple[str, str | None, bytes]
+
+
+class CoordinatorLookup(Protocol):
+    """What the group parts need of the coordinator lookup (``CoordinatorRequestManager``)."""
+
+    @property
+    def coordinator_id(self) -> int | None:
+        """The node to send group requests to; None while it is unknown."""
+        ...
+
+    def mark_unknown(self, reason: str) -> None:
+        """The coordinator moved or its connection failed: look it up again."""
 
 
 class MembershipContext(Protocol):
@@ -173,6 +192,37 @@ class ConsumerMembershipContext(MembershipContext, Protocol):
 
     def on_heartbeat_success(self, epoch: int, assignment: TargetAssignment | None, now_ms: int) -> None:
         """A heartbeat was answered without error."""
+
+
+class ShareMembershipContext(MembershipContext, Protocol):
+    """What the share group heartbeat manager (ShareGroupHeartbeat, KIP-932) adds."""
+
+    @property
+    def epoch(self) -> int:
+        """The member epoch to send (0 while joining)."""
+        ...
+
+    @property
+    def incarnation(self) -> int:
+        """Bumped on every (re)join and leave: answers to older heartbeats are dropped."""
+        ...
+
+    def subscription(self) -> frozenset[str]:
+        """The subscribed topic names."""
+        ...
+
+    def take_subscription_change(self) -> bool:
+        """Whether the subscription changed since the last heartbeat that carried it."""
+        ...
+
+    def on_join_sent(self) -> None:
+        """A joining heartbeat went out: from now on, leaving must tell the coordinator."""
+
+    def on_heartbeat_success(
+        self, member_id: str | None, epoch: int, assignment: dict[uuid.UUID, list[int]] | None
+    ) -> None:
+        """A heartbeat was answered without error: the epoch, and any new assignment (topic id
+        -> partitions)."""
 
 
 class GroupHeartbeat(RequestManager, Protocol):

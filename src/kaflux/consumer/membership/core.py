@@ -120,7 +120,9 @@ class MembershipCore(GroupMembership):
         future.add_done_callback(done)
         # As Java, retried for up to the rebalance timeout (max.poll.interval.ms).
         until_ms = now_ms + self._rebalance_timeout_ms
-        self._commits.auto_commit_now(now_ms, future, before_revocation_until_ms=until_ms)
+        commits = self._commits
+        assert commits is not None, "GroupMembership refuses auto-commit without a commit manager"
+        commits.auto_commit_now(now_ms, future, before_revocation_until_ms=until_ms)
 
     def _abandon_commit(self) -> None:
         """The revocation that commit was for will not go on (the partitions were lost, the

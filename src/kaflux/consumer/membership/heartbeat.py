@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from kaflux.consumer.member_state import MemberState
-from kaflux.consumer.membership.contracts import MembershipContext
+from kaflux.consumer.membership.contracts import CoordinatorLookup, MembershipContext
 from kaflux.consumer.membership.poll_timer import PollTimer
 from kaflux.errors import (
     BrokerError,
@@ -33,7 +33,6 @@ from kaflux.errors import (
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, PollResult, RequestManager
 
 if TYPE_CHECKING:
-    from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
     from kaflux.consumer.membership.group import GroupSettings
 
 __all__ = [
@@ -67,9 +66,7 @@ class HeartbeatRequestManagerBase(RequestManager, Generic[C]):
     #: errors meaning the coordinator no longer knows the member or its generation
     FENCING_ERRORS: ClassVar[tuple[type[BrokerError], ...]]
 
-    def __init__(
-        self, membership: C, coordinator: CoordinatorRequestManager, settings: GroupSettings
-    ) -> None:
+    def __init__(self, membership: C, coordinator: CoordinatorLookup, settings: GroupSettings) -> None:
         self._membership = membership
         self._coordinator = coordinator
         self._group_id = settings.group_id

@@ -30,6 +30,7 @@ from kaflux.consumer.membership.callbacks import (
 )
 from kaflux.consumer.membership.group import GroupMetadata, GroupSettings, GroupState
 from kaflux.consumer.positions import SubscriptionType
+from kaflux.errors import IllegalStateError
 from kaflux.metrics.clients import CoordinatorMetrics
 from kaflux.metrics.registry import MetricsRegistry
 from kaflux.network.requests import PollResult, RequestManager
@@ -37,7 +38,7 @@ from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.commit_request_manager import CommitRequestManager
-    from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
+    from kaflux.consumer.membership.contracts import CoordinatorLookup
     from kaflux.consumer.subscription_state import SubscriptionState
     from kaflux.network.cluster import ClusterMetadata
     from kaflux.network.metadata_manager import MetadataManager
@@ -76,7 +77,8 @@ class GroupMembership(RequestManager):
     """A consumer's identity and state in one group, whatever the protocol; the base of
     :class:`~.core.MembershipCore`. A request manager that sends nothing: its protocol's
     heartbeat request manager, registered next to it, sends the requests (a membership may
-    still do its own work on each pass, as KIP-848's reconciliation)."""
+    still do its own work on each pass, as KIP-848's reconciliation). ``commits`` is None for a
+    protocol that commits no offsets (share groups), which then cannot auto-commit."""
 
     #: the protocol's state table (the classic one unless a subclass says otherwise)
     TRANSITIONS: ClassVar[dict[MemberState, frozenset[MemberState]]] = MEMBER_TRANSITIONS
@@ -90,12 +92,17 @@ class GroupMembership(RequestManager):
         self,
         settings: GroupSettings,
         *,
-        coordinator: CoordinatorRequestManager,
+        coordinator: CoordinatorLookup,
         subscription: SubscriptionState,
         metadata: MetadataManager,
-        commits: CommitRequestManager,
+        commits: CommitRequestManager | None,
         post_event: Callable[[BackgroundEvent], None],
     ) -> None:
+        if settings.auto_commit and commits is None:
+            raise IllegalStateError(
+                f"group {settings.group_id!r}: auto-commit needs a commit request manager; "
+                "a protocol without offset commits must set auto_commit=False"
+            )
         self.group_id = settings.group_id
         self._instance_id = settings.group_instance_id
         self._auto_commit = settings.auto_commit

@@ -3,8 +3,10 @@
 Theory of operation. As :class:`kaflux.Consumer`, two threads: the caller's, which runs the
 public API, decodes records (with the record kernel) and runs the acknowledgement commit
 callback; and one network thread (:class:`~kaflux.network.network_thread.NetworkThread`)
-running the coordinator lookup, the share membership's heartbeat
-(:mod:`~kaflux.consumer.share.heartbeat`) and the share-consume manager
+running the coordinator lookup, the share membership and its heartbeat
+(:mod:`~kaflux.consumer.share.membership`, :mod:`~kaflux.consumer.share.heartbeat`, built by
+:func:`kaflux.consumer.components.build_share_group` on the shared membership core) and the
+share-consume manager
 (:mod:`~kaflux.consumer.share.consume_request_manager`). They meet in the event queues and in
 the byte-bounded :class:`~kaflux.consumer.share.fetch_buffer.ShareFetchBuffer`.
 
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from kaflux.closeable import Closeable
 from kaflux.config import ShareConsumerConfig
 from kaflux.consumer.completed_fetch import Deserializer
+from kaflux.consumer.components import ShareGroupParts, build_share_group
 from kaflux.consumer.coordinator_request_manager import CoordinatorRequestManager
 from kaflux.consumer.events import CompletableEvent, fail
 from kaflux.consumer.membership.group import GroupState
@@ -50,8 +53,6 @@ from kaflux.consumer.share.events import (
     ShareSubscribeEvent,
 )
 from kaflux.consumer.share.fetch_buffer import ShareCompletedFetch, ShareFetchBuffer
-from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
-from kaflux.consumer.share.membership import ShareMembershipManager
 from kaflux.errors import (
     ConcurrentAccessError,
     IllegalStateError,
@@ -64,6 +65,7 @@ from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.records import ConsumerRecord, active_kernel
+from kaflux.serialization import SerializationContext, takes_context
 from kaflux.structs import TopicPartition
 from kaflux.timeouts import await_future, timeout_seconds
 
@@ -129,6 +131,8 @@ class ShareConsumer(Closeable):
         self.client_id = config_.client_id or f"share-consumer-{config_.group_id}-{next(_client_ids)}"
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
+        self._key_takes_context = takes_context(key_deserializer)
+        self._value_takes_context = takes_context(value_deserializer)
         self._buffer = ShareFetchBuffer()
         self._background: queue.SimpleQueue[
             tuple[dict[TopicPartition, Acknowledgements], KafkaError | None]
@@ -140,15 +144,8 @@ class ShareConsumer(Closeable):
             config_.group_id, RequestState(backoff), network.cluster, self._post_error
         )
         # The network thread's: this thread reaches them only through events.
-        membership = ShareMembershipManager(
-            config_.group_id,
-            _member_id(),
-            network.cluster,
-            request_metadata=lambda topics: network.metadata.request_update(),
-            on_fatal=self._post_error,
-        )
-        heartbeat = ShareHeartbeatRequestManager(
-            membership, coordinator, backoff, client_rack=config_.client_rack or None
+        membership, heartbeat = build_share_group(
+            ShareGroupParts(config_, _member_id(), network, coordinator, self._post_error)
         )
         consume = ShareConsumeRequestManager(
             membership,
@@ -168,7 +165,7 @@ class ShareConsumer(Closeable):
         self._thread = NetworkThread(
             f"kaflux-share-consumer-network-{self.client_id}",
             network.delegate,
-            [network.metadata, coordinator, heartbeat, consume],
+            [network.metadata, coordinator, membership, heartbeat, consume],
             processor,
         )
         self._book = AcknowledgementBook(implicit=self._implicit)
@@ -448,15 +445,31 @@ class ShareConsumer(Closeable):
     ) -> tuple[ConsumerRecord, RecordDeserializationError] | None:
         """Deserialize keys and values in place; the first record that fails, with its error
         (it and the records after it are left as they were)."""
-        kd, vd = self._key_deserializer, self._value_deserializer
+        kd: Any = self._key_deserializer
+        vd: Any = self._value_deserializer
         if kd is None and vd is None:
             return None
+        topic = fetch.tp.topic
         for record in records:
             origin: Literal["key", "value"] = "key"
             try:
-                key = record.key if kd is None else kd(record.key)
+                if kd is not None:
+                    key = (
+                        kd(record.key, SerializationContext(topic, "key", record.headers or None))
+                        if self._key_takes_context
+                        else kd(record.key)
+                    )
+                else:
+                    key = record.key
                 origin = "value"
-                value = record.value if vd is None else vd(record.value)
+                if vd is not None:
+                    value = (
+                        vd(record.value, SerializationContext(topic, "value", record.headers or None))
+                        if self._value_takes_context
+                        else vd(record.value)
+                    )
+                else:
+                    value = record.value
             except Exception as exc:
                 error = RecordDeserializationError(
                     repr(exc),

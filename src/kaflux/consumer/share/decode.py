@@ -11,7 +11,7 @@ records outside the ranges are skipped; batches past the last range are not read
 from __future__ import annotations
 
 from kaflux.records import ConsumerRecord
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 
 def acquired_records(

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kaflux.consumer.events import CompletableEvent, complete, fail
-from kaflux.consumer.membership.group import GroupState
+from kaflux.consumer.member_state import MemberState
 from kaflux.consumer.share.acknowledgements import Acknowledgements
 from kaflux.consumer.share.consume_request_manager import ShareCommit, ShareConsumeRequestManager
-from kaflux.consumer.share.membership import ShareMembershipManager, ShareMemberState
 from kaflux.errors import KafkaTimeoutError
 from kaflux.structs import TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
+    from kaflux.consumer.share.membership import ShareMembershipManager
     from kaflux.network.metadata_manager import MetadataManager
 
 AcksByNode = dict[int, dict[TopicPartition, Acknowledgements]]
@@ -93,7 +93,7 @@ class ShareEventProcessor:
         membership = self._membership
         if isinstance(event, ShareSubscribeEvent):
             self._metadata.set_topics(set(event.topics))
-            if membership.state in (ShareMemberState.LEAVING, ShareMemberState.PREPARE_LEAVING):
+            if membership.state in (MemberState.LEAVING, MemberState.PREPARE_LEAVING):
                 membership.finish_leave()
             membership.subscribe(event.topics)
             complete(event.future, None)
@@ -109,19 +109,7 @@ class ShareEventProcessor:
             self._leaving.append(event)
             self._check_left()
         elif isinstance(event, ShareGroupStateEvent):
-            complete(
-                event.future,
-                GroupState(
-                    group_id=membership.group_id,
-                    protocol="share",
-                    state=membership.state.name,
-                    generation=membership.epoch if membership.state is ShareMemberState.STABLE else -1,
-                    member_id=membership.member_id,
-                    group_instance_id=None,
-                    assignment=membership.assigned_partitions(),
-                    reason=membership.reason,
-                ),
-            )
+            complete(event.future, membership.group_state())
         elif isinstance(event, ShareMetricsEvent):
             complete(event.future, self._metrics())
         else:
@@ -146,7 +134,7 @@ class ShareEventProcessor:
     def _check_left(self) -> None:
         if not self._leaving:
             return
-        if self._membership.state in (ShareMemberState.UNSUBSCRIBED, ShareMemberState.FATAL):
+        if self._membership.state in (MemberState.UNJOINED, MemberState.FATAL):
             for event in self._leaving:
                 complete(event.future, None)
             self._leaving = []

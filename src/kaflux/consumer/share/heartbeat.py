@@ -1,19 +1,24 @@
 """ShareGroupHeartbeat for one share group member (KIP-932). [bg, pure: takes now_ms]
 
-Java's ``ShareHeartbeatRequestManager``. One request joins (epoch 0), keeps the member in the
-group, brings its assignment, and leaves (epoch -1). Each ``poll(now_ms)``:
+Java's ``ShareHeartbeatRequestManager``, which extends ``AbstractHeartbeatRequestManager``: here
+:class:`ShareHeartbeatRequestManager` subclasses
+:class:`~kaflux.consumer.membership.heartbeat.HeartbeatRequestManagerBase` and sees its
+membership only through :class:`~kaflux.consumer.membership.contracts.ShareMembershipContext`.
+One request joins (epoch 0), keeps the member in the group, brings its assignment, and leaves
+(epoch -1). The base starts each pass (metrics ticked, a FATAL member sends nothing); a share
+member runs no poll timer (``POLL_TIMER_STATES`` is empty). Then :meth:`_poll_requests`:
 
 * without a coordinator, waits for one (a LEAVING member leaves without telling it: the
   broker expires it after its session);
-* when LEAVING, sends the leave heartbeat (best effort, bounded by :data:`LEAVE_SEND_TIMEOUT_MS`);
+* when LEAVING, sends the leave heartbeat (best effort, bounded by the base's leave deadline);
 * when JOINING, heartbeats at once; when STABLE, every heartbeat interval the coordinator
   sets. At most one heartbeat is in flight.
 
 The first heartbeat of a join, and any after a failure, carries the subscription; later ones
-only when it changed. Errors: coordinator errors look the coordinator up again;
-COORDINATOR_LOAD_IN_PROGRESS backs off; FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID fence the
-member (it rejoins at epoch 0); anything else is fatal. An answer to a heartbeat sent before
-the member rejoined or left is dropped.
+only when it changed. Errors: the coordinator moved (the base's ``COORDINATOR_MOVED``): look it
+up again; it is loading (``COORDINATOR_LOADING``): back off; FENCED_MEMBER_EPOCH and
+UNKNOWN_MEMBER_ID (``FENCING_ERRORS``) fence the member (it rejoins at epoch 0); anything else
+is fatal. An answer to a heartbeat sent before the member rejoined or left is dropped.
 """
 
 from __future__ import annotations
@@ -21,20 +26,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from kaflux.consumer.share.membership import (
-    LEAVE_EPOCH,
-    SHARE_HEARTBEAT_STATES,
-    ShareMembershipManager,
-    ShareMemberState,
+from kaflux.consumer.member_state import SHARE_HEARTBEAT_STATES, MemberState
+from kaflux.consumer.membership.contracts import CoordinatorLookup, ShareMembershipContext
+from kaflux.consumer.membership.heartbeat import (
+    COORDINATOR_LOADING,
+    COORDINATOR_MOVED,
+    HeartbeatRequestManagerBase,
 )
 from kaflux.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     FencedMemberEpochError,
     KafkaConnectionError,
-    NotCoordinatorError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
@@ -44,7 +47,6 @@ from kaflux.network.requests import (
     MAX_POLL_TIMEOUT_MS,
     ClientResponse,
     PollResult,
-    RequestManager,
     UnsentRequest,
 )
 from kaflux.protocol.messages.share_group_heartbeat import (
@@ -54,22 +56,16 @@ from kaflux.protocol.messages.share_group_heartbeat import (
 
 log = logging.getLogger(__name__)
 
-_S = ShareMemberState
+if TYPE_CHECKING:
+    from kaflux.consumer.membership.group import GroupSettings
+
+__all__ = ["MAX_SHARE_GROUP_HEARTBEAT_VERSION", "ShareHeartbeatRequestManager"]
+
+_S = MemberState
 #: v1 is the first stable version (Kafka 4.1), and what librdkafka's mock cluster serves
 MAX_SHARE_GROUP_HEARTBEAT_VERSION = 1
-#: how long a leave heartbeat may wait for a connection before the member leaves without it
-LEAVE_SEND_TIMEOUT_MS = 1000
-_COORDINATOR_GONE = (NotCoordinatorError, CoordinatorNotAvailableError)
-_FENCED = (FencedMemberEpochError, UnknownMemberIdError)
-
-
-class Coordinator(Protocol):
-    """What the heartbeat needs of the coordinator lookup (``CoordinatorRequestManager``)."""
-
-    @property
-    def coordinator_id(self) -> int | None: ...
-
-    def mark_unknown(self, reason: str) -> None: ...
+#: the member epoch that leaves the group
+LEAVE_EPOCH = -1
 
 
 @dataclass(eq=False, slots=True)
@@ -77,26 +73,30 @@ class _Sent:
     incarnation: int
 
 
-class ShareHeartbeatRequestManager(RequestManager):
+class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipContext]):
     """ShareGroupHeartbeat for one share group member."""
+
+    HEARTBEAT_STATES = SHARE_HEARTBEAT_STATES
+    #: a share consumer has no max.poll.interval.ms (the config refuses it; the broker's
+    #: acquisition lock bounds how long records stay with a member): no poll timer runs
+    POLL_TIMER_STATES = frozenset[MemberState]()
+    FENCING_ERRORS = (FencedMemberEpochError, UnknownMemberIdError)
 
     def __init__(
         self,
-        membership: ShareMembershipManager,
-        coordinator: Coordinator,
+        membership: ShareMembershipContext,
+        coordinator: CoordinatorLookup,
+        settings: GroupSettings,
         retry_backoff: ExponentialBackoff,
         *,
-        client_rack: str | None = None,
         on_heartbeat: Callable[[int], None] | None = None,
     ) -> None:
-        self._membership = membership
-        self._coordinator = coordinator
-        self._rack = client_rack or None
+        super().__init__(membership, coordinator, settings)
+        self._rack = settings.client_rack or None
         self._retry = RequestState(retry_backoff)
         self._on_heartbeat = on_heartbeat
         #: set by the coordinator's answers (0: none yet)
         self.interval_ms = 0
-        self._next_heartbeat_ms = 0
         self._in_flight: _Sent | None = None
         self._leave_in_flight = False
         self._send_all = True
@@ -105,11 +105,9 @@ class ShareHeartbeatRequestManager(RequestManager):
 
     # -- request manager --------------------------------------------------------------------------
 
-    def poll(self, now_ms: int) -> PollResult:
+    def _poll_requests(self, now_ms: int) -> PollResult:
         membership = self._membership
         state = membership.state
-        if state is _S.FATAL:
-            return PollResult()
         node = self._coordinator.coordinator_id
         if node is None:
             if state is _S.LEAVING and not self._leave_in_flight:
@@ -131,16 +129,13 @@ class ShareHeartbeatRequestManager(RequestManager):
             return PollResult(self._next_heartbeat_ms - now_ms)
         return PollResult(max(1, self.interval_ms), [self._heartbeat(node, now_ms)])
 
-    def poll_on_close(self, now_ms: int) -> PollResult:
-        return self.poll(now_ms)
-
     # -- requests ---------------------------------------------------------------------------------
 
     def _heartbeat(self, node: int, now_ms: int) -> UnsentRequest[ShareGroupHeartbeatResponse]:
         membership = self._membership
         full = membership.state is _S.JOINING or self._send_all
         request = ShareGroupHeartbeatRequest(
-            group_id=membership.group_id, member_id=membership.member_id, member_epoch=membership.epoch
+            group_id=self._group_id, member_id=membership.member_id, member_epoch=membership.epoch
         )
         if membership.state is _S.JOINING:
             membership.on_join_sent()
@@ -164,7 +159,7 @@ class ShareHeartbeatRequestManager(RequestManager):
     def _leave_request(self, node: int, now_ms: int) -> UnsentRequest[ShareGroupHeartbeatResponse]:
         membership = self._membership
         request = ShareGroupHeartbeatRequest(
-            group_id=membership.group_id, member_id=membership.member_id, member_epoch=LEAVE_EPOCH
+            group_id=self._group_id, member_id=membership.member_id, member_epoch=LEAVE_EPOCH
         )
         self._leave_in_flight = True
 
@@ -178,7 +173,7 @@ class ShareHeartbeatRequestManager(RequestManager):
             node,
             on_response,
             MAX_SHARE_GROUP_HEARTBEAT_VERSION,
-            deadline_ms=now_ms + LEAVE_SEND_TIMEOUT_MS,
+            deadline_ms=self._leave_deadline_ms(now_ms),
         )
 
     # -- responses --------------------------------------------------------------------------------
@@ -193,7 +188,7 @@ class ShareHeartbeatRequestManager(RequestManager):
         if isinstance(response.error, UnsupportedVersionError):
             membership.fail(
                 UnsupportedVersionError(
-                    f"share group {membership.group_id!r}: the cluster does not serve ShareGroupHeartbeat "
+                    f"share group {self._group_id!r}: the cluster does not serve ShareGroupHeartbeat "
                     f"v1 or later, so share groups (KIP-932) cannot be used ({response.error}); use a "
                     "Kafka 4.1+ cluster with share groups enabled"
                 )
@@ -221,14 +216,14 @@ class ShareHeartbeatRequestManager(RequestManager):
         self._send_all = True
         self._next_heartbeat_ms = now_ms
         error = error_for_code(body.error_code)
-        detail = f"share group heartbeat of member {membership.member_id!r} in group {membership.group_id!r}"
+        detail = f"share group heartbeat of member {membership.member_id!r} in group {self._group_id!r}"
         if body.error_message:
             detail += f": {body.error_message}"
-        if issubclass(error, _COORDINATOR_GONE):
+        if issubclass(error, COORDINATOR_MOVED):
             self._coordinator.mark_unknown(error.__name__)
-        elif issubclass(error, CoordinatorLoadInProgressError):
+        elif issubclass(error, COORDINATOR_LOADING):
             self._retry.on_failure(now_ms)
-        elif issubclass(error, _FENCED):
-            membership.fence(error)
+        elif issubclass(error, self.FENCING_ERRORS):
+            membership.fence(error, forget_member_id=False)  # a share member keeps its id
         else:
             membership.fail(error(detail))

@@ -1,82 +1,53 @@
-"""A share group member (KIP-932): its state table and its assignment. [bg, pure: takes now_ms]
+"""A share group member (KIP-932) on the shared membership core. [bg, pure: takes now_ms]
 
-Java's ``ShareMembershipManager``. A share group has no revocation callbacks and no offsets to
-commit: the coordinator hands out partitions and the member fetches from them at once, so its
-life is short::
+Java's ``ShareMembershipManager``, which extends ``AbstractMembershipManager``: here
+:class:`ShareMembershipManager` subclasses :class:`~kaflux.consumer.membership.core.MembershipCore`
+and keeps its identity, state machine, logging, metrics and its subscription and assignment in
+the consumer's ``SubscriptionState``. A share group has no revocation callbacks, no offsets to
+commit, no assignor and no poll timer: the coordinator hands out partitions and the member
+fetches from them at once, so the member overrides the core where its life is shorter. Its
+state table is data, next to the other protocols' in ``consumer/member_state.py``
+(:data:`~kaflux.consumer.member_state.SHARE_MEMBER_TRANSITIONS`); an illegal move raises
+:class:`~kaflux.errors.IllegalStateError`.
 
-    UNSUBSCRIBED -> JOINING -> STABLE -> (new assignment: STABLE) -> PREPARE_LEAVING -> LEAVING
-      -> UNSUBSCRIBED
-    JOINING/STABLE -> FENCED -> JOINING (epoch 0, same member id)
-    any -> FATAL
-
-The table is data (:data:`SHARE_MEMBER_TRANSITIONS`); an illegal move raises
-:class:`~kaflux.errors.IllegalStateError`. The heartbeat manager
-(:mod:`kaflux.consumer.share.heartbeat`) drives this object; the share-consume manager reads
-:meth:`ShareMembershipManager.assigned_partitions`. Topic ids in assignments are resolved to
-names through a :class:`TopicNames` (the cluster metadata); an id not yet known asks for a
-metadata update and is resolved on a later heartbeat.
+The heartbeat manager (:mod:`kaflux.consumer.share.heartbeat`) drives this object through
+:class:`~kaflux.consumer.membership.contracts.ShareMembershipContext`; the share-consume manager
+reads :meth:`ShareMembershipManager.assigned_partitions`. Topic ids in assignments are resolved
+to names through a :class:`TopicNames` (the cluster metadata); an id not yet known asks for a
+metadata update and is resolved on a later pass (:meth:`ShareMembershipManager.refresh`).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Protocol
 
-from kaflux.errors import KafkaError
-from kaflux.state_machine import StateMachine
+from kaflux.consumer.events import BackgroundEvent, ErrorEvent
+from kaflux.consumer.member_state import (
+    SHARE_HEARTBEAT_STATES,
+    SHARE_MEMBER_TRANSITIONS,
+    SHARE_STATE_NAMES,
+    MemberState,
+)
+from kaflux.consumer.membership.core import MembershipCore
+from kaflux.consumer.membership.group import GroupSettings, GroupState
+from kaflux.consumer.membership.member import Leave
+from kaflux.errors import BrokerError, KafkaError
 from kaflux.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kaflux.consumer.membership.contracts import CoordinatorLookup
+    from kaflux.consumer.subscription_state import SubscriptionState
+    from kaflux.network.metadata_manager import MetadataManager
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "SHARE_HEARTBEAT_STATES",
-    "SHARE_MEMBER_TRANSITIONS",
-    "ShareMemberState",
-    "ShareMembershipManager",
-    "TopicNames",
-]
+__all__ = ["ShareMembershipManager", "TopicNames"]
 
-#: the member epoch that leaves the group
-LEAVE_EPOCH = -1
-
-
-class ShareMemberState(enum.Enum):
-    """Where a share group member is."""
-
-    UNSUBSCRIBED = "unsubscribed"
-    """Not in the group: no subscription, or left."""
-    JOINING = "joining"
-    """A heartbeat with epoch 0 (or the member's epoch after a fence) is due or in flight."""
-    STABLE = "stable"
-    """In the group with an epoch; fetching from the assigned partitions."""
-    FENCED = "fenced"
-    """The coordinator no longer knows the member's epoch: drop the assignment, rejoin."""
-    PREPARE_LEAVING = "prepare_leaving"
-    """close()/unsubscribe(): pending acknowledgements are sent before the leave heartbeat."""
-    LEAVING = "leaving"
-    """The leave heartbeat (epoch -1) is due or in flight."""
-    FATAL = "fatal"
-    """A non-recoverable group error (authorization, unsupported version...)."""
-
-
-_S = ShareMemberState
-
-#: state -> the states it may move to
-SHARE_MEMBER_TRANSITIONS: dict[ShareMemberState, frozenset[ShareMemberState]] = {
-    _S.UNSUBSCRIBED: frozenset({_S.JOINING, _S.FATAL}),
-    _S.JOINING: frozenset({_S.STABLE, _S.FENCED, _S.PREPARE_LEAVING, _S.FATAL, _S.UNSUBSCRIBED}),
-    _S.STABLE: frozenset({_S.STABLE, _S.FENCED, _S.PREPARE_LEAVING, _S.FATAL}),
-    _S.FENCED: frozenset({_S.JOINING, _S.PREPARE_LEAVING, _S.FATAL}),
-    _S.PREPARE_LEAVING: frozenset({_S.LEAVING, _S.UNSUBSCRIBED, _S.FATAL}),
-    _S.LEAVING: frozenset({_S.UNSUBSCRIBED, _S.FATAL}),
-    _S.FATAL: frozenset(),
-}
-
-#: states in which the member heartbeats
-SHARE_HEARTBEAT_STATES = frozenset({_S.JOINING, _S.STABLE})
+_M = MemberState
 
 
 class TopicNames(Protocol):
@@ -85,65 +56,97 @@ class TopicNames(Protocol):
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
 
-class ShareMembershipManager:
+class ShareMembershipManager(MembershipCore):
     """The membership of one share consumer: state, epoch, member id and assignment."""
+
+    TRANSITIONS = SHARE_MEMBER_TRANSITIONS
+    #: generated by the client (KIP-1082) and kept for the member's whole life
+    KEEPS_MEMBER_ID = True
+    PROTOCOL = "share"
 
     def __init__(
         self,
-        group_id: str,
+        settings: GroupSettings,
         member_id: str,
         topics: TopicNames,
         *,
+        coordinator: CoordinatorLookup,
+        subscription: SubscriptionState,
+        metadata: MetadataManager,
         request_metadata: Callable[[set[str]], None],
         on_fatal: Callable[[KafkaError], None],
     ) -> None:
-        self.group_id = group_id
-        #: generated by the client (KIP-1082) and kept for the member's whole life
+        super().__init__(
+            settings,
+            coordinator=coordinator,
+            subscription=subscription,
+            metadata=metadata,
+            commits=None,  # a share group commits no offsets
+            post_event=self._post_event_to(on_fatal),
+        )
         self.member_id = member_id
-        self.epoch = 0
         self._topics = topics
         self._request_metadata = request_metadata
         self._on_fatal = on_fatal
-        self._machine = StateMachine(
-            f"share member of group {group_id!r}", _S.UNSUBSCRIBED, SHARE_MEMBER_TRANSITIONS
-        )
-        self._subscription: frozenset[str] = frozenset()
         self._subscription_changed = False
         #: the coordinator's assignment, as topic ids (kept until every id resolves)
         self._target: dict[uuid.UUID, frozenset[int]] = {}
-        self._assigned: frozenset[TopicPartition] = frozenset()
         self._topic_ids: dict[str, uuid.UUID] = {}
         #: bumped whenever the member (re)joins or leaves: answers to older heartbeats are stale
         self.incarnation = 0
         self.fatal_error: KafkaError | None = None
-        self.reason = ""
         #: a joining heartbeat went out in this incarnation: the coordinator may know the member
         self._join_sent = False
 
-    # -- state ---------------------------------------------------------------------------------
+    @staticmethod
+    def _post_event_to(on_fatal: Callable[[KafkaError], None]) -> Callable[[BackgroundEvent], None]:
+        """The share consumer hears of fatal errors only (it runs no rebalance listener)."""
+
+        def post(event: BackgroundEvent) -> None:
+            if isinstance(event, ErrorEvent) and isinstance(event.error, KafkaError):
+                on_fatal(event.error)
+
+        return post
+
+    # -- identity ----------------------------------------------------------------------------------
 
     @property
-    def state(self) -> ShareMemberState:
-        """The member's state."""
-        return self._machine.state
+    def epoch(self) -> int:
+        """The member epoch to send: the core's generation, 0 while the member has none."""
+        return max(self.generation, 0)
 
-    def _move(self, target: ShareMemberState) -> None:
-        self._machine.transition_to(target)
+    @property
+    def reason(self) -> str:
+        """Why the member last joined, was fenced or left."""
+        return self._cause
 
-    # -- subscription (from application events) -------------------------------------------------
+    def group_state(self) -> GroupState:
+        """A snapshot for ``ShareConsumer.group_state()``, with Java's share state names; the
+        epoch is the generation while STABLE."""
+        state = self.state
+        return GroupState(
+            group_id=self.group_id,
+            protocol=self.PROTOCOL,
+            state=SHARE_STATE_NAMES.get(state, state.name),
+            generation=self.epoch if state is _M.STABLE else -1,
+            member_id=self.member_id,
+            group_instance_id=None,
+            assignment=self.assigned_partitions(),
+            reason=self._cause,
+        )
+
+    # -- subscription (from application events) -----------------------------------------------------
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Subscribe to ``topics`` (replacing the subscription); joins if not in the group."""
-        new = frozenset(topics)
-        if new != self._subscription:
-            self._subscription = new
+        if self._subscription.subscribe(topics):
             self._subscription_changed = True
-        if self.state is _S.UNSUBSCRIBED:
+        if self.state is _M.UNJOINED:
             self._join("subscribed")
 
     def subscription(self) -> frozenset[str]:
         """The subscribed topic names."""
-        return self._subscription
+        return self._subscription.subscription()
 
     def take_subscription_change(self) -> bool:
         """Whether the subscription changed since the last heartbeat said it (and forget it)."""
@@ -151,17 +154,21 @@ class ShareMembershipManager:
         return changed
 
     def _join(self, reason: str) -> None:
-        self._move(_S.JOINING)
+        self._join_requested = False
+        self._to(_M.JOINING, reason)
         self.incarnation += 1
         self._join_sent = False
-        self.reason = reason
         self._subscription_changed = True
+
+    def maybe_rejoin(self, now_ms: int) -> None:
+        """A share member rejoins only when fenced (no rebalance to request)."""
+        self.metrics.tick(now_ms)
 
     # -- heartbeat outcomes -----------------------------------------------------------------------
 
     def on_join_sent(self) -> None:
         """A joining heartbeat went out: from now on, leaving must tell the coordinator."""
-        if self.state is _S.JOINING:
+        if self.state is _M.JOINING:
             self._join_sent = True
 
     def on_heartbeat_success(
@@ -172,16 +179,21 @@ class ShareMembershipManager:
             return
         if member_id:
             self.member_id = member_id
-        self.epoch = epoch
+        self.generation = epoch
+        cause = None
         if assignment is not None:
             self._target = {tid: frozenset(parts) for tid, parts in assignment.items()}
-            self.reason = "assignment received"
+            cause = "assignment received"
         self._resolve()
-        self._move(_S.STABLE)
+        self._publish_metadata()
+        if self.state is not _M.STABLE:
+            self._to(_M.STABLE, cause)
+        elif cause is not None:  # a new assignment while stable: no state change to log
+            self._cause = cause
 
     def _resolve(self) -> None:
         """Turn the target's topic ids into partitions; unknown ids ask for metadata."""
-        resolved: set[TopicPartition] = set()
+        resolved: list[TopicPartition] = []
         missing = False
         ids: dict[str, uuid.UUID] = {}
         for topic_id, partitions in self._target.items():
@@ -190,75 +202,88 @@ class ShareMembershipManager:
                 missing = True
                 continue
             ids[name] = topic_id
-            resolved.update(TopicPartition(name, p) for p in partitions)
+            resolved.extend(TopicPartition(name, p) for p in sorted(partitions))
         if missing:
-            self._request_metadata(set(self._subscription))
+            self._request_metadata(set(self.subscription()))
         self._topic_ids = ids
-        self._assigned = frozenset(resolved)
+        self._subscription.assign_from_subscription(resolved)
 
     def refresh(self) -> None:
         """Metadata may have brought names of assigned topic ids: resolve again."""
-        if self.state is _S.STABLE and len(self._topic_ids) < len(self._target):
+        if self.state is _M.STABLE and len(self._topic_ids) < len(self._target):
             self._resolve()
 
-    def fence(self, error: type[KafkaError]) -> None:
-        """FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID: drop the assignment and rejoin at epoch 0."""
+    def fence(self, error: type[BrokerError], *, forget_member_id: bool = False) -> None:
+        """FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID: drop the assignment and rejoin at epoch 0
+        with the same member id (a share member keeps it: ``forget_member_id`` is ignored)."""
         if self.state not in SHARE_HEARTBEAT_STATES:
             return
         log.info(
             "share group %s: member %s fenced (%s); rejoining", self.group_id, self.member_id, error.__name__
         )
-        self._move(_S.FENCED)
+        self._to(_M.LOSING_PARTITIONS, f"fenced ({error.__name__})")
         self._clear_assignment()
-        self.epoch = 0
+        self.generation = -1
+        self._publish_metadata()
         self._join(f"fenced ({error.__name__})")
 
     def fail(self, error: KafkaError) -> None:
         """A non-recoverable error: stop, and tell the application."""
-        if self.state is _S.FATAL:
+        if self.state is _M.FATAL:
             return
-        self._move(_S.FATAL)
+        log.error("share group %s: %s", self.group_id, error)
+        self._to(_M.FATAL, f"fatal: {error}")
         self._clear_assignment()
         self.fatal_error = error
         self._on_fatal(error)
 
-    # -- leaving ----------------------------------------------------------------------------------
+    # -- leaving ------------------------------------------------------------------------------------
 
     def prepare_leaving(self) -> bool:
         """unsubscribe()/close(): stop fetching; True if a leave heartbeat must follow."""
         state = self.state
-        if state in (_S.UNSUBSCRIBED, _S.PREPARE_LEAVING, _S.LEAVING, _S.FATAL):
+        if state in (_M.UNJOINED, _M.PREPARE_LEAVING, _M.LEAVING, _M.FATAL):
             return False
-        in_group = state is _S.STABLE or self.epoch > 0 or self._join_sent
-        self._move(_S.PREPARE_LEAVING)
+        in_group = state is _M.STABLE or self.generation > 0 or self._join_sent
+        self._to(_M.PREPARE_LEAVING, "leaving")
         self.incarnation += 1
         self._clear_assignment()
-        self._subscription = frozenset()
+        self._subscription.unsubscribe()
         if not in_group:
-            self._move(_S.UNSUBSCRIBED)
+            self._to(_M.UNJOINED)
         return in_group
 
-    def leave(self) -> None:
-        """The pending acknowledgements went: the leave heartbeat is due."""
-        if self.state is _S.PREPARE_LEAVING:
-            self._move(_S.LEAVING)
+    def leave(self, future: Future[None] | None = None, *, on_close: bool = False, now_ms: int = 0) -> None:
+        """The pending acknowledgements went: the leave heartbeat is due (after
+        :meth:`prepare_leaving`); ``future``, if given, completes once the member is out."""
+        if self.state is _M.PREPARE_LEAVING:
+            self._leave = Leave(future, on_close=on_close)
+            self._to(_M.LEAVING)
+
+    def leave_on_poll_timeout(self) -> None:
+        """A share member runs no poll timer (its heartbeat's ``POLL_TIMER_STATES`` is empty);
+        should one expire, the member leaves as on unsubscribe()."""
+        if self.prepare_leaving():
+            self.leave()
 
     def finish_leave(self) -> None:
         """The leave heartbeat was answered (or could not be sent)."""
-        if self.state in (_S.LEAVING, _S.PREPARE_LEAVING):
-            self._move(_S.UNSUBSCRIBED)
-            self.epoch = 0
+        if self.state in (_M.LEAVING, _M.PREPARE_LEAVING):
+            super().finish_leave()
 
     def _clear_assignment(self) -> None:
         self._target = {}
-        self._assigned = frozenset()
         self._topic_ids = {}
+        if self._is_group_subscription():
+            self._subscription.assign_from_subscription([])
 
     # -- reads ------------------------------------------------------------------------------------
 
     def assigned_partitions(self) -> frozenset[TopicPartition]:
         """The partitions to fetch from (empty unless STABLE)."""
-        return self._assigned if self.state is _S.STABLE else frozenset()
+        if self.state is not _M.STABLE:
+            return frozenset()
+        return frozenset(self._subscription.assigned_partitions())
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The id of an assigned topic."""

@@ -7,7 +7,7 @@ import pytest
 
 from kaflux.consumer.share.decode import acquired_records
 from kaflux.records import CONTROL_COMMIT, BatchBuilder, build_control_batch
-from kaflux.records._protocols import RecordDecoder
+from kaflux.records.interface import RecordDecoder
 
 from support.record_kernels import KERNELS, kernel_named
 

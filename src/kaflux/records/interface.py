@@ -1,11 +1,14 @@
-"""The typed interface of the record decoder. [pure]
+"""The record kernel's public interface: the Protocols both decoder twins implement. [pure]
 
 Two implementations exist: the pure-Python one (:mod:`kaflux.records.batch_decoder` plus
 :mod:`kaflux.records.columns`, gathered in ``kaflux.records._pure``) and the compiled twin
-``kaflux.records._kernel`` (Cython, ``_kernel.pyx``). Both provide the functions and
-classes below with the same semantics -- same results, same exception types and messages
--- so :mod:`kaflux.records` can pick either (``kaflux.records.KERNEL`` says which). The hot
-paths are :meth:`RecordBatchView.records` (one ``Record`` per record) and
+``kaflux.records._kernel`` (Cython, ``_kernel.pyx`` and its ``.pxi`` includes). mypy checks
+that both modules satisfy :class:`RecordDecoder` (in :mod:`kaflux.records`;
+:mod:`kaflux.records.kernels` chooses one), and code outside ``kaflux.records`` types its
+kernel arguments with these. Both provide the functions and classes below with the same
+semantics -- same results, same exception types and messages -- so :mod:`kaflux.records` can
+pick either (``kaflux.records.KERNEL`` says which). The hot paths are
+:meth:`RecordBatchView.records` (one ``Record`` per record) and
 :meth:`ColumnBuilderView.append_batch` (Arrow-layout columns, no object per record).
 
 Columnar decoding contract (``ColumnBuilder``), for building ``pyarrow`` record batches::
@@ -31,7 +34,7 @@ Columnar decoding contract (``ColumnBuilder``), for building ``pyarrow`` record 
   ``max_records`` must be >= 0 (``ValueError``). A variable-size column growing past
   ``2**31 - 1`` bytes (Arrow's int32 offsets) raises ``OverflowError`` after the batch was
   found valid: call ``finish()`` and append the batch again.
-* ``finish()`` returns a :class:`~kaflux.records.columns.RecordColumns` and resets the
+* ``finish()`` returns a :class:`~kaflux.records.definitions.RecordColumns` and resets the
   builder. Every buffer is a ``bytearray`` in Arrow layout (native-endian int32 offsets
   starting at 0, LSB-first validity bitmaps with the bits past the last row clear, ``None``
   instead of a bitmap for columns without nulls) that ``pyarrow.py_buffer`` wraps without
@@ -61,8 +64,8 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from kaflux.errors import CorruptRecordError
-from kaflux.records.columns import RecordColumns
 from kaflux.records.consumer_record import ConsumerRecord
+from kaflux.records.definitions import RecordColumns
 from kaflux.records.types import Record
 
 
@@ -215,3 +218,6 @@ class RecordDecoder(Protocol):
         """A ``pyarrow.RecordBatch`` over the buffers of ``columns`` (no copy), with the
         schema ``columns.arrow_schema()``."""
         ...
+
+
+__all__ = ["BatchCursorView", "ColumnBuilderView", "RecordBatchView", "RecordDecoder"]

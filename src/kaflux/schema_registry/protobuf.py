@@ -1,0 +1,126 @@
+"""Protobuf in Confluent's wire format. [app]
+
+:class:`ProtobufSerializer` registers the message's ``.proto`` file as Confluent's clients do
+(the serialized ``FileDescriptorProto``, base64), after registering each file it imports
+under the file's name, and references them: the schema, its id and the bytes are the same as
+confluent-kafka's ``ProtobufSerializer``. The payload is the magic byte, the schema id, the
+message's index path in its file, then the message. :class:`ProtobufDeserializer` needs only
+the generated class.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FileDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from kaflux.errors import ConfigError
+from kaflux.schema_registry._serde import SchemaIdLookup
+from kaflux.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
+from kaflux.schema_registry.wire import decode_message_indexes, encode_message_indexes, schema_id_of
+from kaflux.serialization import Deserializer, SerializationContext, SerializationError, Serializer
+
+#: ``reference.subject.name.strategy``: the subject an imported file is registered under
+ReferenceSubjectStrategy = Callable[[SerializationContext, FileDescriptor], str]
+
+
+def reference_subject_name_strategy(ctx: SerializationContext, file: FileDescriptor) -> str:
+    """The imported file's name, e.g. ``common.proto`` (Confluent's default)."""
+    return str(file.name)
+
+
+def message_indexes(descriptor: Descriptor) -> list[int]:
+    """Where ``descriptor`` is in its file: the index of each message on the way down."""
+    path: list[int] = []
+    current = descriptor
+    while current.containing_type is not None:
+        parent = current.containing_type
+        path.append(list(parent.nested_types).index(current))
+        current = parent
+    path.append(list(current.file.message_types_by_name.values()).index(current))
+    return path[::-1]
+
+
+def _schema_text(file: FileDescriptor) -> str:
+    return base64.standard_b64encode(file.serialized_pb).decode("ascii")
+
+
+class ProtobufSerializer(Serializer):
+    """Serialises instances of ``message_class`` (a generated Protobuf class).
+
+    ``conf``: ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``,
+    ``subject.name.strategy``, ``reference.subject.name.strategy`` (default: the file name)
+    and ``skip.known.types`` (default True: ``google/protobuf/*`` imports are not registered).
+    """
+
+    def __init__(
+        self,
+        client: SchemaRegistryClient,
+        message_class: type[Message],
+        conf: Mapping[str, object] | None = None,
+    ) -> None:
+        conf = dict(conf or {})
+        ref_strategy: Any = conf.pop("reference.subject.name.strategy", reference_subject_name_strategy)
+        if not callable(ref_strategy):
+            raise ConfigError("reference.subject.name.strategy", "expected a function (ctx, file) -> subject")
+        self._ref_strategy: ReferenceSubjectStrategy = ref_strategy
+        skip = conf.pop("skip.known.types", True)
+        self._skip_known = str(skip).lower() == "true"
+        self._ids = SchemaIdLookup(client, conf, "Protobuf")
+        self._client = client
+        self._class = message_class
+        descriptor: Descriptor = message_class.DESCRIPTOR
+        self._name = descriptor.full_name
+        self._prefix_indexes = encode_message_indexes(message_indexes(descriptor))
+        self._file = descriptor.file
+        self._schema: Schema | None = None
+
+    def _references(self, ctx: SerializationContext, file: FileDescriptor) -> tuple[SchemaReference, ...]:
+        refs: list[SchemaReference] = []
+        for dep in file.dependencies:
+            if self._skip_known and dep.name.startswith("google/protobuf/"):
+                continue
+            schema = Schema(_schema_text(dep), "PROTOBUF", self._references(ctx, dep))
+            subject = self._ref_strategy(ctx, dep)
+            if self._ids.auto_register:
+                self._client.register_schema(subject, schema, self._ids.normalize)
+            version = self._client.lookup_schema(subject, schema, self._ids.normalize).version
+            assert version is not None
+            refs.append(SchemaReference(dep.name, subject, version))
+        return tuple(refs)
+
+    def __call__(self, value: Any, ctx: SerializationContext) -> bytes | None:
+        if value is None:
+            return None
+        if not isinstance(value, self._class):
+            raise SerializationError(
+                f"{ctx.topic} {ctx.field}: expected a {self._class.__name__}, got {type(value).__name__}"
+            )
+        schema = self._schema
+        if schema is None:
+            schema = self._schema = Schema(
+                _schema_text(self._file), "PROTOBUF", self._references(ctx, self._file)
+            )
+        registered = self._ids.registered(self._ids.subject(ctx, self._name), schema)
+        payload: bytes = value.SerializeToString()
+        return b"\x00" + registered.schema_id.to_bytes(4, "big") + self._prefix_indexes + payload
+
+
+class ProtobufDeserializer(Deserializer):
+    """Reads messages of ``message_class`` written by any Schema Registry Protobuf serializer."""
+
+    def __init__(self, message_class: type[Message]) -> None:
+        self._class = message_class
+
+    def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+        if data is None:
+            return None
+        schema_id_of(data)
+        _, pos = decode_message_indexes(data, 5)
+        try:
+            return self._class.FromString(data[pos:])
+        except DecodeError as exc:
+            raise SerializationError(f"not a valid {self._class.__name__}: {exc}") from exc
