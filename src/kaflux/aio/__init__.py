@@ -9,5 +9,12 @@ second implementation of any request. See :mod:`kaflux.aio.driver` for how waiti
 from kaflux.aio.admin import AsyncAdminClient
 from kaflux.aio.consumer import AsyncConsumer, AsyncConsumerRebalanceListener
 from kaflux.aio.producer import AsyncProducer
+from kaflux.aio.share import AsyncShareConsumer
 
-__all__ = ["AsyncAdminClient", "AsyncConsumer", "AsyncConsumerRebalanceListener", "AsyncProducer"]
+__all__ = [
+    "AsyncAdminClient",
+    "AsyncConsumer",
+    "AsyncConsumerRebalanceListener",
+    "AsyncProducer",
+    "AsyncShareConsumer",
+]

@@ -16,6 +16,9 @@ them: in ``implicit`` mode the next ``poll()`` or commit accepts them all; in ``
 each must be acknowledged (:meth:`ShareConsumer.acknowledge`) before the next ``poll()``.
 Acknowledgements travel to the network thread in events and go to the broker on the next
 ShareFetch, or at once in a ShareAcknowledge for ``commit_sync``/``commit_async``.
+
+Each blocking call is written once as wait steps (:mod:`kaflux.blocking`): this class runs them
+blocking, ``kaflux.aio.AsyncShareConsumer`` awaits the same steps on an event loop.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking
 from kaflux.closeable import Closeable
 from kaflux.config import ShareConsumerConfig
 from kaflux.consumer.completed_fetch import Deserializer
@@ -43,6 +47,7 @@ from kaflux.consumer.membership.group import GroupState
 from kaflux.consumer.share.acknowledgements import AcknowledgementBook, Acknowledgements, AcknowledgeType
 from kaflux.consumer.share.consume_request_manager import AckResults, ShareCommit, ShareConsumeRequestManager
 from kaflux.consumer.share.decode import acquired_records
+from kaflux.consumer.share.deserialize import RecordDeserializers
 from kaflux.consumer.share.events import (
     ShareAcknowledgeEvent,
     ShareCloseSessionsEvent,
@@ -58,16 +63,14 @@ from kaflux.errors import (
     IllegalStateError,
     InvalidArgumentError,
     KafkaError,
-    RecordDeserializationError,
     WakeupError,
 )
 from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.records import ConsumerRecord, active_kernel
-from kaflux.serialization import SerializationContext, takes_context
 from kaflux.structs import TopicPartition
-from kaflux.timeouts import await_future, timeout_seconds
+from kaflux.timeouts import timeout_seconds
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,7 @@ class _Reading:
     #: the next record to return
     index: int = 0
     #: the record at ``index`` could not be deserialized: raised by the next poll()
-    error: tuple[ConsumerRecord, RecordDeserializationError] | None = None
+    error: tuple[ConsumerRecord, KafkaError] | None = None
 
 
 def _member_id() -> str:
@@ -129,10 +132,7 @@ class ShareConsumer(Closeable):
         self._config = config_ = ShareConsumerConfig.from_dict(config)
         self._implicit = config_.share_acknowledgement_mode == "implicit"
         self.client_id = config_.client_id or f"share-consumer-{config_.group_id}-{next(_client_ids)}"
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
-        self._key_takes_context = takes_context(key_deserializer)
-        self._value_takes_context = takes_context(value_deserializer)
+        self._deserializers = RecordDeserializers(key_deserializer, value_deserializer)
         self._buffer = ShareFetchBuffer()
         self._background: queue.SimpleQueue[
             tuple[dict[TopicPartition, Acknowledgements], KafkaError | None]
@@ -219,21 +219,22 @@ class ShareConsumer(Closeable):
                 self._wakeup_requested = False
                 raise WakeupError("the share consumer was woken up by wakeup()")
 
-    def _wait(self, future: Future[Any], timeout_s: float, what: str) -> Any:
+    def _wait(self, future: Future[Any], timeout_s: float, what: str) -> Steps[Any]:
+        """Wait for ``future`` (interruptible by wakeup())."""
         with self._wakeup_lock:
             if self._wakeup_requested:
                 self._wakeup_requested = False
                 raise WakeupError("the share consumer was woken up by wakeup()")
             self._waiting_on = future
         try:
-            return await_future(future, timeout_s, what)
+            return (yield FutureWait(future, timeout_s, what))
         finally:
             with self._wakeup_lock:
                 self._waiting_on = None
 
-    def _call(self, event: CompletableEvent, timeout_s: float, what: str) -> Any:
+    def _call(self, event: CompletableEvent, timeout_s: float, what: str) -> Steps[Any]:
         self._thread.submit(event)
-        return self._wait(event.future, timeout_s + 1.0, what)
+        return (yield from self._wait(event.future, timeout_s + 1.0, what))
 
     def _deadline_ms(self, timeout_s: float) -> int:
         return monotonic_ms() + int(timeout_s * 1000)
@@ -272,7 +273,8 @@ class ShareConsumer(Closeable):
 
     # -- subscription ------------------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    @blocking
+    def subscribe(self, topics: Iterable[str]) -> Steps[None]:
         """Join the share group (at the next poll) for ``topics``, replacing any subscription.
 
         Raises:
@@ -287,47 +289,50 @@ class ShareConsumer(Closeable):
             )
         with self._in_use():
             if not names:
-                self._unsubscribe()
+                yield from self._unsubscribe()
                 return
             self._subscription = names
             timeout_s = self._config.default_api_timeout_ms / 1000
-            self._call(
+            yield from self._call(
                 ShareSubscribeEvent(self._deadline_ms(timeout_s), topics=names), timeout_s, "subscribe()"
             )
 
-    def unsubscribe(self) -> None:
+    @blocking
+    def unsubscribe(self) -> Steps[None]:
         """Acknowledge what is pending (implicit mode), then leave the share group."""
         with self._in_use():
-            self._unsubscribe()
+            yield from self._unsubscribe()
 
-    def _unsubscribe(self) -> None:
+    def _unsubscribe(self) -> Steps[None]:
         if not self._subscription:
             return
         self._send_acknowledgements(commit=None)
         self._subscription = frozenset()
         self._current = None
         timeout_s = self._config.default_api_timeout_ms / 1000
-        self._call(ShareLeaveEvent(self._deadline_ms(timeout_s)), timeout_s, "unsubscribe()")
+        yield from self._call(ShareLeaveEvent(self._deadline_ms(timeout_s)), timeout_s, "unsubscribe()")
         self._run_callbacks()
 
     def subscription(self) -> set[str]:
         """The subscribed topics."""
         return set(self._subscription)
 
-    def group_state(self, timeout: float | None = None) -> GroupState:
+    @blocking
+    def group_state(self, timeout: float | None = None) -> Steps[GroupState]:
         """Where the member is in its share group: ``state`` (e.g. ``"STABLE"``), the member
         epoch as ``generation``, ``member_id`` and the assigned partitions. ``protocol`` is
         ``"share"``."""
         with self._in_use():
             timeout_s = timeout_seconds(timeout, self._config.default_api_timeout_ms / 1000)
-            state: GroupState = self._call(
+            state: GroupState = yield from self._call(
                 ShareGroupStateEvent(self._deadline_ms(timeout_s)), timeout_s, "group_state()"
             )
             return state
 
     # -- poll ----------------------------------------------------------------------------------------
 
-    def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
+    @blocking
+    def poll(self, timeout: float = 0.0) -> Steps[list[ConsumerRecord]]:
         """Acquired records, waiting up to ``timeout`` seconds for some; each carries
         ``delivery_count``. In implicit mode this first accepts the records the previous
         poll() returned.
@@ -363,7 +368,7 @@ class ShareConsumer(Closeable):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return records
-                self._buffer.await_not_empty(min(remaining, 1.0))
+                yield SignalWait(self._buffer, min(remaining, 1.0))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Yield records forever (polling in 1-second slices) until the consumer is closed."""
@@ -399,7 +404,7 @@ class ShareConsumer(Closeable):
             error = reading.error
             if error is None:
                 chunk = records[reading.index : reading.index + limit - len(out)]
-                error = self._deserialize(chunk, fetch)
+                error = self._deserializers.apply(chunk, fetch.tp)
                 if error is not None:
                     chunk = chunk[: chunk.index(error[0])]
                 done = error is None and reading.index + len(chunk) == len(records)
@@ -440,50 +445,6 @@ class ShareConsumer(Closeable):
             self._current = None
             self._buffer.release(fetch)
 
-    def _deserialize(
-        self, records: list[ConsumerRecord], fetch: ShareCompletedFetch
-    ) -> tuple[ConsumerRecord, RecordDeserializationError] | None:
-        """Deserialize keys and values in place; the first record that fails, with its error
-        (it and the records after it are left as they were)."""
-        kd: Any = self._key_deserializer
-        vd: Any = self._value_deserializer
-        if kd is None and vd is None:
-            return None
-        topic = fetch.tp.topic
-        for record in records:
-            origin: Literal["key", "value"] = "key"
-            try:
-                if kd is not None:
-                    key = (
-                        kd(record.key, SerializationContext(topic, "key", record.headers or None))
-                        if self._key_takes_context
-                        else kd(record.key)
-                    )
-                else:
-                    key = record.key
-                origin = "value"
-                if vd is not None:
-                    value = (
-                        vd(record.value, SerializationContext(topic, "value", record.headers or None))
-                        if self._value_takes_context
-                        else vd(record.value)
-                    )
-                else:
-                    value = record.value
-            except Exception as exc:
-                error = RecordDeserializationError(
-                    repr(exc),
-                    topic=fetch.tp.topic,
-                    partition=fetch.tp.partition,
-                    offset=record.offset,
-                    origin=origin,
-                    hint="The record was released to the share group, to be delivered again",
-                )
-                error.__cause__ = exc
-                return record, error
-            record.key, record.value = key, value
-        return None
-
     # -- acknowledgements --------------------------------------------------------------------------
 
     def acknowledge(self, record: ConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
@@ -518,7 +479,8 @@ class ShareConsumer(Closeable):
             self._reported.update(settled)
             self._thread.submit(ShareAcknowledgeEvent(acks, commit, settled))
 
-    def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+    @blocking
+    def commit_sync(self, timeout: float | None = None) -> Steps[dict[TopicPartition, KafkaError | None]]:
         """Send the acknowledgements made so far (implicit mode: accept the last poll's
         records) and wait for the outcome: ``{partition: None or the error}``.
 
@@ -531,17 +493,21 @@ class ShareConsumer(Closeable):
             commit = ShareCommit()
             self._send_acknowledgements(commit)
             try:
-                results: AckResults = self._wait(commit.future, timeout_s, "commit_sync()")
+                results: AckResults = yield from self._wait(commit.future, timeout_s, "commit_sync()")
             finally:
                 self._run_callbacks()
             return dict(results)
 
-    def commit_async(self) -> None:
+    def commit_async(self) -> Future[dict[TopicPartition, KafkaError | None]]:
         """Send the acknowledgements made so far without waiting; the acknowledgement commit
-        callback reports the outcome (inside a later poll(), commit or close())."""
+        callback reports the outcome (inside a later poll(), commit or close()). Returns a
+        future of the per-partition outcome, as commit_sync() returns it (waiting on it is
+        optional; it completes on the network thread)."""
         with self._in_use():
-            self._send_acknowledgements(ShareCommit())
+            commit = ShareCommit()
+            self._send_acknowledgements(commit)
             self._run_callbacks()
+            return commit.future
 
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
         """``callback(offsets, error)`` runs on this thread, inside poll(), commit_*() or
@@ -562,7 +528,8 @@ class ShareConsumer(Closeable):
                 self._wakeup_requested = True
         self._buffer.wakeup()
 
-    def close(self, timeout: float = 30.0) -> None:
+    @blocking
+    def close(self, timeout: float = 30.0) -> Steps[None]:
         """Acknowledge what is pending (implicit mode: accept the last poll's records; explicit:
         what was acknowledged, the rest is released), close the share sessions, leave the
         group (epoch -1) and stop the network thread, within ``timeout`` seconds. Idempotent."""
@@ -580,22 +547,31 @@ class ShareConsumer(Closeable):
                         ShareCloseSessionsEvent(commit, self._book.take(implicit=self._implicit))
                     )
                     try:
-                        commit.future.result(timeout=max(0.0, deadline - time.monotonic()))
+                        remaining = max(0.0, deadline - time.monotonic())
+                        yield FutureWait(commit.future, remaining, "acknowledging on close")
                     except Exception as exc:
                         log.warning("%s: acknowledging on close failed: %s", self.client_id, exc)
                     leave = ShareLeaveEvent(self._deadline_ms(max(0.0, deadline - time.monotonic())))
                     self._thread.submit(leave)
                     try:
-                        leave.future.result(timeout=max(0.0, deadline - time.monotonic()))
+                        remaining = max(0.0, deadline - time.monotonic())
+                        yield FutureWait(leave.future, remaining, "leaving the share group on close")
                     except Exception as exc:
                         log.warning("%s: leaving the share group on close failed: %s", self.client_id, exc)
                 self._run_callbacks()
             finally:
+                # Stopping starts even if the steps above failed or were cancelled; waiting
+                # for it (not in a finally: a closed generator may not wait) is the last step.
                 self._closed = True
-                self._thread.close(max(0.0, deadline - time.monotonic()))
+                remaining = max(0.0, deadline - time.monotonic())
+                stopped = self._thread.request_close(remaining)
+            try:
+                yield DoneWait(stopped, remaining + 1.0)
+            finally:
                 self._run_callbacks()
 
-    def metrics(self, timeout: float = 0.5) -> dict[str, dict[str, float]]:
+    @blocking
+    def metrics(self, timeout: float = 0.5) -> Steps[dict[str, dict[str, float]]]:
         """Counters with Java's share consumer names, ``{group: {name: value}}``:
         ``consumer-share-fetch-manager-metrics`` (``fetch-total``, ``records-consumed-total``,
         ``bytes-consumed-total``, ``acknowledgements-send-total``, ``acknowledgements-error-total``)
@@ -606,7 +582,7 @@ class ShareConsumer(Closeable):
             event = ShareMetricsEvent(self._deadline_ms(timeout))
             self._thread.submit(event)
             try:
-                out = dict(event.future.result(timeout=timeout))
+                out = dict((yield FutureWait(event.future, max(0.0, timeout), "metrics()")))
             except Exception as exc:
                 log.debug("%s: metrics of the network thread not received in time: %s", self.client_id, exc)
         out["kaflux-share-consumer-metrics"] = {"records-returned": float(self._records_returned)}

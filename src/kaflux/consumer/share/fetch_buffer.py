@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kaflux.consumer.share.consume_request_manager import ShareCompletedFetch
 from kaflux.structs import TopicPartition
@@ -33,6 +33,8 @@ class ShareFetchBuffer:
         self._reading: list[ShareCompletedFetch] = []
         self._bytes = 0
         self._woken = False
+        #: event-loop waiters (``kaflux.blocking.Signal``), called on data or a wakeup
+        self._waiters: list[Callable[[], None]] = []
 
     # -- network thread ------------------------------------------------------------------------
 
@@ -43,6 +45,9 @@ class ShareFetchBuffer:
                 self._queued.append(fetch)
                 self._bytes += fetch.size_bytes
             self._cond.notify_all()
+            waiters = self._waiters
+        for waiter in waiters:
+            waiter()
 
     def busy_nodes(self) -> set[int]:
         """Brokers whose delivered data the application has not finished with."""
@@ -93,6 +98,31 @@ class ShareFetchBuffer:
         with self._cond:
             self._woken = True
             self._cond.notify_all()
+            waiters = self._waiters
+        for waiter in waiters:
+            waiter()
+
+    # -- waiting on an event loop (``kaflux.blocking.Signal``) --------------------------------
+
+    def await_signal(self, timeout_s: float) -> bool:
+        """:meth:`await_not_empty`, as the blocking driver waits on a signal."""
+        return self.await_not_empty(timeout_s)
+
+    def watch(self, waiter: Callable[[], None]) -> bool:
+        """Call ``waiter`` (on the thread that adds data or wakes) on each arrival or
+        :meth:`wakeup` until :meth:`unwatch` (how ``kaflux.aio`` waits, with no thread of its
+        own); whether data or a wakeup is there already. Consumes the wakeup."""
+        with self._cond:
+            self._waiters = [*self._waiters, waiter]
+            ready = bool(self._queued) or self._woken
+            self._woken = False
+            return ready
+
+    def unwatch(self, waiter: Callable[[], None]) -> None:
+        """Stop calling ``waiter``; a wakeup that came meanwhile is consumed."""
+        with self._cond:
+            self._waiters = [w for w in self._waiters if w is not waiter]
+            self._woken = False
 
     def retain(self, partitions: set[TopicPartition]) -> None:
         """Drop queued data of partitions no longer assigned (the broker took them back)."""
