@@ -76,7 +76,7 @@ async def _joined(*consumers: AsyncShareConsumer) -> None:
         states = []
         for consumer in consumers:
             assert await consumer.poll(0.02) == []
-            states.append(consumer.group_state())
+            states.append(await consumer.group_state())
         now = [s.assignment for s in states]
         if now != last:
             last, since = now, time.monotonic()

@@ -109,10 +109,11 @@ class AsyncShareConsumer:
         on the loop's thread, inside :meth:`poll`, a commit or :meth:`close`."""
         self._plain().set_acknowledgement_commit_callback(callback)
 
-    def group_state(self, timeout: float | None = None) -> GroupState:
+    async def group_state(self, timeout: float | None = None) -> GroupState:
         """:meth:`kaflux.ShareConsumer.group_state`: the member's state as the network thread
-        holds it (answered at its next pass, no request to the broker)."""
-        return self._plain().group_state(timeout)
+        holds it (answered at its next pass, no request to the broker), awaited on the loop as
+        :meth:`AsyncConsumer.group_state` is."""
+        return await self._guard.run(ShareConsumer.group_state.steps(self._consumer, timeout))
 
     def wakeup(self) -> None:
         """Interrupt the pending coroutine (or the next one) with WakeupError. Any thread."""
