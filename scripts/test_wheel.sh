@@ -20,4 +20,4 @@ assert records.KERNEL == "compiled" and kernels.encoder().KIND == "compiled", "t
 print(f"wheel: {records.__file__} with the {records.KERNEL} record kernel", file=sys.stderr)
 PY
 KAFLUX_REQUIRE_COMPILED=1 "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider -c ../pyproject.toml \
-  --rootdir .. unit/records ../tests/unit/test_producer_encode.py "$@"
+  --rootdir .. unit/records "$@"
