@@ -33,20 +33,19 @@ from typing import TYPE_CHECKING
 
 from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, MemberState
 from kaflux.consumer.membership.contracts import ConsumerMembershipContext
+from kaflux.consumer.membership.epoch_heartbeat import EpochHeartbeatRequestManager
 from kaflux.consumer.membership.heartbeat import (
     COORDINATOR_LOADING,
     COORDINATOR_MOVED,
-    HeartbeatRequestManagerBase,
 )
 from kaflux.errors import (
     BrokerError,
     FencedMemberEpochError,
-    KafkaConnectionError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
 )
-from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -74,7 +73,7 @@ class _Sent:
     leave: bool = False
 
 
-class ConsumerHeartbeatRequestManager(HeartbeatRequestManagerBase[ConsumerMembershipContext]):
+class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembershipContext]):
     """ConsumerGroupHeartbeat for one KIP-848 group member."""
 
     HEARTBEAT_STATES = CONSUMER_HEARTBEAT_STATES
@@ -89,20 +88,11 @@ class ConsumerHeartbeatRequestManager(HeartbeatRequestManagerBase[ConsumerMember
         retry_backoff: ExponentialBackoff,
         remote_assignor: str | None,
     ) -> None:
-        super().__init__(membership, coordinator, settings)
+        super().__init__(membership, coordinator, settings, retry_backoff)
         self._rack = settings.client_rack or None
         self._remote_assignor = remote_assignor
-        self._retry = RequestState(retry_backoff)
-        #: set by the coordinator's answers (0: none yet, heartbeat at once)
-        self.interval_ms = 0
         self._in_flight: _Sent | None = None
         self._leave_in_flight: _Sent | None = None
-        #: the next heartbeat carries every field (joining, or after a failure)
-        self._send_all = True
-        #: the incarnation whose join the coordinator answered (joining heartbeats then wait
-        #: for the interval, as librdkafka's do, instead of repeating at once)
-        self._answered_join = -1
-        self.heartbeats_sent = 0
 
     # -- request manager ---------------------------------------------------------------------------
 
@@ -210,6 +200,13 @@ class ConsumerHeartbeatRequestManager(HeartbeatRequestManagerBase[ConsumerMember
 
     # -- responses ----------------------------------------------------------------------------------
 
+    def _unsupported(self, cause: UnsupportedVersionError) -> UnsupportedVersionError:
+        return UnsupportedVersionError(
+            f"group {self._group_id!r}: the coordinator does not support ConsumerGroupHeartbeat, "
+            f"so the consumer group protocol (KIP-848) cannot be used ({cause}); set "
+            "group.protocol=classic"
+        )
+
     def _on_response(self, response: ClientResponse[ConsumerGroupHeartbeatResponse], sent: _Sent) -> None:
         if self._in_flight is sent:
             self._in_flight = None
@@ -223,33 +220,12 @@ class ConsumerHeartbeatRequestManager(HeartbeatRequestManagerBase[ConsumerMember
         if sent.incarnation != membership.incarnation:
             return  # sent before the member rejoined or left: its answer is out of date
         now_ms = response.received_ms
-        if isinstance(response.error, UnsupportedVersionError):
-            membership.fail(
-                UnsupportedVersionError(
-                    f"group {self._group_id!r}: the coordinator does not support ConsumerGroupHeartbeat, "
-                    f"so the consumer group protocol (KIP-848) cannot be used ({response.error}); set "
-                    "group.protocol=classic"
-                )
-            )
+        body: ConsumerGroupHeartbeatResponse | None = self._read_answer(response, now_ms)
+        if body is None:
             return
-        if response.error is not None:
-            self._send_all = True
-            self._retry.on_failure(now_ms)
-            if isinstance(response.error, KafkaConnectionError):
-                self._coordinator.mark_unknown(str(response.error))
-            return
-        body = response.body
         if body.error_code == 0:
-            self._retry.on_success()
-            if body.heartbeat_interval_ms > 0 and body.heartbeat_interval_ms != self.interval_ms:
-                self._next_heartbeat_ms += body.heartbeat_interval_ms - self.interval_ms
-                self.interval_ms = body.heartbeat_interval_ms
-            if membership.state is _M.JOINING:
-                self._answered_join = membership.incarnation
             membership.on_heartbeat_success(body.member_epoch, body.assignment, now_ms)
             return
-        self._send_all = True
-        self._next_heartbeat_ms = now_ms  # the next heartbeat (after any backoff) goes at once
         error = error_for_code(body.error_code)
         detail = f"heartbeat of member {membership.member_id!r} in group {self._group_id!r}"
         if body.error_message:

@@ -160,8 +160,8 @@ class ClassicMembershipContext(MembershipContext, Protocol):
         """The coordinator started a rebalance: rejoin."""
 
 
-class ConsumerMembershipContext(MembershipContext, Protocol):
-    """What the KIP-848 heartbeat manager (ConsumerGroupHeartbeat) adds."""
+class EpochMembershipContext(MembershipContext, Protocol):
+    """What the heartbeats of the broker-driven protocols (KIP-848, KIP-932) add alike."""
 
     @property
     def epoch(self) -> int:
@@ -172,6 +172,10 @@ class ConsumerMembershipContext(MembershipContext, Protocol):
     def incarnation(self) -> int:
         """Bumped on every (re)join and leave: answers to older heartbeats are dropped."""
         ...
+
+
+class ConsumerMembershipContext(EpochMembershipContext, Protocol):
+    """What the KIP-848 heartbeat manager (ConsumerGroupHeartbeat) adds."""
 
     def take_subscription_change(self) -> bool:
         """Whether the subscription changed since the last heartbeat that carried it."""
@@ -194,18 +198,8 @@ class ConsumerMembershipContext(MembershipContext, Protocol):
         """A heartbeat was answered without error."""
 
 
-class ShareMembershipContext(MembershipContext, Protocol):
+class ShareMembershipContext(EpochMembershipContext, Protocol):
     """What the share group heartbeat manager (ShareGroupHeartbeat, KIP-932) adds."""
-
-    @property
-    def epoch(self) -> int:
-        """The member epoch to send (0 while joining)."""
-        ...
-
-    @property
-    def incarnation(self) -> int:
-        """Bumped on every (re)join and leave: answers to older heartbeats are dropped."""
-        ...
 
     def subscription(self) -> frozenset[str]:
         """The subscribed topic names."""

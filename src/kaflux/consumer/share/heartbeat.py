@@ -30,19 +30,18 @@ from typing import TYPE_CHECKING
 
 from kaflux.consumer.member_state import SHARE_HEARTBEAT_STATES, MemberState
 from kaflux.consumer.membership.contracts import CoordinatorLookup, ShareMembershipContext
+from kaflux.consumer.membership.epoch_heartbeat import EpochHeartbeatRequestManager
 from kaflux.consumer.membership.heartbeat import (
     COORDINATOR_LOADING,
     COORDINATOR_MOVED,
-    HeartbeatRequestManagerBase,
 )
 from kaflux.errors import (
     FencedMemberEpochError,
-    KafkaConnectionError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
 )
-from kaflux.network.backoff import ExponentialBackoff, RequestState
+from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.requests import (
     MAX_POLL_TIMEOUT_MS,
     ClientResponse,
@@ -73,7 +72,7 @@ class _Sent:
     incarnation: int
 
 
-class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipContext]):
+class ShareHeartbeatRequestManager(EpochHeartbeatRequestManager[ShareMembershipContext]):
     """ShareGroupHeartbeat for one share group member."""
 
     HEARTBEAT_STATES = SHARE_HEARTBEAT_STATES
@@ -91,17 +90,11 @@ class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipCo
         *,
         on_heartbeat: Callable[[int], None] | None = None,
     ) -> None:
-        super().__init__(membership, coordinator, settings)
+        super().__init__(membership, coordinator, settings, retry_backoff)
         self._rack = settings.client_rack or None
-        self._retry = RequestState(retry_backoff)
         self._on_heartbeat = on_heartbeat
-        #: set by the coordinator's answers (0: none yet)
-        self.interval_ms = 0
         self._in_flight: _Sent | None = None
         self._leave_in_flight = False
-        self._send_all = True
-        self._answered_join = -1
-        self.heartbeats_sent = 0
 
     # -- request manager --------------------------------------------------------------------------
 
@@ -178,6 +171,13 @@ class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipCo
 
     # -- responses --------------------------------------------------------------------------------
 
+    def _unsupported(self, cause: UnsupportedVersionError) -> UnsupportedVersionError:
+        return UnsupportedVersionError(
+            f"share group {self._group_id!r}: the cluster does not serve ShareGroupHeartbeat "
+            f"v1 or later, so share groups (KIP-932) cannot be used ({cause}); use a "
+            "Kafka 4.1+ cluster with share groups enabled"
+        )
+
     def _on_response(self, response: ClientResponse[ShareGroupHeartbeatResponse], sent: _Sent) -> None:
         if self._in_flight is sent:
             self._in_flight = None
@@ -185,36 +185,15 @@ class ShareHeartbeatRequestManager(HeartbeatRequestManagerBase[ShareMembershipCo
         if sent.incarnation != membership.incarnation:
             return  # sent before the member rejoined or left
         now_ms = response.received_ms
-        if isinstance(response.error, UnsupportedVersionError):
-            membership.fail(
-                UnsupportedVersionError(
-                    f"share group {self._group_id!r}: the cluster does not serve ShareGroupHeartbeat "
-                    f"v1 or later, so share groups (KIP-932) cannot be used ({response.error}); use a "
-                    "Kafka 4.1+ cluster with share groups enabled"
-                )
-            )
+        body: ShareGroupHeartbeatResponse | None = self._read_answer(response, now_ms)
+        if body is None:
             return
-        if response.error is not None:
-            self._send_all = True
-            self._retry.on_failure(now_ms)
-            if isinstance(response.error, KafkaConnectionError):
-                self._coordinator.mark_unknown(str(response.error))
-            return
-        body = response.body
         if body.error_code == 0:
-            self._retry.on_success()
-            if body.heartbeat_interval_ms > 0 and body.heartbeat_interval_ms != self.interval_ms:
-                self._next_heartbeat_ms += body.heartbeat_interval_ms - self.interval_ms
-                self.interval_ms = body.heartbeat_interval_ms
-            if membership.state is _S.JOINING:
-                self._answered_join = membership.incarnation
             assignment = None
             if body.assignment is not None:
                 assignment = {tp.topic_id: list(tp.partitions) for tp in body.assignment.topic_partitions}
             membership.on_heartbeat_success(body.member_id, body.member_epoch, assignment)
             return
-        self._send_all = True
-        self._next_heartbeat_ms = now_ms
         error = error_for_code(body.error_code)
         detail = f"share group heartbeat of member {membership.member_id!r} in group {self._group_id!r}"
         if body.error_message:
