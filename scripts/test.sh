@@ -15,7 +15,13 @@ NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build --strict --quiet --site-dir "$(mktemp 
 # The compiled record kernel must have been built here: without this, a failed build would
 # only skip its tests. The pure twin runs the same record tests in the same session.
 export KAFLUX_REQUIRE_COMPILED=${KAFLUX_REQUIRE_COMPILED:-1}
-echo "== pytest";       "$PYBIN" -m pytest "$@"
+if [ $# -eq 0 ]; then
+  # The whole suite on two workers (pytest-xdist): most tests wait on brokers, not on the CPU.
+  # Every Spark test runs on one worker (tests/conftest.py groups them), sharing one SparkSession.
+  echo "== pytest (2 workers)"; "$PYBIN" -m pytest -n 2 --dist loadgroup
+else
+  echo "== pytest";       "$PYBIN" -m pytest "$@"
+fi
 if [ $# -eq 0 ]; then
   # The pure-Python record kernel end to end: the consumer's collection and poll_arrow() on it.
   echo "== pytest, pure-Python record kernel"

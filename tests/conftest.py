@@ -77,6 +77,10 @@ def _defect_args(mark: pytest.Mark) -> tuple[str, str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if item.path.parent.name == "spark" or item.get_closest_marker("spark") is not None:
+            # Under pytest-xdist (CI: -n 2 --dist loadgroup) one worker runs every Spark test,
+            # so that a single SparkSession (and its JVM) serves them all.
+            item.add_marker(pytest.mark.xdist_group("spark"))
         if _BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
         callspec = getattr(item, "callspec", None)
