@@ -212,6 +212,22 @@ class SubscriptionState:
             state.position = position
             return True
 
+    def advance_offset(
+        self, tp: TopicPartition, offset: int, offset_epoch: int | None, expected_offset: int
+    ) -> bool:
+        """:meth:`advance` to ``offset`` (``offset_epoch``: the epoch of the record before it),
+        keeping the current leader: what the collector does after each take, made in one step."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            old = None if state is None else state.position
+            if old is None or old.offset != expected_offset:
+                return False
+            assert state is not None
+            state.position = FetchPosition(
+                offset, offset_epoch, old.current_leader_epoch, old.current_leader_id
+            )
+            return True
+
     def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
         """Ask for the position to be reset (default: ``auto.offset.reset``)."""
         with self._lock:
