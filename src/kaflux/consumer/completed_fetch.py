@@ -16,13 +16,15 @@ records is handed out), then each call builds only the records it takes. (Buildi
 ConsumerRecords a call's worth at a time also keeps the garbage collector quiet: a burst of a
 whole batch's objects would trigger a collection.)
 
-``fetch_arrow`` decodes ahead instead: whole batches from the position on, into one record
-kernel ``ColumnBuilder`` (one pass per batch: the records are checked as they are decoded,
-and a batch is appended whole or not at all), up to :data:`DECODE_AHEAD_BYTES` of column
-data -- all of a fetch of the default sizes -- made a ``pyarrow.RecordBatch`` once; each call
-then hands out a slice of it, which copies nothing. The decoded rows are bounded in bytes, and
-dropped with the fetch (seek, unassignment) or when its partition is paused
-(:meth:`CompletedFetch.release_decoded`; the fetched bytes stay for the resume).
+``fetch_arrow`` decodes ahead instead: batches from the position on, into one record kernel
+``ColumnBuilder`` (one pass per batch: its records are checked as they are decoded), made a
+``pyarrow.RecordBatch`` once; calls hand out slices of it, which copy nothing. Small calls
+(``max.poll.records`` 500) share a few thousand rows of whole batches, and concatenate only
+where a call crosses them; a large call gets exactly its rows decoded for it (the rest of the
+last batch is decoded with the next call's). What is decoded ahead is bounded in bytes
+(:data:`DECODE_AHEAD_BYTES`), and dropped with the fetch (seek, unassignment) or when its
+partition is paused (:meth:`CompletedFetch.release_decoded`; the fetched bytes stay for the
+resume).
 
 The two walks are separate: a call of the other kind restarts the walk over the fetch's
 batches from the position (the position, not the walk, is the state both share), so
@@ -32,6 +34,7 @@ batches from the position (the position, not the walk, is the state both share),
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -46,14 +49,13 @@ from kaflux.structs import TopicPartition
 #: topic, key or value, and the headers)
 Deserializer = Callable[[bytes | None], Any] | ContextDeserializer
 
-#: decoded column data (keys, values, headers, topic names) ``poll_arrow()`` keeps ahead of a
-#: partition's position at most, plus one batch: a fetch of the default sizes
-#: (``max.partition.fetch.bytes`` 1 MiB) is decoded in one go, a larger one (or compressed
-#: data that inflates) in several
+#: decoded column data (keys, values, headers, topic names) ``poll_arrow()`` decodes at once at
+#: most, plus one batch (a larger call takes its rows from several decodings, concatenated)
 DECODE_AHEAD_BYTES = 8 << 20
-#: ``poll_arrow()`` decodes at least this many rows at a time (whole batches), or this many bytes
-#: of column data, or what the call asks for if more: enough rows for several calls to share
-#: one conversion to Arrow, few enough bytes to stay in the processor's cache until read
+#: ``poll_arrow()`` calls for fewer rows share whole batches decoded until at least this many
+#: rows or this many bytes of column data: enough rows for several calls to share one
+#: conversion to Arrow, few enough bytes to stay in the processor's cache until read; larger
+#: calls get exactly their rows decoded
 MIN_DECODE_ROWS = 4096
 MIN_DECODE_BYTES = 512 << 10
 
@@ -72,7 +74,6 @@ class CompletedFetch:
         "_batches",
         "_check_crcs",
         "_chunk",
-        "_chunk_batches",
         "_chunk_end_epoch",
         "_chunk_end_offset",
         "_chunk_epochs",
@@ -168,10 +169,8 @@ class CompletedFetch:
         self._walk_offset = self._decode_offset = fetch_offset
         self._walk_epoch: int | None = None
         self._walk_done = False
-        # the batches of those rows (decoded again when a call needs more rows than are left)
-        self._chunk_batches: list[RecordBatchView] = []
-        # batches the walk accepted, to decode before it goes on: those of rows dropped (see
-        # _redecode_from_position), or one that did not fit the last columns (OverflowError)
+        # batches the walk accepted, to decode (from the decode offset on) before it goes on:
+        # one a large call took part of, or one that did not fit the last columns (OverflowError)
         self._pending: list[RecordBatchView] = []
 
     def _next_batch(self) -> RecordBatchView | None:
@@ -345,20 +344,6 @@ class CompletedFetch:
             self._start_walk(_COLUMNS)
         row = self._chunk_row
         left = self._chunk_rows - row
-        if (
-            left < max_records
-            and left
-            and row
-            and max_records >= MIN_DECODE_ROWS
-            and not self._walk_done
-            and self._corruption is None
-        ):
-            # A large call the rows left do not cover, and more follow: rather than
-            # concatenating them with the next ones (a copy of all the call's rows), decode
-            # again from the position on (the batches of the rows left: about one). A small
-            # call takes the rows left and the next ones, concatenated: a small copy.
-            self._redecode_from_position()
-            row = left = 0
         while not left:  # nothing decoded left to hand out
             if self._chunk is not None:
                 # a full call took the last decoded rows: on past what was skipped after them
@@ -397,21 +382,25 @@ class CompletedFetch:
         return self._chunk_rows - self._chunk_row
 
     def _decode_ahead(self, builder: ColumnBuilderView, wanted: int) -> None:
-        """Decode whole batches from where the columns walk is, until at least ``wanted``
-        rows and :data:`MIN_DECODE_ROWS` rows or :data:`MIN_DECODE_BYTES` bytes, at most
-        about :data:`DECODE_AHEAD_BYTES`; or the end of the data or corrupt data. They become
-        the rows handed out next. With no row decoded, the position moves past the batches
-        skipped (markers, aborted data)."""
+        """Decode the next rows from where the columns walk is; they become the rows handed
+        out next. A call of at least :data:`MIN_DECODE_ROWS` rows gets exactly the ``wanted``
+        rows (the rest of a batch cut short is decoded with the next ones); smaller calls
+        share whole batches decoded until at least ``wanted`` rows and :data:`MIN_DECODE_ROWS`
+        rows or :data:`MIN_DECODE_BYTES` bytes. Never much more than
+        :data:`DECODE_AHEAD_BYTES`; it stops early at the end of the data or corrupt data.
+        With no row decoded, the position moves past the batches skipped (markers, aborted
+        data)."""
         tp = self.tp
         topic, partition = tp.topic, tp.partition
         offset = self._decode_offset  # where the rows decoded start
         walk = self._walk_offset  # where the batch iterator is
         epoch = self._walk_epoch
         epochs: list[tuple[int, int | None]] = []
-        batches: list[RecordBatchView] = []
         pending = self._pending
         rows = 0
         nbytes = 0
+        exact = wanted >= MIN_DECODE_ROWS
+        limit = sys.maxsize
         try:
             while nbytes < DECODE_AHEAD_BYTES and (
                 rows < wanted or (rows < MIN_DECODE_ROWS and nbytes < MIN_DECODE_BYTES)
@@ -428,8 +417,12 @@ class CompletedFetch:
                     if self._skip_batch(batch, offset):
                         offset = walk = max(offset, batch.next_offset)
                         continue
+                if exact:
+                    limit = wanted - rows
                 try:
-                    appended = builder.append_batch(batch, topic, partition, offset)[0]
+                    appended, remaining, last_offset = builder.append_batch(
+                        batch, topic, partition, offset, limit
+                    )
                 except OverflowError:
                     pending.insert(0, batch)  # the first of the next rows (raised at once alone)
                     if not rows:
@@ -442,8 +435,11 @@ class CompletedFetch:
                     if not epochs or epochs[-1][1] != epoch:
                         epochs.append((rows, epoch))
                     rows += appended
-                    batches.append(batch)
                     nbytes = builder.nbytes
+                if remaining and last_offset is not None:  # cut short: the rest comes next
+                    pending.insert(0, batch)
+                    offset = last_offset + 1
+                    break
                 offset = max(offset, batch.next_offset)
                 walk = max(walk, offset)
         except CorruptRecordError as exc:
@@ -463,25 +459,13 @@ class CompletedFetch:
         self._chunk = self.kernel.to_arrow(columns)
         self._chunk_offsets = memoryview(columns.offset).cast("q")
         self._chunk_epochs = epochs
-        self._chunk_batches = batches
         self._chunk_row = 0
         self._chunk_rows = rows
         self._chunk_end_offset = offset
         self._chunk_end_epoch = epoch
 
-    def _redecode_from_position(self) -> None:
-        """Drop the rows left of the decoded ones; the batches holding them are decoded
-        again (from the position on) before the walk goes on."""
-        position = self.next_fetch_offset
-        again = [b for b in self._chunk_batches if b.next_offset > position]
-        self._pending[:0] = again
-        self._drop_chunk()
-        self._decode_offset = position
-        self._walk_epoch = self.last_epoch
-
     def _drop_chunk(self) -> None:
         self._chunk = self._chunk_offsets = None
-        self._chunk_batches = []
         self._chunk_row = self._chunk_rows = 0
 
     def _start_walk(self, walk: int) -> None:

@@ -8,9 +8,8 @@ log-append-time batches, transactional data with commit and abort markers under
 read_committed and read_uncommitted, and batches read a few records at a time.
 
 ``poll_arrow()`` decodes a fetch's batches ahead into Arrow columns and hands out slices of
-them; the tests of that make it decode a batch or two at a time (the module's limits
-patched), so that calls cross decoded chunks, decode again from the position, and
-concatenate.
+them; the tests of that patch the module's limits so that calls cut batches short, cross
+what was decoded, and concatenate.
 """
 
 from __future__ import annotations
@@ -272,13 +271,13 @@ def test_records_carry_the_batch_leader_epoch(kernel_name: str) -> None:
 # --- decoding ahead: slices, chunks, positions ---------------------------------------------------------
 
 
-#: (MIN_DECODE_ROWS, MIN_DECODE_BYTES, DECODE_AHEAD_BYTES): one batch per chunk, calls decoding
-#: again from the position when they cross one; one batch per chunk, calls concatenating; as
-#: many whole batches as the call wants
+#: (MIN_DECODE_ROWS, MIN_DECODE_BYTES, DECODE_AHEAD_BYTES): every call decodes exactly its rows,
+#: cutting batches, at most one batch at a time; every call decodes exactly its rows; calls
+#: share whole batches decoded one at a time, concatenating where they cross one
 CHUNKINGS = {
-    "batch-redecode": (1, 0, 1),
-    "batch-concat": (10**9, 0, 1),
-    "wanted": (1, 0, 10**9),
+    "exact-one-batch": (1, 0, 1),
+    "exact": (1, 0, 10**9),
+    "whole-batches": (10**9, 0, 1),
 }
 
 
