@@ -381,15 +381,65 @@ class CompletedFetch:
         """Rows decoded ahead for ``poll_arrow()`` and not handed out yet."""
         return self._chunk_rows - self._chunk_row
 
+    def append_arrow(self, builder: ColumnBuilderView, max_records: int) -> int:
+        """Append up to ``max_records`` rows from the position on to ``builder`` (a
+        ColumnBuilder of this fetch's kernel, shared by the fetches of one call: a large call
+        makes its columns once, with no concatenation) and move the position past them;
+        returns how many (0: the fetch is used up, ``consumed`` is then set). Errors as
+        :meth:`fetch_arrow`; on an error the rows appended before it stay in the builder."""
+        if self._walk != _COLUMNS or self._chunk is not None:
+            if self._walk == _COLUMNS:  # rows decoded for slices: decode from the position
+                self._walk = _RESTART
+            self._start_walk(_COLUMNS)
+        if self._corruption is not None:
+            raise self._corrupt_error()
+        if self._walk_done and not self._pending:
+            self.consumed = True
+            return 0
+        rows, epochs, last_offset = self._decode(builder, max_records, exact=True, cap=sys.maxsize)
+        if rows == max_records and last_offset is not None:
+            # a full call stops after its last row, as poll()'s does (even before a marker)
+            self.next_fetch_offset = last_offset + 1
+            self.last_epoch = epochs[-1][1]
+        else:
+            self.next_fetch_offset = self._decode_offset
+            self.last_epoch = self._walk_epoch
+            if self._corruption is not None:
+                if not rows:
+                    raise self._corrupt_error()
+            elif self._walk_done and not self._pending:
+                self.consumed = True
+        return rows
+
     def _decode_ahead(self, builder: ColumnBuilderView, wanted: int) -> None:
-        """Decode the next rows from where the columns walk is; they become the rows handed
-        out next. A call of at least :data:`MIN_DECODE_ROWS` rows gets exactly the ``wanted``
-        rows (the rest of a batch cut short is decoded with the next ones); smaller calls
-        share whole batches decoded until at least ``wanted`` rows and :data:`MIN_DECODE_ROWS`
-        rows or :data:`MIN_DECODE_BYTES` bytes. Never much more than
-        :data:`DECODE_AHEAD_BYTES`; it stops early at the end of the data or corrupt data.
-        With no row decoded, the position moves past the batches skipped (markers, aborted
-        data)."""
+        """Decode whole batches from where the columns walk is, until at least ``wanted``
+        rows and :data:`MIN_DECODE_ROWS` rows or :data:`MIN_DECODE_BYTES` bytes, at most
+        about :data:`DECODE_AHEAD_BYTES`; or the end of the data or corrupt data. They become
+        the rows handed out next. With no row decoded, the position moves past the batches
+        skipped (markers, aborted data)."""
+        rows, epochs, _ = self._decode(builder, wanted, exact=False, cap=DECODE_AHEAD_BYTES)
+        columns = builder.finish()  # and the builder starts over
+        if not rows:
+            self.next_fetch_offset = self._decode_offset
+            self.last_epoch = self._walk_epoch
+            return
+        self._chunk = self.kernel.to_arrow(columns)
+        self._chunk_offsets = memoryview(columns.offset).cast("q")
+        self._chunk_epochs = epochs
+        self._chunk_row = 0
+        self._chunk_rows = rows
+        self._chunk_end_offset = self._decode_offset
+        self._chunk_end_epoch = self._walk_epoch
+
+    def _decode(
+        self, builder: ColumnBuilderView, wanted: int, *, exact: bool, cap: int
+    ) -> tuple[int, list[tuple[int, int | None]], int | None]:
+        """The columns walk: append to ``builder`` the rows from the decode offset on, whole
+        batches, until ``wanted`` rows (``exact``: exactly, cutting the last batch, whose
+        rest is decoded first next time; else at least, and at least :data:`MIN_DECODE_ROWS`
+        rows or :data:`MIN_DECODE_BYTES` bytes) or ``cap`` bytes of column data, the end of
+        the data or corrupt data (remembered). Returns the rows appended, the first row of
+        each leader epoch among them and the offset of the last one (None without rows)."""
         tp = self.tp
         topic, partition = tp.topic, tp.partition
         offset = self._decode_offset  # where the rows decoded start
@@ -399,12 +449,11 @@ class CompletedFetch:
         pending = self._pending
         rows = 0
         nbytes = 0
-        exact = wanted >= MIN_DECODE_ROWS
+        min_rows, min_bytes = (0, 0) if exact else (MIN_DECODE_ROWS, MIN_DECODE_BYTES)
         limit = sys.maxsize
+        last_row: int | None = None
         try:
-            while nbytes < DECODE_AHEAD_BYTES and (
-                rows < wanted or (rows < MIN_DECODE_ROWS and nbytes < MIN_DECODE_BYTES)
-            ):
+            while nbytes < cap and (rows < wanted or (rows < min_rows and nbytes < min_bytes)):
                 if pending:
                     batch = pending.pop(0)  # accepted by the walk already
                 else:
@@ -435,7 +484,9 @@ class CompletedFetch:
                     if not epochs or epochs[-1][1] != epoch:
                         epochs.append((rows, epoch))
                     rows += appended
-                    nbytes = builder.nbytes
+                    last_row = last_offset
+                    if cap != sys.maxsize:
+                        nbytes = builder.nbytes
                 if remaining and last_offset is not None:  # cut short: the rest comes next
                     pending.insert(0, batch)
                     offset = last_offset + 1
@@ -451,18 +502,7 @@ class CompletedFetch:
         self._walk_offset = walk
         self._decode_offset = offset
         self._walk_epoch = epoch
-        columns = builder.finish()  # and the builder starts over
-        if not rows:
-            self.next_fetch_offset = offset
-            self.last_epoch = epoch
-            return
-        self._chunk = self.kernel.to_arrow(columns)
-        self._chunk_offsets = memoryview(columns.offset).cast("q")
-        self._chunk_epochs = epochs
-        self._chunk_row = 0
-        self._chunk_rows = rows
-        self._chunk_end_offset = offset
-        self._chunk_end_epoch = epoch
+        return rows, epochs, last_row
 
     def _drop_chunk(self) -> None:
         self._chunk = self._chunk_offsets = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from kaflux.consumer import completed_fetch
 from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord
 from kaflux.consumer.fetch_buffer import FetchBuffer
@@ -79,6 +80,21 @@ class _ArrowSink:
 
     def take(self, fetch: CompletedFetch, max_records: int) -> int:
         taken = fetch.fetch_arrow(self.builder, max_records, self.parts)
+        self.count += taken
+        return taken
+
+
+class _ColumnSink:
+    """Rows of one ``ColumnBuilder`` (a large call: its columns are made once)."""
+
+    __slots__ = ("builder", "count")
+
+    def __init__(self, builder: ColumnBuilderView) -> None:
+        self.count = 0
+        self.builder = builder
+
+    def take(self, fetch: CompletedFetch, max_records: int) -> int:
+        taken = fetch.append_arrow(self.builder, max_records)
         self.count += taken
         return taken
 
@@ -147,12 +163,24 @@ class FetchCollector:
     def collect_arrow(self) -> Any:
         """:meth:`collect` as one ``pyarrow.RecordBatch`` (the schema of
         ``kaflux.records.arrow_schema()``): the same records, positions and errors. The
-        deserializers do not apply (the columns hold the bytes). The rows of one fetch are a
-        slice of the rows decoded from it, so nothing is copied unless the records come from
-        more than one fetch (then the slices are concatenated). Needs pyarrow."""
+        deserializers do not apply (the columns hold the bytes). Needs pyarrow.
+
+        With ``max.poll.records`` below :data:`~kaflux.consumer.completed_fetch.MIN_DECODE_ROWS`
+        a call's rows of one fetch are a slice of rows decoded ahead from it (shared by the
+        next calls), concatenated only where they come from more than one; larger calls
+        decode exactly their rows into one set of columns."""
         builder = self._column_builder
+        kernel = self._kernel or active_kernel()
         if builder is None:  # kept: it sizes its next columns like the last ones
-            builder = self._column_builder = (self._kernel or active_kernel()).ColumnBuilder()
+            builder = self._column_builder = kernel.ColumnBuilder()
+        if self._max_poll_records >= completed_fetch.MIN_DECODE_ROWS:
+            columns = _ColumnSink(builder)
+            try:
+                self._collect(columns)
+            except BaseException:
+                builder.finish()  # let go of what was appended
+                raise
+            return kernel.to_arrow(builder.finish())
         sink = _ArrowSink(builder)
         self._collect(sink)
         parts = sink.parts
@@ -163,7 +191,7 @@ class FetchCollector:
 
             return pyarrow.concat_batches(parts)
         if self._empty_batch is None:
-            self._empty_batch = (self._kernel or active_kernel()).to_arrow(builder.finish())
+            self._empty_batch = kernel.to_arrow(builder.finish())
         return self._empty_batch
 
     def _collect(self, sink: _Sink) -> None:
