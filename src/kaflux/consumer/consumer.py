@@ -466,15 +466,16 @@ class Consumer(OffsetCalls, Closeable):
             background_events = self._background_events
             try:
                 while True:
-                    # The event feeds the poll timer and starts a pending (re)join; only the
-                    # latter needs the network thread at once, and only outside a generation.
+                    # The event feeds the poll timer and the auto-commit timer and starts a
+                    # pending (re)join; only the latter needs the network thread at once, and
+                    # only outside a generation. Without a group.id it has nothing to drive.
                     membership = self._membership
-                    joining = (
-                        membership is not None
-                        and membership.group_metadata.generation_id < 0
-                        and subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
-                    )
-                    thread.submit(PollEvent(monotonic_ms()), wake=joining)
+                    if membership is not None:
+                        joining = (
+                            membership.group_metadata.generation_id < 0
+                            and subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
+                        )
+                        thread.submit(PollEvent(monotonic_ms()), wake=joining)
                     self._wakeup.check()
                     self._commit_callbacks.run_completed()
                     if background_events.has_pending():

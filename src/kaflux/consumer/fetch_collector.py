@@ -226,16 +226,16 @@ class FetchCollector:
                     continue
                 self._buffer.set_next_in_line(fetch)
                 current = fetch
-            elif self._subscription.is_paused(current.tp):
-                detached = self._buffer.take_next_in_line()
-                if detached is not None:
-                    detached.release_decoded()  # kept fetched, not decoded, while paused
-                    self._buffer.park(detached)
-                continue
-            elif not self._still_current(current):
-                current.drain()
-                self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
-                self.released_fetches += 1
+            elif self._subscription.returnable_offset(current.tp) != current.next_fetch_offset:
+                if self._subscription.is_paused(current.tp):
+                    detached = self._buffer.take_next_in_line()
+                    if detached is not None:
+                        detached.release_decoded()  # kept fetched, not decoded, while paused
+                        self._buffer.park(detached)
+                else:  # unassigned, or its position moved
+                    current.drain()
+                    self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
+                    self.released_fetches += 1
                 continue
             taken = self._drain(current, remaining, sink)
             if taken is None:

@@ -351,6 +351,22 @@ class SubscriptionState:
                 return None
             return state.position, state.position_version
 
+    def returnable_offset(self, tp: TopicPartition) -> int | None:
+        """The position's offset if fetched data of ``tp`` may be returned now: as
+        :meth:`valid_position`, and not paused; None otherwise (one lock for the collector's
+        check of the fetch it is reading)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or state.paused
+                or state.pending_revocation
+                or state.fetch_state is not FetchState.FETCHING
+                or state.position is None
+            ):
+                return None
+            return state.position.offset
+
     def position(self, tp: TopicPartition) -> FetchPosition | None:
         """The current position, or None if it is not known yet."""
         with self._lock:

@@ -215,7 +215,7 @@ def calls(reader: Reader, poll: Callable[[], list[Row]]) -> list[tuple[list[Row]
 
 
 @pytest.mark.parametrize("read_committed", [True, False], ids=["read_committed", "read_uncommitted"])
-@pytest.mark.parametrize("max_poll_records", [3, 500])
+@pytest.mark.parametrize("max_poll_records", [3, 500, 5000])  # 5000: one set of columns per call
 @pytest.mark.parametrize("kernel_name", KERNELS)
 def test_columns_sink_returns_what_records_sink_returns_call_by_call(
     kernel_name: str, max_poll_records: int, read_committed: bool
