@@ -330,11 +330,15 @@ class CompletedFetch:
         self._read(max_records, take, out.__len__)
         return out
 
-    def fetch_arrow(self, builder: ColumnBuilderView, max_records: int, out: list[Any]) -> int:
+    def fetch_arrow(
+        self, builder: ColumnBuilderView, max_records: int, out: list[Any], call_rows: int | None = None
+    ) -> int:
         """Append to ``out`` up to ``max_records`` rows from the position on, as one
         ``pyarrow.RecordBatch`` (a zero-copy slice of the decoded rows; ``builder``, a
         ColumnBuilder of this fetch's kernel, decodes them), and move the position past them;
-        returns how many (0: the fetch is used up, ``consumed`` is then set).
+        returns how many (0: the fetch is used up, ``consumed`` is then set). ``call_rows``:
+        the rows later calls take (``max.poll.records``; default ``max_records``), so that
+        what is decoded ends where a call does.
 
         Corrupt data is raised (CorruptRecordError, at the offset after the last good record)
         once the rows before it are handed out, and again on every later call. OverflowError
@@ -355,7 +359,7 @@ class CompletedFetch:
             if self._walk_done and not self._pending:
                 self.consumed = True
                 return 0
-            self._decode_ahead(builder, max_records)
+            self._decode_ahead(builder, max_records, call_rows or max_records)
             row = self._chunk_row
             left = self._chunk_rows - row
         taken = max_records if max_records < left else left
@@ -396,7 +400,7 @@ class CompletedFetch:
         if self._walk_done and not self._pending:
             self.consumed = True
             return 0
-        rows, epochs, last_offset = self._decode(builder, max_records, exact=True, cap=sys.maxsize)
+        rows, epochs, last_offset = self._decode(builder, max_records, max_records, cap=sys.maxsize)
         if rows == max_records and last_offset is not None:
             # a full call stops after its last row, as poll()'s does (even before a marker)
             self.next_fetch_offset = last_offset + 1
@@ -411,13 +415,20 @@ class CompletedFetch:
                 self.consumed = True
         return rows
 
-    def _decode_ahead(self, builder: ColumnBuilderView, wanted: int) -> None:
-        """Decode whole batches from where the columns walk is, until at least ``wanted``
-        rows and :data:`MIN_DECODE_ROWS` rows or :data:`MIN_DECODE_BYTES` bytes, at most
-        about :data:`DECODE_AHEAD_BYTES`; or the end of the data or corrupt data. They become
+    def _decode_ahead(self, builder: ColumnBuilderView, wanted: int, call_rows: int) -> None:
+        """Decode the ``wanted`` rows of this call and those of the next calls of
+        ``call_rows`` rows, up to :data:`MIN_DECODE_ROWS` rows in all (the last batch cut
+        where a call ends, so that later calls need no concatenation), fewer once past
+        :data:`MIN_DECODE_BYTES` bytes (then ending with a whole batch) or
+        :data:`DECODE_AHEAD_BYTES`; or up to the end of the data or corrupt data. They become
         the rows handed out next. With no row decoded, the position moves past the batches
         skipped (markers, aborted data)."""
-        rows, epochs, _ = self._decode(builder, wanted, exact=False, cap=DECODE_AHEAD_BYTES)
+        target = wanted
+        if target < MIN_DECODE_ROWS:
+            target += -(-(MIN_DECODE_ROWS - target) // call_rows) * call_rows
+        rows, epochs, _ = self._decode(
+            builder, wanted, target, cap=DECODE_AHEAD_BYTES, min_bytes=MIN_DECODE_BYTES
+        )
         columns = builder.finish()  # and the builder starts over
         if not rows:
             self.next_fetch_offset = self._decode_offset
@@ -432,14 +443,14 @@ class CompletedFetch:
         self._chunk_end_epoch = self._walk_epoch
 
     def _decode(
-        self, builder: ColumnBuilderView, wanted: int, *, exact: bool, cap: int
+        self, builder: ColumnBuilderView, wanted: int, target: int, *, cap: int, min_bytes: int = 0
     ) -> tuple[int, list[tuple[int, int | None]], int | None]:
-        """The columns walk: append to ``builder`` the rows from the decode offset on, whole
-        batches, until ``wanted`` rows (``exact``: exactly, cutting the last batch, whose
-        rest is decoded first next time; else at least, and at least :data:`MIN_DECODE_ROWS`
-        rows or :data:`MIN_DECODE_BYTES` bytes) or ``cap`` bytes of column data, the end of
-        the data or corrupt data (remembered). Returns the rows appended, the first row of
-        each leader epoch among them and the offset of the last one (None without rows)."""
+        """The columns walk: append to ``builder`` the rows from the decode offset on, until
+        ``target`` rows (exactly: the last batch is cut, its rest decoded first next time);
+        past ``wanted`` rows and ``min_bytes`` bytes of column data, or past ``cap`` bytes,
+        it stops after the batch appended; it stops at the end of the data or corrupt data
+        (remembered). Returns the rows appended, the first row of each leader epoch among
+        them and the offset of the last one (None without rows)."""
         tp = self.tp
         topic, partition = tp.topic, tp.partition
         offset = self._decode_offset  # where the rows decoded start
@@ -449,11 +460,9 @@ class CompletedFetch:
         pending = self._pending
         rows = 0
         nbytes = 0
-        min_rows, min_bytes = (0, 0) if exact else (MIN_DECODE_ROWS, MIN_DECODE_BYTES)
-        limit = sys.maxsize
         last_row: int | None = None
         try:
-            while nbytes < cap and (rows < wanted or (rows < min_rows and nbytes < min_bytes)):
+            while rows < target and nbytes < cap and (rows < wanted or nbytes < min_bytes):
                 if pending:
                     batch = pending.pop(0)  # accepted by the walk already
                 else:
@@ -466,11 +475,9 @@ class CompletedFetch:
                     if self._skip_batch(batch, offset):
                         offset = walk = max(offset, batch.next_offset)
                         continue
-                if exact:
-                    limit = wanted - rows
                 try:
                     appended, remaining, last_offset = builder.append_batch(
-                        batch, topic, partition, offset, limit
+                        batch, topic, partition, offset, target - rows
                     )
                 except OverflowError:
                     pending.insert(0, batch)  # the first of the next rows (raised at once alone)
@@ -485,7 +492,7 @@ class CompletedFetch:
                         epochs.append((rows, epoch))
                     rows += appended
                     last_row = last_offset
-                    if cap != sys.maxsize:
+                    if target > wanted or cap != sys.maxsize:
                         nbytes = builder.nbytes
                 if remaining and last_offset is not None:  # cut short: the rest comes next
                     pending.insert(0, batch)

@@ -71,15 +71,16 @@ class _RecordSink:
 class _ArrowSink:
     """``pyarrow.RecordBatch`` slices of the fetches' decoded rows, in the order taken."""
 
-    __slots__ = ("builder", "count", "parts")
+    __slots__ = ("builder", "call_rows", "count", "parts")
 
-    def __init__(self, builder: ColumnBuilderView) -> None:
+    def __init__(self, builder: ColumnBuilderView, call_rows: int) -> None:
         self.count = 0
         self.builder = builder
+        self.call_rows = call_rows
         self.parts: list[Any] = []
 
     def take(self, fetch: CompletedFetch, max_records: int) -> int:
-        taken = fetch.fetch_arrow(self.builder, max_records, self.parts)
+        taken = fetch.fetch_arrow(self.builder, max_records, self.parts, self.call_rows)
         self.count += taken
         return taken
 
@@ -181,7 +182,7 @@ class FetchCollector:
                 builder.finish()  # let go of what was appended
                 raise
             return kernel.to_arrow(builder.finish())
-        sink = _ArrowSink(builder)
+        sink = _ArrowSink(builder, self._max_poll_records)
         self._collect(sink)
         parts = sink.parts
         if len(parts) == 1:

@@ -273,11 +273,13 @@ def test_records_carry_the_batch_leader_epoch(kernel_name: str) -> None:
 
 #: (MIN_DECODE_ROWS, MIN_DECODE_BYTES, DECODE_AHEAD_BYTES): every call decodes exactly its rows,
 #: cutting batches, at most one batch at a time; every call decodes exactly its rows; calls
-#: share whole batches decoded one at a time, concatenating where they cross one
+#: share whole batches decoded one at a time, concatenating where they cross one; calls share
+#: rows decoded a few calls' worth at a time, cut where a call ends
 CHUNKINGS = {
     "exact-one-batch": (1, 0, 1),
     "exact": (1, 0, 10**9),
     "whole-batches": (10**9, 0, 1),
+    "calls-aligned": (7, 10**9, 10**9),
 }
 
 
