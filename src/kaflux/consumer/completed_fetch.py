@@ -19,12 +19,13 @@ whole batch's objects would trigger a collection.)
 ``fetch_arrow`` decodes ahead instead: batches from the position on, into one record kernel
 ``ColumnBuilder`` (one pass per batch: its records are checked as they are decoded), made a
 ``pyarrow.RecordBatch`` once; calls hand out slices of it, which copy nothing. Small calls
-(``max.poll.records`` 500) share a few thousand rows of whole batches, and concatenate only
-where a call crosses them; a large call gets exactly its rows decoded for it (the rest of the
-last batch is decoded with the next call's). What is decoded ahead is bounded in bytes
-(:data:`DECODE_AHEAD_BYTES`), and dropped with the fetch (seek, unassignment) or when its
-partition is paused (:meth:`CompletedFetch.release_decoded`; the fetched bytes stay for the
-resume).
+(``max.poll.records`` 500) share a few thousand rows, decoded up to where a call ends (the
+rest of the batch cut there is decoded first next time), so that only a call crossing
+fetches concatenates. Large calls (:meth:`CompletedFetch.append_arrow`) append exactly their
+rows to one builder shared by the call's fetches, converted once. What is decoded ahead is
+bounded in bytes (:data:`DECODE_AHEAD_BYTES`), and dropped with the fetch (seek,
+unassignment) or when its partition is paused (:meth:`CompletedFetch.release_decoded`; the
+fetched bytes stay for the resume).
 
 The two walks are separate: a call of the other kind restarts the walk over the fetch's
 batches from the position (the position, not the walk, is the state both share), so
@@ -52,10 +53,10 @@ Deserializer = Callable[[bytes | None], Any] | ContextDeserializer
 #: decoded column data (keys, values, headers, topic names) ``poll_arrow()`` decodes at once at
 #: most, plus one batch (a larger call takes its rows from several decodings, concatenated)
 DECODE_AHEAD_BYTES = 8 << 20
-#: ``poll_arrow()`` calls for fewer rows share whole batches decoded until at least this many
-#: rows or this many bytes of column data: enough rows for several calls to share one
+#: ``poll_arrow()`` calls for fewer rows decode theirs and the next calls' up to this many rows
+#: (fewer past this many bytes of column data): enough rows for several calls to share one
 #: conversion to Arrow, few enough bytes to stay in the processor's cache until read; larger
-#: calls get exactly their rows decoded
+#: calls decode exactly their rows into one set of columns
 MIN_DECODE_ROWS = 4096
 MIN_DECODE_BYTES = 512 << 10
 
