@@ -427,10 +427,13 @@ def read_all(consumer: Consumer, poll: Callable[[], list[Row]], ends: dict[Topic
     return rows
 
 
+@pytest.mark.parametrize("max_poll_records", [7, 5000])  # slices; one set of columns per call
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_poll_arrow_returns_what_poll_returns(broker: SocketFakeBroker, isolation: str) -> None:
+def test_poll_arrow_returns_what_poll_returns(
+    broker: SocketFakeBroker, isolation: str, max_poll_records: int
+) -> None:
     ends = {tp: broker.cluster.partition(tp).high_watermark for tp in (TP0, TP1)}
-    config = {"isolation.level": isolation, "max.poll.records": 7}
+    config = {"isolation.level": isolation, "max.poll.records": max_poll_records}
     by_poll = consumer_for(broker, **config)
     by_arrow = consumer_for(broker, **config)
     try:
@@ -439,7 +442,7 @@ def test_poll_arrow_returns_what_poll_returns(broker: SocketFakeBroker, isolatio
         def arrow() -> list[Row]:
             batch = by_arrow.poll_arrow(0.2)
             assert batch.schema == ARROW_SCHEMA
-            assert batch.num_rows <= 7
+            assert batch.num_rows <= max_poll_records
             return rows_of_arrow(batch)
 
         got = read_all(by_arrow, arrow, ends)
