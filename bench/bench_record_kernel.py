@@ -8,9 +8,10 @@ response ``records`` field, and times with CRC checks on:
 * ``consumer``: ``iter_batches`` + ``RecordBatch.consumer_records()`` (one ``ConsumerRecord``
   per record: what ``poll()`` decodes),
 * ``columns``: ``iter_batches`` + ``ColumnBuilder.append_batch``, ``finish()`` every ~1000
-  records (Arrow-layout buffers, no object per record),
+  records (Arrow-layout buffers, no object per record: how ``poll_arrow()`` decodes, whole
+  batches in one pass),
 * ``cursor``: ``iter_batches`` + ``BatchCursor`` + ``ColumnBuilder.append_cursor``, 1000
-  records per ``finish()`` (what ``poll_arrow()`` decodes),
+  records per ``finish()`` (a batch checked whole, then taken a few records at a time),
 * ``crc``: ``iter_batches`` alone (walking and CRC-32C).
 
 Timing is process CPU time, best of ``--repeat`` runs, configurations interleaved.
@@ -75,7 +76,7 @@ def run_consumer_records(kernel: ModuleType, view: memoryview) -> int:
 
 
 def run_cursor(kernel: ModuleType, view: memoryview) -> int:
-    """What poll_arrow() decodes: columns through a BatchCursor, POLL_RECORDS at a time."""
+    """Columns through a BatchCursor, POLL_RECORDS at a time."""
     builder = kernel.ColumnBuilder()
     count = 0
     for batch in kernel.iter_batches(view, check_crcs=True, topic="bench", partition=0):

@@ -174,9 +174,8 @@ def read_kaflux_poll(bootstrap: str, topic: str, records: int, config: dict[str,
 
 def read_kaflux_arrow(bootstrap: str, topic: str, records: int, config: dict[str, Any]) -> Measurement:
     """kaflux ``poll_arrow()``: one Arrow batch per poll, no per-record object; the values'
-    bytes are summed from the offsets buffer of the value column."""
-    from array import array
-
+    bytes are summed from the offsets buffer of the value column (read in place: a batch may
+    be a slice of a larger one, its offsets starting at the column's ``offset``)."""
     import pyarrow  # noqa: F401  # an Arrow application has it loaded before it polls
 
     consumer = _kaflux_consumer(bootstrap, topic, config)
@@ -188,9 +187,9 @@ def read_kaflux_arrow(bootstrap: str, topic: str, records: int, config: dict[str
         batch = consumer.poll_arrow(1.0)
         n = batch.num_rows
         if n:
-            offsets = array("i")
-            offsets.frombytes(batch.column(1).buffers()[1])  # int32 offsets of the value column
-            value_bytes += offsets[n] - offsets[0]
+            values = batch.column(1)
+            offsets = memoryview(values.buffers()[1]).cast("i")  # int32 offsets of the value column
+            value_bytes += offsets[values.offset + n] - offsets[values.offset]
             seen += n
         polls += 1
         if polls % BUFFER_SAMPLE_EVERY == 0:

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
+from types import MethodType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from kaflux.timeouts import await_future
@@ -143,9 +144,15 @@ class Blocking(Generic[S, P, R]):
     def __init__(self, steps: Callable[Concatenate[S, P], Steps[R]]) -> None:
         self.steps = steps
         functools.update_wrapper(self, steps)
-        signature = inspect.signature(steps)
-        #: the bound method's signature (without ``self``)
-        self._bound_signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+        def call(instance: S, *args: P.args, **kwargs: P.kwargs) -> R:
+            return run_sync(steps(instance, *args, **kwargs))
+
+        functools.update_wrapper(call, steps)
+        call.__signature__ = inspect.signature(steps)  # type: ignore[attr-defined]
+        #: what an instance's attribute binds: made once, so that binding costs no more than a
+        #: plain method's (a hot path: ``poll()``)
+        self._call = call
 
     @overload
     def __get__(self, instance: None, owner: type[Any] | None = None) -> Blocking[S, P, R]: ...
@@ -156,16 +163,7 @@ class Blocking(Generic[S, P, R]):
     def __get__(self, instance: S | None, owner: type[Any] | None = None) -> Any:
         if instance is None:
             return self
-        steps = self.steps
-
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            return run_sync(steps(instance, *args, **kwargs))
-
-        call.__doc__ = steps.__doc__
-        call.__name__ = steps.__name__
-        call.__qualname__ = steps.__qualname__
-        call.__signature__ = self._bound_signature  # type: ignore[attr-defined]
-        return call
+        return MethodType(self._call, instance)
 
     def __call__(self, instance: S, *args: P.args, **kwargs: P.kwargs) -> R:
         return run_sync(self.steps(instance, *args, **kwargs))

@@ -24,6 +24,8 @@ MAX_TIMEOUT_S = 365 * 86400.0
 
 def timeout_seconds(timeout: float | None, default_s: float, *, name: str = "timeout") -> float:
     """``timeout`` checked and as float seconds; ``default_s`` when it is None."""
+    if type(timeout) is float and 0.0 <= timeout <= MAX_TIMEOUT_S:  # the common case (NaN fails it)
+        return timeout
     if timeout is None:
         return default_s
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):

@@ -70,6 +70,10 @@ class BackgroundEventHandler:
 
     # -- application thread ----------------------------------------------------------------
 
+    def has_pending(self) -> bool:
+        """Whether events wait (an event being posted now may be seen only next time)."""
+        return not self._queue.empty()
+
     def process(self, run_callback: RunCallback) -> Steps[None]:
         """Run requested rebalance callbacks and raise the first error (others are logged)."""
         first: BaseException | None = None

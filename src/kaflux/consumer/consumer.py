@@ -77,7 +77,6 @@ from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.records import RecordColumns, to_arrow
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
@@ -96,8 +95,8 @@ def _num_records(records: dict[TopicPartition, list[ConsumerRecord]]) -> int:
     return sum(map(len, records.values()))
 
 
-def _num_rows(columns: RecordColumns) -> int:
-    return columns.num_rows
+def _num_rows(batch: pa.RecordBatch) -> int:
+    return int(batch.num_rows)
 
 
 class Consumer(OffsetCalls, Closeable):
@@ -436,42 +435,54 @@ class Consumer(OffsetCalls, Closeable):
                 "Consumer.poll_arrow() needs pyarrow, which is not installed: "
                 "install kaflux with the arrow extra (pip install 'kaflux[arrow]')"
             ) from exc
-        columns = yield from self._poll_with(
-            timeout, self._collector.collect_columns, _num_rows, "poll_arrow()"
+        batch: pa.RecordBatch = yield from self._poll_with(
+            timeout, self._collector.collect_arrow, _num_rows, "poll_arrow()"
         )
-        return to_arrow(columns)
+        return batch
 
     def _poll_with(
         self, timeout: float, collect: Callable[[], T], count: Callable[[T], int], what: str
     ) -> Steps[T]:
         """The loop of :meth:`poll` and :meth:`poll_arrow`: ``collect()`` until it returns
-        something (``count`` > 0) or ``timeout`` passes; then its last (empty) result."""
-        with self._in_use():
+        something (``count`` > 0) or ``timeout`` passes; then its last (empty) result.
+
+        It runs once per poll: what it does per pass is kept to checks that cost no lock when
+        there is nothing to do (wakeup, background events, commit callbacks)."""
+        guard = self._guard
+        guard.acquire()  # not self._in_use(): a generator context manager costs a call's worth
+        try:
+            self._ensure_open()
             timeout_s = self._timeout_s(timeout)
-            if self._subscription.subscription_type() is SubscriptionType.NONE:
+            subscription = self._subscription
+            if subscription.subscription_type() is SubscriptionType.NONE:
                 raise IllegalStateError(
                     f"{what} needs a subscription or an assignment: call subscribe() or assign()"
                 )
             start = time.monotonic()
             deadline = start + timeout_s
-            self._poll_metrics.poll_started(start * 1000)
+            poll_metrics = self._poll_metrics
+            poll_metrics.poll_started(start * 1000)
+            thread = self._thread
+            background_events = self._background_events
             try:
                 while True:
-                    # The event feeds the poll timer and starts a pending (re)join; only the
-                    # latter needs the network thread at once, and only outside a generation.
+                    # The event feeds the poll timer and the auto-commit timer and starts a
+                    # pending (re)join; only the latter needs the network thread at once, and
+                    # only outside a generation. Without a group.id it has nothing to drive.
                     membership = self._membership
-                    joining = (
-                        membership is not None
-                        and membership.group_metadata.generation_id < 0
-                        and self._subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
-                    )
-                    self._thread.submit(PollEvent(monotonic_ms()), wake=joining)
+                    if membership is not None:
+                        joining = (
+                            membership.group_metadata.generation_id < 0
+                            and subscription.subscription_type() is not SubscriptionType.USER_ASSIGNED
+                        )
+                        thread.submit(PollEvent(monotonic_ms()), wake=joining)
                     self._wakeup.check()
                     self._commit_callbacks.run_completed()
-                    yield from self._process_background_events()
+                    if background_events.has_pending():
+                        yield from self._process_background_events()
                     records = collect()
                     if self._collector.released_fetches:
-                        self._thread.wakeup()  # partitions became fetchable again: prefetch now
+                        thread.wakeup()  # partitions became fetchable again: prefetch now
                     returned = count(records)
                     if returned:
                         self._records_returned += returned
@@ -479,11 +490,11 @@ class Consumer(OffsetCalls, Closeable):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return records
-                    yield SignalWait(
-                        self._fetch_buffer, min(remaining, self._thread.max_time_to_wait_ms / 1000)
-                    )
+                    yield SignalWait(self._fetch_buffer, min(remaining, thread.max_time_to_wait_ms / 1000))
             finally:
-                self._poll_metrics.poll_ended()
+                poll_metrics.poll_ended()
+        finally:
+            guard.release()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Yield records forever (polling in 1-second slices) until the consumer is closed.

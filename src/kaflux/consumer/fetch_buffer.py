@@ -21,7 +21,10 @@ class FetchBuffer:
     """A queue of :class:`CompletedFetch` plus the one the collector is reading."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        #: the lock, and the condition over it to wait for data (``with self._lock`` where no
+        #: wait or notify is needed: a Condition's ``with`` costs two Python-level calls)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
         #: fetches of paused partitions, kept aside so they do not count as data to wait for
@@ -47,7 +50,7 @@ class FetchBuffer:
 
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data not yet consumed (these are not fetched again)."""
-        with self._cond:
+        with self._lock:
             parts = {f.tp for f in self._completed} | {f.tp for f in self._parked}
             if self._next_in_line is not None and not self._next_in_line.consumed:
                 parts.add(self._next_in_line.tp)
@@ -55,18 +58,18 @@ class FetchBuffer:
 
     def size_bytes(self) -> int:
         """Bytes of fetched record data held (queued plus the one being read)."""
-        with self._cond:
+        with self._lock:
             return self._bytes
 
     # -- application thread ----------------------------------------------------------------
 
     def next_in_line(self) -> CompletedFetch | None:
-        with self._cond:
+        with self._lock:
             return self._next_in_line
 
     def set_next_in_line(self, fetch: CompletedFetch | None) -> None:
         """Make ``fetch`` the one being read; the previous one's bytes are released."""
-        with self._cond:
+        with self._lock:
             previous = self._next_in_line
             if previous is not None:
                 self._bytes -= previous.size_bytes
@@ -76,31 +79,31 @@ class FetchBuffer:
         """Take the oldest queued fetch. Its bytes stay counted until it is released: the
         caller must pass it to :meth:`set_next_in_line`, :meth:`requeue_front` or
         :meth:`release`."""
-        with self._cond:
+        with self._lock:
             if not self._completed:
                 return None
             return self._completed.popleft()
 
     def release(self, fetch: CompletedFetch) -> None:
         """Forget a fetch taken with :meth:`poll` (stale or dropped): free its bytes."""
-        with self._cond:
+        with self._lock:
             self._bytes -= fetch.size_bytes
 
     def take_next_in_line(self) -> CompletedFetch | None:
         """Detach the fetch being read without releasing its bytes (to requeue it)."""
-        with self._cond:
+        with self._lock:
             fetch, self._next_in_line = self._next_in_line, None
             return fetch
 
     def park(self, fetch: CompletedFetch) -> None:
         """Keep a fetch of a paused partition aside (its bytes stay counted)."""
-        with self._cond:
+        with self._lock:
             self._parked.append(fetch)
 
     def parked_partitions(self) -> set[TopicPartition]:
         """Partitions with parked (paused) data."""
-        with self._cond:
-            return {f.tp for f in self._parked}
+        with self._lock:
+            return {f.tp for f in self._parked} if self._parked else set()
 
     def unpark(self, partitions: set[TopicPartition]) -> None:
         """Return parked fetches of ``partitions`` (resumed) to the front of the queue."""
@@ -116,11 +119,11 @@ class FetchBuffer:
 
     def requeue_front(self, fetch: CompletedFetch) -> None:
         """Put back a fetch taken with :meth:`poll` that cannot be read now (paused)."""
-        with self._cond:
+        with self._lock:
             self._completed.appendleft(fetch)
 
     def is_empty(self) -> bool:
-        with self._cond:
+        with self._lock:
             return not self._completed
 
     def await_not_empty(self, timeout_s: float) -> bool:
@@ -169,7 +172,7 @@ class FetchBuffer:
 
     def retain_all(self, partitions: set[TopicPartition]) -> None:
         """Drop buffered data of partitions not in ``partitions`` (after an assignment change)."""
-        with self._cond:
+        with self._lock:
             kept: deque[CompletedFetch] = deque()
             for fetch in self._completed:
                 if fetch.tp in partitions:

@@ -6,9 +6,10 @@ partition was unassigned or its position moved since the fetch was sent), decode
 Data of paused partitions stays buffered untouched.
 
 One walk, two sinks: :meth:`FetchCollector.collect` gathers ``ConsumerRecord`` objects per
-partition, :meth:`FetchCollector.collect_columns` appends the same records to one record
-kernel ``ColumnBuilder`` (Arrow layout, no object per record). Positions, staleness,
-pausing, ``max.poll.records``, transactions and errors are handled once, for both.
+partition, :meth:`FetchCollector.collect_arrow` one ``pyarrow.RecordBatch`` of the same
+records (slices of each fetch's rows, decoded ahead into Arrow columns by the record kernel,
+with no object per record; see :mod:`kaflux.consumer.completed_fetch`). Positions,
+staleness, pausing, ``max.poll.records``, transactions and errors are handled once, for both.
 
 For the metrics (with ``tally=True``), it counts in :attr:`FetchCollector.tally` what it
 returns, once per partition taken from, never per record: the records, the bytes of a fetch
@@ -18,14 +19,15 @@ records the tally once per ``poll()``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
+from kaflux.consumer import completed_fetch
 from kaflux.consumer.completed_fetch import CompletedFetch, Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord
 from kaflux.consumer.fetch_buffer import FetchBuffer
-from kaflux.consumer.subscription_state import FetchPosition, SubscriptionState
+from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaError
-from kaflux.records import RecordColumns, active_kernel
+from kaflux.records import active_kernel
 from kaflux.records.interface import ColumnBuilderView, RecordDecoder
 from kaflux.structs import TopicPartition
 
@@ -66,8 +68,25 @@ class _RecordSink:
         return len(records)
 
 
+class _ArrowSink:
+    """``pyarrow.RecordBatch`` slices of the fetches' decoded rows, in the order taken."""
+
+    __slots__ = ("builder", "call_rows", "count", "parts")
+
+    def __init__(self, builder: ColumnBuilderView, call_rows: int) -> None:
+        self.count = 0
+        self.builder = builder
+        self.call_rows = call_rows
+        self.parts: list[Any] = []
+
+    def take(self, fetch: CompletedFetch, max_records: int) -> int:
+        taken = fetch.fetch_arrow(self.builder, max_records, self.parts, self.call_rows)
+        self.count += taken
+        return taken
+
+
 class _ColumnSink:
-    """Rows of one ``ColumnBuilder``."""
+    """Rows of one ``ColumnBuilder`` (a large call: its columns are made once)."""
 
     __slots__ = ("builder", "count")
 
@@ -76,7 +95,7 @@ class _ColumnSink:
         self.builder = builder
 
     def take(self, fetch: CompletedFetch, max_records: int) -> int:
-        taken = fetch.fetch_columns(self.builder, max_records)
+        taken = fetch.append_arrow(self.builder, max_records)
         self.count += taken
         return taken
 
@@ -123,6 +142,7 @@ class FetchCollector:
         self.tally: Tally | None = Tally() if tally else None
         self._kernel = kernel
         self._column_builder: ColumnBuilderView | None = None
+        self._empty_batch: Any = None
         self._subscription = subscription
         self._buffer = buffer
         self._max_poll_records = max_poll_records
@@ -141,19 +161,39 @@ class FetchCollector:
         self._collect(sink)
         return sink.out
 
-    def collect_columns(self) -> RecordColumns:
-        """:meth:`collect` as Arrow-layout columns (``kaflux.records.to_arrow`` makes them a
-        ``pyarrow.RecordBatch``): the same records, positions and errors. The deserializers
-        do not apply (the columns hold the bytes)."""
-        if self._column_builder is None:  # kept: it sizes its next columns like the last ones
-            self._column_builder = (self._kernel or active_kernel()).ColumnBuilder()
-        sink = _ColumnSink(self._column_builder)
-        try:
-            self._collect(sink)
-        except BaseException:
-            sink.builder.finish()  # let go of the buffers at once
-            raise
-        return sink.builder.finish()
+    def collect_arrow(self) -> Any:
+        """:meth:`collect` as one ``pyarrow.RecordBatch`` (the schema of
+        ``kaflux.records.arrow_schema()``): the same records, positions and errors. The
+        deserializers do not apply (the columns hold the bytes). Needs pyarrow.
+
+        With ``max.poll.records`` below :data:`~kaflux.consumer.completed_fetch.MIN_DECODE_ROWS`
+        a call's rows of one fetch are a slice of rows decoded ahead from it (shared by the
+        next calls), concatenated only where they come from more than one; larger calls
+        decode exactly their rows into one set of columns."""
+        builder = self._column_builder
+        kernel = self._kernel or active_kernel()
+        if builder is None:  # kept: it sizes its next columns like the last ones
+            builder = self._column_builder = kernel.ColumnBuilder()
+        if self._max_poll_records >= completed_fetch.MIN_DECODE_ROWS:
+            columns = _ColumnSink(builder)
+            try:
+                self._collect(columns)
+            except BaseException:
+                builder.finish()  # let go of what was appended
+                raise
+            return kernel.to_arrow(builder.finish())
+        sink = _ArrowSink(builder, self._max_poll_records)
+        self._collect(sink)
+        parts = sink.parts
+        if len(parts) == 1:
+            return parts[0]
+        if parts:
+            import pyarrow
+
+            return pyarrow.concat_batches(parts)
+        if self._empty_batch is None:
+            self._empty_batch = kernel.to_arrow(builder.finish())
+        return self._empty_batch
 
     def _collect(self, sink: _Sink) -> None:
         remaining = self._max_poll_records
@@ -187,15 +227,16 @@ class FetchCollector:
                     continue
                 self._buffer.set_next_in_line(fetch)
                 current = fetch
-            elif self._subscription.is_paused(current.tp):
-                detached = self._buffer.take_next_in_line()
-                if detached is not None:
-                    self._buffer.park(detached)
-                continue
-            elif not self._still_current(current):
-                current.drain()
-                self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
-                self.released_fetches += 1
+            elif self._subscription.returnable_offset(current.tp) != current.next_fetch_offset:
+                if self._subscription.is_paused(current.tp):
+                    detached = self._buffer.take_next_in_line()
+                    if detached is not None:
+                        detached.release_decoded()  # kept fetched, not decoded, while paused
+                        self._buffer.park(detached)
+                else:  # unassigned, or its position moved
+                    current.drain()
+                    self._buffer.set_next_in_line(None)  # release its bytes so fetching can go on
+                    self.released_fetches += 1
                 continue
             taken = self._drain(current, remaining, sink)
             if taken is None:
@@ -258,9 +299,7 @@ class FetchCollector:
             raise
         finally:
             if fetch.next_fetch_offset > before:
-                self._subscription.advance(
-                    fetch.tp, FetchPosition(fetch.next_fetch_offset, fetch.last_epoch), expected_offset=before
-                )
+                self._subscription.advance_offset(fetch.tp, fetch.next_fetch_offset, fetch.last_epoch, before)
             tally = self.tally
             if taken and tally is not None:
                 tally.records += taken

@@ -212,6 +212,22 @@ class SubscriptionState:
             state.position = position
             return True
 
+    def advance_offset(
+        self, tp: TopicPartition, offset: int, offset_epoch: int | None, expected_offset: int
+    ) -> bool:
+        """:meth:`advance` to ``offset`` (``offset_epoch``: the epoch of the record before it),
+        keeping the current leader: what the collector does after each take, made in one step."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            old = None if state is None else state.position
+            if old is None or old.offset != expected_offset:
+                return False
+            assert state is not None
+            state.position = FetchPosition(
+                offset, offset_epoch, old.current_leader_epoch, old.current_leader_id
+            )
+            return True
+
     def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
         """Ask for the position to be reset (default: ``auto.offset.reset``)."""
         with self._lock:
@@ -334,6 +350,22 @@ class SubscriptionState:
             ):
                 return None
             return state.position, state.position_version
+
+    def returnable_offset(self, tp: TopicPartition) -> int | None:
+        """The position's offset if fetched data of ``tp`` may be returned now: as
+        :meth:`valid_position`, and not paused; None otherwise (one lock for the collector's
+        check of the fetch it is reading)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or state.paused
+                or state.pending_revocation
+                or state.fetch_state is not FetchState.FETCHING
+                or state.position is None
+            ):
+                return None
+            return state.position.offset
 
     def position(self, tp: TopicPartition) -> FetchPosition | None:
         """The current position, or None if it is not known yet."""

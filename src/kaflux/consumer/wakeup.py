@@ -42,6 +42,8 @@ class WakeupTrigger:
 
     def check(self) -> None:
         """Raise WakeupError if a wakeup is pending (and consume it)."""
+        if not self._requested:  # read without the lock: a request just made is seen next time
+            return
         with self._lock:
             requested, self._requested = self._requested, False
         if requested:

@@ -2,7 +2,7 @@
 
 Every test using :class:`Rig` runs four times: on both record kernels, and through both
 sinks of the collector -- ``collect()`` (ConsumerRecord objects, what ``poll()`` returns)
-and ``collect_columns()`` (Arrow columns, what ``poll_arrow()`` returns) -- with the same
+and ``collect_arrow()`` (an Arrow batch, what ``poll_arrow()`` returns) -- with the same
 expectations, so the two sinks are held to the same positions, limits and errors.
 """
 
@@ -22,7 +22,7 @@ from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
 from kaflux.errors import CorruptRecordError, OffsetOutOfRangeError, RecordDeserializationError
-from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch, to_arrow
+from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, BatchBuilder, build_control_batch
 from kaflux.records.interface import RecordDecoder
 from kaflux.structs import TopicPartition
 
@@ -134,7 +134,7 @@ class Rig:
         """One collect through this run's sink: ConsumerRecords, or rows with their attributes."""
         if self.sink == "records":
             return dict(self.collector.collect())
-        return rows_by_partition(to_arrow(self.collector.collect_columns()))
+        return rows_by_partition(self.collector.collect_arrow())
 
     def collect(self) -> dict[TopicPartition, list[bytes | None]]:
         return {tp: [r.value for r in records] for tp, records in self.collect_records().items()}
@@ -264,6 +264,46 @@ def test_control_batches_are_skipped_and_the_position_moves_past_them() -> None:
     assert rig.position(P0) == 2
 
 
+def test_a_full_call_ending_before_a_marker_stops_there_and_the_next_call_moves_past_it() -> None:
+    rig = Rig(P0, max_poll_records=2)
+    rig.fetched(
+        P0,
+        batch(0, [b"a", b"b"], producer_id=7, transactional=True),
+        control(2, CONTROL_COMMIT, 7),
+        read_committed=True,
+    )
+    assert rig.collect() == {P0: [b"a", b"b"]}
+    assert rig.position(P0) == 2  # the call was full: the marker is not looked at yet
+    assert rig.collect() == {}
+    assert rig.position(P0) == 3
+    assert rig.buffer.size_bytes() == 0
+
+
+def test_a_call_taking_the_rest_of_a_fetch_moves_past_its_trailing_markers() -> None:
+    rig = Rig(P0, max_poll_records=3)
+    rig.fetched(
+        P0,
+        batch(0, [b"a", b"b"], producer_id=7, transactional=True),
+        control(2, CONTROL_COMMIT, 7),
+        read_committed=True,
+    )
+    assert rig.collect() == {P0: [b"a", b"b"]}
+    assert rig.position(P0) == 3
+
+
+def test_pause_then_seek_in_the_middle_of_a_fetch_reads_from_the_new_position() -> None:
+    rig = Rig(P0, max_poll_records=2)
+    rig.fetched(P0, batch(0, values(6)))
+    assert rig.offsets() == {P0: [0, 1]}
+    rig.subscription.pause([P0])
+    assert rig.collect() == {}
+    rig.subscription.seek(P0, FetchPosition(4))
+    rig.subscription.resume([P0])
+    assert rig.collect() == {}  # the parked fetch continued at 2: dropped, fetched again
+    assert rig.buffer.size_bytes() == 0
+    assert rig.position(P0) == 4
+
+
 def test_read_committed_drops_aborted_transactions() -> None:
     rig = Rig(P0)
     rig.fetched(
@@ -348,7 +388,7 @@ def test_columns_after_a_deserializer_failure_start_at_the_failing_record() -> N
     rig.fetched(P0, batch(0, [b"a", b"bad", b"c", b"d"]), batch(4, [b"e"]))
     assert rig.collect() == {P0: [b"a"]}
     assert rig.position(P0) == 1
-    rows = rows_by_partition(to_arrow(rig.collector.collect_columns()))
+    rows = rows_by_partition(rig.collector.collect_arrow())
     assert [(r.offset, r.value) for r in rows[P0]] == [(1, b"bad"), (2, b"c")]
     assert rig.collect() == {P0: [b"d", b"e"]}
     assert rig.position(P0) == 5

@@ -6,6 +6,10 @@ socket fake broker (the active kernel; run the suite with ``KAFLUX_PURE=1`` for 
 The data covers keys and null keys, null values, headers (with null values), every codec,
 log-append-time batches, transactional data with commit and abort markers under
 read_committed and read_uncommitted, and batches read a few records at a time.
+
+``poll_arrow()`` decodes a fetch's batches ahead into Arrow columns and hands out slices of
+them; the tests of that patch the module's limits so that calls cut batches short, cross
+what was decoded, and concatenate.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Any
 import pytest
 
 from kaflux import Consumer, TopicPartition
+from kaflux.consumer import completed_fetch
 from kaflux.consumer.completed_fetch import CompletedFetch
 from kaflux.consumer.consumer_record import ConsumerRecords
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.fetch_collector import FetchCollector
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
+from kaflux.errors import CorruptRecordError
 from kaflux.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -33,7 +39,6 @@ from kaflux.records import (
     ZSTD,
     BatchBuilder,
     build_control_batch,
-    to_arrow,
 )
 from kaflux.records.interface import RecordDecoder
 
@@ -171,7 +176,7 @@ class Reader:
         return [row_of_record(r) for r in ConsumerRecords(self.collector.collect())]
 
     def poll_arrow(self) -> list[Row]:
-        batch = to_arrow(self.collector.collect_columns())
+        batch = self.collector.collect_arrow()
         assert batch.schema == ARROW_SCHEMA
         return rows_of_arrow(batch)
 
@@ -210,7 +215,7 @@ def calls(reader: Reader, poll: Callable[[], list[Row]]) -> list[tuple[list[Row]
 
 
 @pytest.mark.parametrize("read_committed", [True, False], ids=["read_committed", "read_uncommitted"])
-@pytest.mark.parametrize("max_poll_records", [3, 500])
+@pytest.mark.parametrize("max_poll_records", [3, 500, 5000])  # 5000: one set of columns per call
 @pytest.mark.parametrize("kernel_name", KERNELS)
 def test_columns_sink_returns_what_records_sink_returns_call_by_call(
     kernel_name: str, max_poll_records: int, read_committed: bool
@@ -263,6 +268,122 @@ def test_records_carry_the_batch_leader_epoch(kernel_name: str) -> None:
     assert reader.subscription.position(TP0) == FetchPosition(5, 3)
 
 
+# --- decoding ahead: slices, chunks, positions ---------------------------------------------------------
+
+
+#: (MIN_DECODE_ROWS, MIN_DECODE_BYTES, DECODE_AHEAD_BYTES): every call decodes exactly its rows,
+#: cutting batches, at most one batch at a time; every call decodes exactly its rows; calls
+#: share whole batches decoded one at a time, concatenating where they cross one; calls share
+#: rows decoded a few calls' worth at a time, cut where a call ends
+CHUNKINGS = {
+    "exact-one-batch": (1, 0, 1),
+    "exact": (1, 0, 10**9),
+    "whole-batches": (10**9, 0, 1),
+    "calls-aligned": (7, 10**9, 10**9),
+}
+
+
+@pytest.fixture(params=list(CHUNKINGS))
+def small_chunks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    rows, nbytes, ahead = CHUNKINGS[request.param]
+    monkeypatch.setattr(completed_fetch, "MIN_DECODE_ROWS", rows)
+    monkeypatch.setattr(completed_fetch, "MIN_DECODE_BYTES", nbytes)
+    monkeypatch.setattr(completed_fetch, "DECODE_AHEAD_BYTES", ahead)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("read_committed", [True, False], ids=["read_committed", "read_uncommitted"])
+@pytest.mark.parametrize("max_poll_records", [2, 5, 40])
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_small_decode_chunks_return_what_poll_returns_call_by_call(
+    kernel_name: str, max_poll_records: int, read_committed: bool, small_chunks: str
+) -> None:
+    kernel = kernel_named(kernel_name)
+    by_records = Reader(kernel, max_poll_records=max_poll_records, read_committed=read_committed)
+    by_columns = Reader(kernel, max_poll_records=max_poll_records, read_committed=read_committed)
+    expected = calls(by_records, by_records.poll)
+    assert calls(by_columns, by_columns.poll_arrow) == expected
+    assert len(expected) > 3
+    assert expected[-1][1] == (57, 57)
+
+
+def single_fetch(
+    kernel: RecordDecoder, *batches: bytes, max_poll_records: int
+) -> tuple[Reader, CompletedFetch]:
+    """A Reader whose buffer holds one fetch of TP0 with ``batches`` (and nothing of TP1)."""
+    reader = Reader(kernel, max_poll_records=max_poll_records, read_committed=False)
+    reader.buffer.clear()
+    fetch = CompletedFetch(
+        TP0, 0, reader.subscription.position_version(TP0), memoryview(b"".join(batches)), high_watermark=1000
+    )
+    reader.buffer.add([fetch])
+    return reader, fetch
+
+
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_calls_hand_out_slices_of_one_decoded_batch(kernel_name: str) -> None:
+    reader, fetch = single_fetch(
+        kernel_named(kernel_name), data_batch(0, 6), data_batch(6, 6), max_poll_records=4
+    )
+    first = reader.collector.collect_arrow()
+    assert fetch.decoded_rows == 8  # both batches decoded at once, 4 rows handed out
+    second = reader.collector.collect_arrow()
+    assert first.column(4).to_pylist() == [0, 1, 2, 3]
+    assert second.column(4).to_pylist() == [4, 5, 6, 7]
+    assert reader.subscription.position(TP0) == FetchPosition(8, 3)
+    # zero copy: both are views of the same value buffer, the second one further in
+    first_values, second_values = first.column(1), second.column(1)
+    assert first_values.buffers()[2].address == second_values.buffers()[2].address
+    assert (first_values.offset, second_values.offset) == (0, 4)
+
+
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_pausing_in_the_middle_of_a_fetch_lets_go_of_its_decoded_rows(kernel_name: str) -> None:
+    reader, fetch = single_fetch(kernel_named(kernel_name), data_batch(0, 10), max_poll_records=4)
+    assert reader.collector.collect_arrow().num_rows == 4
+    assert fetch.decoded_rows == 6
+    reader.subscription.pause([TP0])
+    assert reader.collector.collect_arrow().num_rows == 0
+    assert fetch.decoded_rows == 0  # the fetched bytes stay buffered, not the decoded rows
+    assert reader.buffer.size_bytes() == fetch.size_bytes
+    reader.subscription.resume([TP0])
+    assert reader.collector.collect_arrow().column(4).to_pylist() == [4, 5, 6, 7]
+    assert reader.subscription.position(TP0) == FetchPosition(8, 3)
+
+
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_seeking_in_the_middle_of_a_fetch_drops_its_decoded_rows(kernel_name: str) -> None:
+    reader, fetch = single_fetch(kernel_named(kernel_name), data_batch(0, 10), max_poll_records=4)
+    assert reader.collector.collect_arrow().num_rows == 4
+    reader.subscription.seek(TP0, FetchPosition(6))
+    assert reader.collector.collect_arrow().num_rows == 0
+    assert fetch.consumed and fetch.decoded_rows == 0
+    assert reader.buffer.size_bytes() == 0
+    assert reader.subscription.position(TP0) == FetchPosition(6)
+
+
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_corrupt_batch_in_the_middle_of_a_fetch_is_raised_after_the_rows_before_it(
+    kernel_name: str, small_chunks: str
+) -> None:
+    bad = bytearray(data_batch(8, 4))
+    bad[-1] ^= 0xFF
+    reader, _ = single_fetch(
+        kernel_named(kernel_name), data_batch(0, 5), data_batch(5, 3), bytes(bad), max_poll_records=3
+    )
+    got = []
+    while batch := reader.collector.collect_arrow():
+        got.append(batch.column(4).to_pylist())
+        if sum(map(len, got)) == 8:
+            break
+    assert [o for offsets in got for o in offsets] == list(range(8))
+    for _ in range(2):  # raised, at the position after the good rows, on every later call
+        with pytest.raises(CorruptRecordError) as raised:
+            reader.collector.collect_arrow()
+        assert raised.value.offset == 8
+    assert reader.subscription.position(TP0) == FetchPosition(8, 3)
+
+
 # --- the Consumer over sockets ------------------------------------------------------------------------
 
 
@@ -306,10 +427,13 @@ def read_all(consumer: Consumer, poll: Callable[[], list[Row]], ends: dict[Topic
     return rows
 
 
+@pytest.mark.parametrize("max_poll_records", [7, 5000])  # slices; one set of columns per call
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_poll_arrow_returns_what_poll_returns(broker: SocketFakeBroker, isolation: str) -> None:
+def test_poll_arrow_returns_what_poll_returns(
+    broker: SocketFakeBroker, isolation: str, max_poll_records: int
+) -> None:
     ends = {tp: broker.cluster.partition(tp).high_watermark for tp in (TP0, TP1)}
-    config = {"isolation.level": isolation, "max.poll.records": 7}
+    config = {"isolation.level": isolation, "max.poll.records": max_poll_records}
     by_poll = consumer_for(broker, **config)
     by_arrow = consumer_for(broker, **config)
     try:
@@ -318,7 +442,7 @@ def test_poll_arrow_returns_what_poll_returns(broker: SocketFakeBroker, isolatio
         def arrow() -> list[Row]:
             batch = by_arrow.poll_arrow(0.2)
             assert batch.schema == ARROW_SCHEMA
-            assert batch.num_rows <= 7
+            assert batch.num_rows <= max_poll_records
             return rows_of_arrow(batch)
 
         got = read_all(by_arrow, arrow, ends)
