@@ -16,8 +16,10 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from kaflux import Consumer, Producer, TopicPartition
+if TYPE_CHECKING:  # imported when a client is made: a consumer's process never loads the producer
+    from kaflux import Consumer, Producer, TopicPartition
 
 __all__ = ["ConfigKey", "borrowed_consumer", "close_all", "config_key", "discard_producer", "shared_producer"]
 
@@ -81,6 +83,8 @@ def borrowed_consumer(config: Mapping[str, str], prefer: TopicPartition | None =
     key = config_key(config)
     consumer = _take(key, prefer)
     if consumer is None:
+        from kaflux import Consumer
+
         consumer = Consumer(dict(config))
     try:
         yield consumer
@@ -96,6 +100,8 @@ def shared_producer(config: Mapping[str, str]) -> Producer:
     with _lock:
         producer = _producers.get(key)
         if producer is None:
+            from kaflux import Producer
+
             producer = _producers[key] = Producer(dict(config))
         return producer
 

@@ -26,11 +26,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import InputPartition
 
 from kaflux import Consumer, TopicPartition
 from kaflux.errors import KafkaError, OffsetOutOfRangeError
 from pyspark_kaflux.client_cache import borrowed_consumer
+from pyspark_kaflux.input_partition import KafkaInputPartition
 from pyspark_kaflux.offsets import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -38,7 +38,7 @@ from pyspark_kaflux.offsets import (
     OffsetRange,
 )
 from pyspark_kaflux.options import SourceOptions, executor_consumer_config
-from pyspark_kaflux.schema import HEADERS_ARROW_TYPE, arrow_schema
+from pyspark_kaflux.schema import arrow_schema, headers_arrow_type
 
 __all__ = ["KafkaInputPartition", "read_partition", "read_range", "to_source_schema"]
 
@@ -52,19 +52,8 @@ POLL_SLICE_S = 0.5
 #: range's end) before the missing offsets count as lost; also how often metadata is checked.
 STALL_CHECK_S = 3.0
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
-_HEADER_STRUCT_FIELDS = list(HEADERS_ARROW_TYPE.value_type)
-
-
-class KafkaInputPartition(InputPartition):
-    """One Spark task's work: an :class:`~pyspark_kaflux.offsets.OffsetRange` (plain data)."""
-
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.offset_range = offset_range
-
-    def __repr__(self) -> str:
-        r = self.offset_range
-        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+_HEADERS_ARROW_TYPE = headers_arrow_type()
+_HEADER_STRUCT_FIELDS = list(_HEADERS_ARROW_TYPE.value_type)
 
 
 def _spark_headers(headers: pa.ListArray) -> pa.ListArray:
@@ -78,7 +67,7 @@ def _spark_headers(headers: pa.ListArray) -> pa.ListArray:
         offsets = pc.subtract(offsets, first)
     struct = pa.StructArray.from_arrays(entries.flatten(), fields=_HEADER_STRUCT_FIELDS)
     none = pc.equal(pc.list_value_length(headers), 0)
-    return pa.ListArray.from_arrays(offsets, struct, type=HEADERS_ARROW_TYPE, mask=none)
+    return pa.ListArray.from_arrays(offsets, struct, type=_HEADERS_ARROW_TYPE, mask=none)
 
 
 def to_source_schema(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:
