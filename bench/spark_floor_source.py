@@ -75,7 +75,11 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         rows = (end["batch"] - start["batch"]) * self.rows
-        return [_Part(rows // self.parts) for _ in range(self.parts)] if rows else []
+        return (
+            [_Part(rows * (i + 1) // self.parts - rows * i // self.parts) for i in range(self.parts)]
+            if rows
+            else []
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Part)
