@@ -46,7 +46,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--batches", type=int, default=5, help="micro-batches the backlog is read in")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument(
+        "--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a consumer setting of the source (repeatable), e.g. max.partition.fetch.bytes=8388608",
+    )  # fmt: skip
     args = parser.parse_args()
+    extra = {f"kafka.{k}": v for k, v in (option.split("=", 1) for option in args.kafka_option)}
     work = Path(tempfile.mkdtemp(prefix="kaflux-bench-executor-"))
     try:
         with start_broker("noida", workdir=work / "broker") as broker:
@@ -55,7 +60,8 @@ def main() -> None:
                 tps = [TopicPartition("bench", p) for p in range(args.partitions)]
                 ends = consumer.end_offsets(tps, timeout=30)
             options = parse_source_options(
-                {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": "bench"}, streaming=True
+                {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": "bench", **extra},
+                streaming=True,
             )
             print("| pass | rows | wall s | reader CPU ns/record | broker CPU ns/record |")
             print("|---|---|---|---|---|")
