@@ -9,12 +9,17 @@ micro-batch under ``Trigger.AvailableNow``; the rate query makes ``rowsPerBatch`
 micro-batch with columns of the same shape (an 8-byte key, a 100-byte value from 4096 distinct
 ones, topic, partition, offset, timestamp). Steady state is the rows of every micro-batch but
 the first divided by their ``triggerExecution`` time (Spark's query progress), so the query's
-start-up (PySpark's source process, the first trigger) is left out. Runs alternate, Kafka first.
+start-up (PySpark's source process, the first trigger) is left out. A third query reads the same
+number of rows a micro-batch from a Python source that reads nothing
+(``spark_floor_source.FloorSource``: one Arrow batch of the same columns, yielded from memory), the
+ceiling of any PySpark Python streaming source here. Runs alternate: Kafka, the floor, the rate
+source.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -31,6 +36,7 @@ from kaflux.devbrokers.brokers import start_broker
 from pyspark_kaflux.pipeline import spark_session
 
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp"]
+BENCH_DIR = str(Path(__file__).parent)
 
 
 def steady_rows_per_s(progress: list[dict[str, Any]]) -> tuple[float, int]:
@@ -59,6 +65,26 @@ def kafka_query(
         .option("subscribe", "bench")
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+        .select(*COLUMNS)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(900)
+    return list(query.recentProgress)
+
+
+def floor_query(
+    spark: Any, per_trigger: int, batches: int, partitions: int, out: Path, checkpoint: Path
+) -> list[dict[str, Any]]:
+    query = (
+        spark.readStream.format("floor")
+        .option("rows", str(per_trigger))
+        .option("batches", str(batches))
+        .option("partitions", str(partitions))
         .load()
         .select(*COLUMNS)
         .writeStream.format("parquet")
@@ -122,11 +148,16 @@ def main() -> None:
     source_options = dict(option.split("=", 1) for option in args.kaflux_option)
     batches = -(-args.records // args.per_trigger)
     work = Path(tempfile.mkdtemp(prefix="kaflux-bench-steady-"))
-    results: dict[str, list[float]] = {"kafka": [], "rate": []}
+    results: dict[str, list[float]] = {"kafka": [], "floor": [], "rate": []}
+    # Spark's Python workers import spark_floor_source by name: put bench/ on their path.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (BENCH_DIR, os.environ.get("PYTHONPATH")) if p)
+    from spark_floor_source import FloorSource
+
     try:
         with start_broker("noida", workdir=work / "broker") as broker:
             produce(broker.bootstrap_servers, "bench", args.records, args.partitions)
             spark = spark_session(args.master)
+            spark.dataSource.register(FloorSource)
             print("| source | run | steady micro-batches | rows/s (steady) | ms per micro-batch (median) |")
             print("|---|---|---|---|---|")
             try:
@@ -145,6 +176,16 @@ def main() -> None:
                         f"| Kafka (kaflux) -> Parquet | {run} | {count} | {rate:,.0f} | {phases(progress)} |",
                         flush=True,
                     )
+                    progress = floor_query(
+                        spark, args.per_trigger, batches, args.partitions, work / f"f{run}", work / f"fc{run}"
+                    )
+                    rate, count = steady_rows_per_s(progress)
+                    results["floor"].append(rate)
+                    print(
+                        f"| Python source reading nothing -> Parquet | {run} | {count} | {rate:,.0f} | "
+                        f"{phases(progress)} |",
+                        flush=True,
+                    )
                     progress = rate_query(
                         spark, args.per_trigger, batches, args.partitions, work / f"r{run}", work / f"rc{run}"
                     )
@@ -158,9 +199,11 @@ def main() -> None:
             finally:
                 spark.stop()
         kafka, rate = statistics.median(results["kafka"]), statistics.median(results["rate"])
+        floor = statistics.median(results["floor"])
         print(
             f"\nsteady state, medians: kaflux {kafka:,.0f} rows/s, rate source {rate:,.0f} rows/s: "
-            f"{kafka / rate:.2f}x"
+            f"{kafka / rate:.2f}x; the Python source reading nothing {floor:,.0f} rows/s: "
+            f"{floor / rate:.2f}x of the rate source, kaflux {kafka / floor:.2f}x of it"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

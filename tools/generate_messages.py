@@ -1171,7 +1171,27 @@ def _ranges(versions: list[int]) -> str:
 # --------------------------------------------------------------------------- driver
 
 
-def render_init() -> str:
+#: A request API as __init__.py lists it: (API key, module, request class, MIN_VERSION, MAX_VERSION,
+#: the request's FLEXIBLE_VERSION, the response's FLEXIBLE_VERSION).
+RequestRow = tuple[int, str, str, int, int, int | None, int | None]
+
+
+def request_rows(parsed: dict[str, list[Message]]) -> list[RequestRow]:
+    """One row per request message, by API key, from the parsed messages of each module."""
+    rows: list[RequestRow] = []
+    for module, messages in parsed.items():
+        by_name = {m.name: m for m in messages}
+        for m in messages:
+            if m.kind != "request" or m.api_key is None:
+                continue
+            response = by_name[m.name[: -len("Request")] + "Response"]
+            rows.append(
+                (m.api_key, module, m.name, m.valid.lo, m.valid.hi, m.first_flexible, response.first_flexible)
+            )
+    return sorted(rows)
+
+
+def render_init(rows: list[RequestRow]) -> str:
     e = Emitter()
     e(f"{HEADER_MARK} from the Apache Kafka message specs")
     e("# (Apache-2.0). DO NOT EDIT BY HAND: change the generator or the spec list in")
@@ -1187,15 +1207,27 @@ def render_init() -> str:
             e(f'"{name}",')
     e(")")
     e('"""Names of the generated message modules."""')
+    e()
+    e("REQUESTS: dict[int, tuple[str, str, int, int, int | None, int | None]] = {")
+    with e.block():
+        for key, module, cls, lo, hi, flexible, response_flexible in rows:
+            e(f'{key}: ("{module}", "{cls}", {lo}, {hi}, {flexible}, {response_flexible}),')
+    e("}")
+    e('"""Per request API key: its module, its request class, the class\'s ``MIN_VERSION`` and')
+    e("``MAX_VERSION``, its ``FLEXIBLE_VERSION`` and its response's: what :mod:`kaflux.protocol.api`")
+    e('needs before a request is sent, without importing every module."""')
     return e.text()
 
 
 def render_all(specs_dir: Path) -> dict[str, str]:
     """File name (relative to the output directory) -> contents."""
-    out = {"__init__.py": render_init()}
+    parsed: dict[str, list[Message]] = {}
     for module, names in MODULES.items():
         messages = [parse_message(specs_dir, n) for n in names]
         assign_class_names(messages)
+        parsed[module] = messages
+    out = {"__init__.py": render_init(request_rows(parsed))}
+    for module, messages in parsed.items():
         out[f"{module}.py"] = ModuleWriter(module, messages).render()
     return out
 

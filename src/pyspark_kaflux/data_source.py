@@ -39,6 +39,8 @@ Kafka cannot be overwritten.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -50,10 +52,12 @@ from pyspark_kaflux.options import (
     parse_sink_options,
     parse_source_options,
 )
-from pyspark_kaflux.reader import KafluxBatchReader
 from pyspark_kaflux.schema import check_sink_schema, kafka_schema
-from pyspark_kaflux.stream_reader import KafluxStreamReader
-from pyspark_kaflux.writer import KafluxBatchWriter, KafluxStreamWriter
+
+if TYPE_CHECKING:  # each imported by the method that makes it: a process loads only what it runs
+    from pyspark_kaflux.reader import KafluxBatchReader
+    from pyspark_kaflux.stream_reader import KafluxStreamReader
+    from pyspark_kaflux.writer import KafluxBatchWriter, KafluxStreamWriter
 
 __all__ = ["KafluxDataSource"]
 
@@ -108,14 +112,20 @@ class KafluxDataSource(DataSource):
         return options
 
     def reader(self, schema: StructType) -> KafluxBatchReader:
+        from pyspark_kaflux.reader import KafluxBatchReader
+
         options = self._check_read_schema(schema, parse_source_options(self.options, streaming=False))
         return KafluxBatchReader(options)
 
     def streamReader(self, schema: StructType) -> KafluxStreamReader:
+        from pyspark_kaflux.stream_reader import KafluxStreamReader
+
         options = self._check_read_schema(schema, parse_source_options(self.options, streaming=True))
         return KafluxStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafluxBatchWriter:
+        from pyspark_kaflux.writer import KafluxBatchWriter
+
         if overwrite:
             raise KafluxOptionError(
                 "Save mode Overwrite is not allowed for kaflux: Kafka topics cannot be overwritten. "
@@ -126,6 +136,8 @@ class KafluxDataSource(DataSource):
         return KafluxBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafluxStreamWriter:
+        from pyspark_kaflux.writer import KafluxStreamWriter
+
         options = parse_sink_options(self.options)
         check_sink_schema(_binary_for_typed(schema, options), options.topic)
         return KafluxStreamWriter(options)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kaflux import Consumer, TopicPartition
 from kaflux.errors import KafkaError, KafkaTimeoutError
+from kaflux.structs import TopicPartition
 from pyspark_kaflux.client_cache import borrowed_consumer
 from pyspark_kaflux.offsets import PartitionOffsets
 from pyspark_kaflux.options import (
@@ -37,6 +37,9 @@ from pyspark_kaflux.options import (
     SubscribePattern,
     driver_consumer_config,
 )
+
+if TYPE_CHECKING:  # the cached consumer is made (and its module imported) on the first lookup
+    from kaflux import Consumer
 
 __all__ = ["OffsetReader"]
 

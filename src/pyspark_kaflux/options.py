@@ -15,7 +15,6 @@ warning and not used (kaflux reads by assign + seek and never joins a group).
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
@@ -679,6 +678,8 @@ def _unknown_option(key: str, known: frozenset[str], client_keys: frozenset[str]
         return None
     if key in client_keys:
         return f"Unknown option '{key}': did you mean 'kafka.{key}'? (client settings take the kafka. prefix)"
+    import difflib  # only for a misspelt option: not imported on every query's start
+
     names = {name: _SPARK_NAMES.get(name, name) for name in known}
     close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
     if close:

@@ -23,14 +23,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import InputPartition
 
 from kaflux import Consumer, TopicPartition
 from kaflux.errors import KafkaError, OffsetOutOfRangeError
-from pyspark_kaflux.client_cache import borrowed_consumer
+from pyspark_kaflux.client_cache import borrowed
+from pyspark_kaflux.input_partition import KafkaInputPartition
 from pyspark_kaflux.offsets import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -38,7 +39,7 @@ from pyspark_kaflux.offsets import (
     OffsetRange,
 )
 from pyspark_kaflux.options import SourceOptions, executor_consumer_config
-from pyspark_kaflux.schema import HEADERS_ARROW_TYPE, arrow_schema
+from pyspark_kaflux.schema import arrow_schema, headers_arrow_type
 
 __all__ = ["KafkaInputPartition", "read_partition", "read_range", "to_source_schema"]
 
@@ -52,19 +53,30 @@ POLL_SLICE_S = 0.5
 #: range's end) before the missing offsets count as lost; also how often metadata is checked.
 STALL_CHECK_S = 3.0
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
-_HEADER_STRUCT_FIELDS = list(HEADERS_ARROW_TYPE.value_type)
+_HEADERS_ARROW_TYPE = headers_arrow_type()
+_HEADER_STRUCT_FIELDS = list(_HEADERS_ARROW_TYPE.value_type)
 
 
-class KafkaInputPartition(InputPartition):
-    """One Spark task's work: an :class:`~pyspark_kaflux.offsets.OffsetRange` (plain data)."""
+@dataclass(eq=False)
+class Carry:
+    """What one range's read leaves for the next range of the same partition, on the same consumer.
 
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.offset_range = offset_range
+    The last ``poll_arrow()`` of a range usually returns records past its end (a poll returns up
+    to ``max.poll.records``). They are kept here instead of being dropped, with the consumer's
+    position after them, so that the next range, starting at this one's end, begins with them:
+    no seek, no refetch. Spark's ``KafkaDataConsumer`` keeps its fetched records the same way.
+    """
 
-    def __repr__(self) -> str:
-        r = self.offset_range
-        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+    tp: TopicPartition | None = None
+    #: the offset the carried records continue from: the end of the range that left them
+    start: int = -1
+    #: the consumer's position after them (nothing else was polled since)
+    position: int = -1
+    #: the records polled at or after ``start`` (poll_arrow()'s schema), or None
+    batch: pa.RecordBatch | None = None
+
+    def clear(self) -> None:
+        self.tp, self.start, self.position, self.batch = None, -1, -1, None
 
 
 def _spark_headers(headers: pa.ListArray) -> pa.ListArray:
@@ -78,7 +90,7 @@ def _spark_headers(headers: pa.ListArray) -> pa.ListArray:
         offsets = pc.subtract(offsets, first)
     struct = pa.StructArray.from_arrays(entries.flatten(), fields=_HEADER_STRUCT_FIELDS)
     none = pc.equal(pc.list_value_length(headers), 0)
-    return pa.ListArray.from_arrays(offsets, struct, type=HEADERS_ARROW_TYPE, mask=none)
+    return pa.ListArray.from_arrays(offsets, struct, type=_HEADERS_ARROW_TYPE, mask=none)
 
 
 def to_source_schema(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:
@@ -114,18 +126,27 @@ def _concat(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
     return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
-def _position_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
-    """Make ``consumer`` read ``tp`` from ``offset``, keeping its prefetched data if it is there."""
+def _position_at(consumer: Consumer, tp: TopicPartition, offset: int, carry: Carry) -> pa.RecordBatch | None:
+    """Make ``consumer`` read ``tp`` from ``offset``, keeping its prefetched data if it is there;
+    returns the carried records to read first (see :class:`Carry`), if any."""
+    carried, carried_position = carry.batch, carry.position
+    continues = carry.tp == tp and carry.start == offset
+    carry.clear()
     try:
-        reuse = consumer.assignment() == {tp} and consumer.position(tp, timeout=5.0) == offset
+        if consumer.assignment() == {tp}:
+            position = consumer.position(tp, timeout=5.0)
+            if continues and position == carried_position:  # nothing polled since: go on with them
+                consumer.resume([tp])
+                return carried
+            if position == offset:  # it stands at offset (nothing carried): go on from there
+                consumer.resume([tp])
+                return None
     except KafkaError:  # no usable position: position it afresh
-        reuse = False
-    if reuse:
-        consumer.resume([tp])
-        return
+        pass
     consumer.assign([tp])
     consumer.seek(tp, offset)
     consumer.resume([tp])
+    return None
 
 
 def _lost(message: str, fail_on_data_loss: bool) -> None:
@@ -152,8 +173,13 @@ def read_range(
     poll_timeout_ms: int,
     batch_rows: int = BATCH_ROWS,
     stall_check_s: float = STALL_CHECK_S,
+    carry: Carry | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` (``[start, end)``) as RecordBatches.
+
+    With a ``carry`` (kept with the consumer between ranges), records polled past the end are
+    left there for the next range, and taken from there when this range continues where the last
+    one ended.
 
     Raises:
         DataLossError: offsets of the range are gone and ``fail_on_data_loss`` is set.
@@ -164,7 +190,10 @@ def read_range(
     position = offset_range.start
     if position >= end:
         return
-    _position_at(consumer, tp, position)
+    if carry is None:
+        carry = Carry()
+    carried = _position_at(consumer, tp, position, carry)
+    leftover: pa.RecordBatch | None = None  # what the last poll returned past end
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     last_progress = time.monotonic()
@@ -173,13 +202,17 @@ def read_range(
     while position < end:
         before = position
         try:
-            polled = consumer.poll_arrow(POLL_SLICE_S)  # only tp is assigned
+            if carried is not None:
+                polled, carried = carried, None
+            else:
+                polled = consumer.poll_arrow(POLL_SLICE_S)  # only tp is assigned
             offsets = polled.column(4)
             low, high = _count_below(offsets, position), _count_below(offsets, end)
             if high > low:
                 pending.append(to_source_schema(polled.slice(low, high - low), include_headers))
                 pending_rows += high - low
                 position = offsets[high - 1].as_py() + 1
+            leftover = polled.slice(high) if high < len(polled) else None
             # The consumer's position also moves past gaps (transaction markers, aborted or
             # compacted records), so it decides when the range is done.
             position = max(position, consumer.position(tp, timeout=10.0))
@@ -224,6 +257,9 @@ def read_range(
     if pending:
         yield _concat(pending)
     consumer.pause([tp])
+    if position >= end:  # read to the end: the next range of tp may start from here
+        carry.tp, carry.start, carry.batch = tp, end, leftover
+        carry.position = consumer.position(tp, timeout=10.0)
 
 
 def _after_out_of_range(
@@ -251,13 +287,16 @@ def read_partition(options: SourceOptions, offset_range: OffsetRange) -> Iterato
     """Read one range with a cached consumer configured from ``options`` (the executor side of
     both readers)."""
     config = executor_consumer_config(options.kafka_config)
-    with borrowed_consumer(config, prefer=offset_range.tp) as consumer:
+    with borrowed(config, prefer=offset_range.tp) as pooled:
+        if not isinstance(pooled.carried, Carry):
+            pooled.carried = Carry()
         batches = read_range(
-            consumer,
+            pooled.consumer,
             offset_range,
             include_headers=options.include_headers,
             fail_on_data_loss=options.fail_on_data_loss,
             poll_timeout_ms=options.poll_timeout_ms,
+            carry=pooled.carried,
         )
         if not options.resolved_formats:
             yield from batches

@@ -2,21 +2,23 @@
 
 ``partitions()`` runs in Spark's planner process: it resolves ``startingOffsets`` and
 ``endingOffsets`` (or their timestamp forms) into exact offsets and returns one
-:class:`~pyspark_kaflux.range_reader.KafkaInputPartition` per offset range (more with
+:class:`~pyspark_kaflux.input_partition.KafkaInputPartition` per offset range (more with
 ``minPartitions`` / ``maxRecordsPerPartition``). ``read()`` runs on executors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pyspark_kaflux.offset_reader import OffsetReader
+from pyspark_kaflux.input_partition import KafkaInputPartition
 from pyspark_kaflux.offsets import InvalidOffsetRangeError, OffsetRange, split_ranges
 from pyspark_kaflux.options import SourceOptions
-from pyspark_kaflux.range_reader import KafkaInputPartition, read_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["KafluxBatchReader"]
 
@@ -34,6 +36,8 @@ class KafluxBatchReader(DataSourceReader):
             KafluxOptionError: specific offsets or timestamps do not cover the partitions.
             InvalidOffsetRangeError: a resolved start lies after its end.
         """
+        from pyspark_kaflux.offset_reader import OffsetReader  # the planner's side: no read path
+
         options = self._options
         assert options.ending is not None, "a batch query has ending offsets"
         offsets = OffsetReader(options)
@@ -53,5 +57,7 @@ class KafluxBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield the records of one range as Arrow batches (runs on an executor)."""
+        from pyspark_kaflux.range_reader import read_partition
+
         if isinstance(partition, KafkaInputPartition):
             yield from read_partition(self._options, partition.offset_range)

@@ -13,9 +13,9 @@ The read schema is exactly Spark's Kafka source schema, so a job switches from
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -27,18 +27,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = [
-    "HEADERS_ARROW_TYPE",
     "SinkSchemaError",
     "arrow_schema",
     "check_sink_schema",
+    "headers_arrow_type",
     "kafka_schema",
 ]
 
-#: Arrow type of the ``headers`` column: a list of ``{key: string, value: binary}`` structs.
-HEADERS_ARROW_TYPE = pa.list_(
-    pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-)
 _HEADERS_SPARK_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())]), containsNull=True
 )
@@ -60,8 +59,23 @@ def kafka_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
+@functools.cache
+def headers_arrow_type() -> pa.ListType:
+    """Arrow type of the ``headers`` column: a list of ``{key: string, value: binary}`` structs.
+
+    pyarrow is imported here, not with the module: the driver-side planners need only the
+    Spark schema (:func:`kafka_schema`)."""
+    import pyarrow as pa
+
+    return pa.list_(
+        pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+    )
+
+
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """:func:`kafka_schema` as the Arrow schema Spark expects from ``read()``."""
+    import pyarrow as pa
+
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -72,7 +86,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", HEADERS_ARROW_TYPE))
+        fields.append(pa.field("headers", headers_arrow_type()))
     return pa.schema(fields)
 
 

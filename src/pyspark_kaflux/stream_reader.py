@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark_kaflux.offset_reader import OffsetReader
+from pyspark_kaflux.input_partition import KafkaInputPartition
 from pyspark_kaflux.offsets import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -42,7 +42,11 @@ from pyspark_kaflux.offsets import (
     to_json,
 )
 from pyspark_kaflux.options import SourceOptions
-from pyspark_kaflux.range_reader import KafkaInputPartition, read_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pyspark_kaflux.offset_reader import OffsetReader
 
 __all__ = ["KafluxStreamReader"]
 
@@ -63,6 +67,10 @@ class KafluxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest_seen: JsonOffsets | None = None
 
     def _offsets(self) -> OffsetReader:
+        # Imported here: this object is also what executors unpickle to read(), and the driver's
+        # process imports the consumer only when it first looks offsets up.
+        from pyspark_kaflux.offset_reader import OffsetReader
+
         return OffsetReader(self._options)
 
     # -- where to start --------------------------------------------------------------------------
@@ -151,6 +159,8 @@ class KafluxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield the records of one range as Arrow batches (runs on an executor)."""
+        from pyspark_kaflux.range_reader import read_partition  # the executors' path: pyarrow, decoding
+
         if isinstance(partition, KafkaInputPartition):
             yield from read_partition(self._options, partition.offset_range)
 

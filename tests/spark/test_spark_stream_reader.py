@@ -13,9 +13,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from kaflux.devbrokers.brokers import Broker
 from pyspark_kaflux import client_cache
+from pyspark_kaflux.input_partition import KafkaInputPartition
 from pyspark_kaflux.offsets import DataLossError
 from pyspark_kaflux.options import parse_source_options
-from pyspark_kaflux.range_reader import KafkaInputPartition
 from pyspark_kaflux.stream_reader import KafluxStreamReader
 
 from support.spark_helpers import create_topic, delete_topic, produce

@@ -1,66 +1,21 @@
 """API keys, the versions kaflux implements, header versions and version negotiation. [pure]
 
 Hand-written companion of the generated :mod:`kaflux.protocol.messages`: adding an API to
-``tools/generate_messages.py`` also means adding it to :class:`ApiKey` and :data:`REQUESTS`
-here (a unit test checks that the two agree).
+``tools/generate_messages.py`` also means adding it to :class:`ApiKey` here (a unit test checks
+that the two agree). Versions and header versions come from the generated table
+``kaflux.protocol.messages.REQUESTS``, so importing this module imports no message module: a
+request class is imported when it is first looked up in :data:`REQUESTS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Iterator, Mapping
 from enum import IntEnum
 from typing import Any, Final
 
 from kaflux.errors import UnsupportedVersionError
-from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from kaflux.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
-from kaflux.protocol.messages.alter_configs import AlterConfigsRequest
-from kaflux.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
-from kaflux.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest
-from kaflux.protocol.messages.api_versions import ApiVersionsRequest
-from kaflux.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
-from kaflux.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
-from kaflux.protocol.messages.create_acls import CreateAclsRequest
-from kaflux.protocol.messages.create_partitions import CreatePartitionsRequest
-from kaflux.protocol.messages.create_topics import CreateTopicsRequest
-from kaflux.protocol.messages.delete_acls import DeleteAclsRequest
-from kaflux.protocol.messages.delete_groups import DeleteGroupsRequest
-from kaflux.protocol.messages.delete_records import DeleteRecordsRequest
-from kaflux.protocol.messages.delete_topics import DeleteTopicsRequest
-from kaflux.protocol.messages.describe_acls import DescribeAclsRequest
-from kaflux.protocol.messages.describe_cluster import DescribeClusterRequest
-from kaflux.protocol.messages.describe_configs import DescribeConfigsRequest
-from kaflux.protocol.messages.describe_groups import DescribeGroupsRequest
-from kaflux.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
-from kaflux.protocol.messages.describe_transactions import DescribeTransactionsRequest
-from kaflux.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
-from kaflux.protocol.messages.elect_leaders import ElectLeadersRequest
-from kaflux.protocol.messages.end_txn import EndTxnRequest
-from kaflux.protocol.messages.fetch import FetchRequest
-from kaflux.protocol.messages.find_coordinator import FindCoordinatorRequest
-from kaflux.protocol.messages.heartbeat import HeartbeatRequest
-from kaflux.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from kaflux.protocol.messages.init_producer_id import InitProducerIdRequest
-from kaflux.protocol.messages.join_group import JoinGroupRequest
-from kaflux.protocol.messages.leave_group import LeaveGroupRequest
-from kaflux.protocol.messages.list_groups import ListGroupsRequest
-from kaflux.protocol.messages.list_offsets import ListOffsetsRequest
-from kaflux.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
-from kaflux.protocol.messages.list_transactions import ListTransactionsRequest
-from kaflux.protocol.messages.metadata import MetadataRequest
-from kaflux.protocol.messages.offset_commit import OffsetCommitRequest
-from kaflux.protocol.messages.offset_delete import OffsetDeleteRequest
-from kaflux.protocol.messages.offset_fetch import OffsetFetchRequest
-from kaflux.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
-from kaflux.protocol.messages.produce import ProduceRequest
-from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from kaflux.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
-from kaflux.protocol.messages.share_fetch import ShareFetchRequest
-from kaflux.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
-from kaflux.protocol.messages.sync_group import SyncGroupRequest
-from kaflux.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
-from kaflux.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+from kaflux.protocol.messages import REQUESTS as _GENERATED
 
 __all__ = [
     "CLIENT_VERSIONS",
@@ -127,69 +82,34 @@ class ApiKey(IntEnum):
     SHARE_ACKNOWLEDGE = 79
 
 
-# Values are the generated request classes; each has API_KEY, MIN_VERSION, MAX_VERSION,
-# FLEXIBLE_VERSION, RESPONSE (the response class), encode() and decode().
-REQUESTS: Final[dict[ApiKey, type[Any]]] = {
-    ApiKey.PRODUCE: ProduceRequest,
-    ApiKey.FETCH: FetchRequest,
-    ApiKey.LIST_OFFSETS: ListOffsetsRequest,
-    ApiKey.METADATA: MetadataRequest,
-    ApiKey.OFFSET_COMMIT: OffsetCommitRequest,
-    ApiKey.OFFSET_FETCH: OffsetFetchRequest,
-    ApiKey.FIND_COORDINATOR: FindCoordinatorRequest,
-    ApiKey.JOIN_GROUP: JoinGroupRequest,
-    ApiKey.HEARTBEAT: HeartbeatRequest,
-    ApiKey.LEAVE_GROUP: LeaveGroupRequest,
-    ApiKey.SYNC_GROUP: SyncGroupRequest,
-    ApiKey.DESCRIBE_GROUPS: DescribeGroupsRequest,
-    ApiKey.LIST_GROUPS: ListGroupsRequest,
-    ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
-    ApiKey.API_VERSIONS: ApiVersionsRequest,
-    ApiKey.CREATE_TOPICS: CreateTopicsRequest,
-    ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
-    ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
-    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnRequest,
-    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
-    ApiKey.END_TXN: EndTxnRequest,
-    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
-    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
-    ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
-    ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
-    ApiKey.DELETE_GROUPS: DeleteGroupsRequest,
-    ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
-    ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeRequest,
-    ApiKey.DESCRIBE_ACLS: DescribeAclsRequest,
-    ApiKey.CREATE_ACLS: CreateAclsRequest,
-    ApiKey.DELETE_ACLS: DeleteAclsRequest,
-    ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
-    ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsRequest,
-    ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsRequest,
-    ApiKey.ELECT_LEADERS: ElectLeadersRequest,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
-    ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
-    ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
-    ApiKey.LIST_TRANSACTIONS: ListTransactionsRequest,
-    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
-    ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatRequest,
-    ApiKey.SHARE_FETCH: ShareFetchRequest,
-    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
-}
+class _RequestClasses(Mapping[ApiKey, type[Any]]):
+    """ApiKey -> generated request class, each module imported on its first lookup."""
+
+    def __getitem__(self, key: ApiKey) -> type[Any]:
+        module, name = _GENERATED[ApiKey(key)][:2]
+        cls: type[Any] = getattr(importlib.import_module(f"kaflux.protocol.messages.{module}"), name)
+        return cls
+
+    def __iter__(self) -> Iterator[ApiKey]:
+        return iter(ApiKey)
+
+    def __len__(self) -> int:
+        return len(ApiKey)
+
+
+#: Values are the generated request classes; each has API_KEY, MIN_VERSION, MAX_VERSION,
+#: FLEXIBLE_VERSION, RESPONSE (the response class), encode() and decode().
+REQUESTS: Final[Mapping[ApiKey, type[Any]]] = _RequestClasses()
 
 CLIENT_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {
-    key: (int(cls.MIN_VERSION), int(cls.MAX_VERSION)) for key, cls in REQUESTS.items()
+    key: (_GENERATED[key][2], _GENERATED[key][3]) for key in ApiKey
 }
 """Inclusive ``(min, max)`` version range kaflux implements per API (the full spec range)."""
 
 
-def _request_class(api_key: int) -> type[Any]:
+def _generated(api_key: int) -> tuple[str, str, int, int, int | None, int | None]:
     try:
-        return REQUESTS[ApiKey(api_key)]
+        return _GENERATED[ApiKey(api_key)]
     except ValueError:
         raise UnsupportedVersionError(f"kaflux does not implement API key {api_key}") from None
 
@@ -200,8 +120,7 @@ def _is_flexible(flexible_version: int | None, api_version: int) -> bool:
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """RequestHeader version for a request: 2 for flexible request versions, else 1."""
-    cls = _request_class(api_key)
-    return 2 if _is_flexible(cls.FLEXIBLE_VERSION, api_version) else 1
+    return 2 if _is_flexible(_generated(api_key)[4], api_version) else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
@@ -212,8 +131,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     """
     if api_key == ApiKey.API_VERSIONS:
         return 0
-    cls = _request_class(api_key)
-    return 1 if _is_flexible(cls.RESPONSE.FLEXIBLE_VERSION, api_version) else 0
+    return 1 if _is_flexible(_generated(api_key)[5], api_version) else 0
 
 
 def negotiate(broker: Mapping[int, tuple[int, int]]) -> dict[ApiKey, int]:

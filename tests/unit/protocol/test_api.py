@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from kaflux.errors import UnsupportedVersionError
@@ -106,3 +109,32 @@ def test_request_classes_are_usable_through_the_table() -> None:
     assert REQUESTS[ApiKey.FETCH] is FetchRequest
     assert REQUESTS[ApiKey.API_VERSIONS] is ApiVersionsRequest
     assert REQUESTS[ApiKey.SASL_HANDSHAKE].FLEXIBLE_VERSION is None is SaslHandshakeRequest.FLEXIBLE_VERSION
+
+
+def test_the_generated_table_agrees_with_the_request_classes() -> None:
+    """Header versions and version ranges come from ``messages.REQUESTS``, not the classes: for
+    every API and version they must say what the classes say."""
+    for key, cls in REQUESTS.items():
+        for version in range(cls.MIN_VERSION, cls.MAX_VERSION + 1):
+            flexible = cls.FLEXIBLE_VERSION is not None and version >= cls.FLEXIBLE_VERSION
+            assert request_header_version(key, version) == (2 if flexible else 1), (key, version)
+            response_flexible = (
+                cls.RESPONSE.FLEXIBLE_VERSION is not None and version >= cls.RESPONSE.FLEXIBLE_VERSION
+            )
+            expected = 0 if key is ApiKey.API_VERSIONS else (1 if response_flexible else 0)
+            assert response_header_version(key, version) == expected, (key, version)
+
+
+def test_importing_the_api_imports_no_message_module() -> None:
+    """A client imports the message modules it uses, not all 50 (issue 23: they were 0.07 s of
+    every Spark streaming query's start)."""
+    code = (
+        "import sys, kaflux.protocol.api as api; api.negotiate({1: (0, 17)}); "
+        "api.request_header_version(1, 12); api.response_header_version(3, 9); "
+        "print(sorted(m for m in sys.modules if m.startswith('kaflux.protocol.messages.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+    assert REQUESTS[ApiKey.FETCH] is FetchRequest  # looked up: imported then
