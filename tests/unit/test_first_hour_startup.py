@@ -29,6 +29,15 @@ def test_import_kaflux_loads_neither_the_protocol_nor_pyarrow() -> None:
     assert "kaflux.protocol.messages.fetch" in used and "pyarrow" not in used
 
 
+def test_a_consumer_on_the_compiled_kernel_does_not_import_the_crc32c_package() -> None:
+    # The package imports importlib.metadata, email and argparse (~17 ms); only the pure twin
+    # computes a CRC with it, on first use (kaflux.records.crc).
+    pytest.importorskip("kaflux.records._kernel")
+    assert "crc32c" not in loaded_after("from kaflux import Consumer")
+    check = "from kaflux.records.crc import crc32c\nassert crc32c(b'123456789') == 0xE3069283"
+    assert "crc32c" in loaded_after(check)  # the standard CRC-32C check value, from the package
+
+
 def test_kaflux_version_loads_no_client_and_no_rich() -> None:
     version = "sys.argv = ['kaflux', '--version']\ntry:\n    from kaflux.cli.main import main\n    main()\n"
     modules = loaded_after(version + "except SystemExit:\n    pass")

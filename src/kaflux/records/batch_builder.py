@@ -12,9 +12,8 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from crc32c import crc32c
-
 from kaflux.records.compression import CODEC_NAMES, compress
+from kaflux.records.crc import crc32c
 from kaflux.records.types import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,

@@ -28,11 +28,10 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
-from crc32c import crc32c
-
 from kaflux.errors import CorruptRecordError, IllegalStateError
 from kaflux.records.compression import codec_name, decompress
 from kaflux.records.consumer_record import ConsumerRecord, consumer_records_from
+from kaflux.records.crc import crc32c
 from kaflux.records.definitions import (
     INT64_MIN,
     MAX_CODEC,
