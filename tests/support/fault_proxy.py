@@ -363,13 +363,13 @@ class FaultProxy:
         with self._lock:
             self._stall_up = self._stall_up or upstream
             self._stall_down = self._stall_down or downstream
-        self._wake()
+        self._apply_settings()
 
     def unstall(self) -> None:
         """Resume forwarding in both directions."""
         with self._lock:
             self._stall_up = self._stall_down = False
-        self._wake()
+        self._apply_settings()
 
     def set_latency(self, seconds: float, *, upstream: bool = True, downstream: bool = True) -> None:
         """Hold each frame ``seconds`` before forwarding it (0 removes the latency)."""
@@ -380,7 +380,7 @@ class FaultProxy:
                 self._latency_up = seconds
             if downstream:
                 self._latency_down = seconds
-        self._wake()
+        self._apply_settings()
 
     def refuse_connections(self, mode: Literal["close", "unlisten"] = "close") -> None:
         """Refuse new connections: ``close`` accepts and closes each at once; ``unlisten`` closes the
@@ -496,6 +496,12 @@ class FaultProxy:
         if reply.error is not None:
             raise reply.error
         return reply.value
+
+    def _apply_settings(self) -> None:
+        """Return once the proxy thread works with the settings just changed: a pass that had
+        already read them (it may be handling bytes that arrived meanwhile) has ended, as the
+        next pass runs its commands before it reads the settings again."""
+        self._call(_no_op)
 
     def _wake(self) -> None:
         if self._wake_w is not None:
@@ -749,6 +755,10 @@ class FaultProxy:
 # --- internals ----------------------------------------------------------------------------------------------
 
 _ADDRESS_APIS = frozenset({int(ApiKey.METADATA), int(ApiKey.FIND_COORDINATOR)})
+
+
+def _no_op() -> None:
+    """A command that only marks a pass of the proxy thread (see FaultProxy._apply_settings)."""
 
 
 @dataclass
