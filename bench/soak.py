@@ -22,7 +22,8 @@ turns, in this order, until ``--duration`` seconds have passed (or ``--rounds`` 
   record ACCEPTed after a short processing hold) join, leave and are SIGKILLed while holding records,
   and the mock is stopped for 3-8 s, while a producer writes keyed records
   (:func:`~support.share_scenarios.run_share_churn`). A killed member's records must come back to
-  another member with a higher delivery count once their acquisition lock expires; every
+  another member with a higher delivery count once their acquisition lock expired and the
+  victim's partitions moved (within :data:`SHARE_REDELIVERY_BOUND_S`); every
   acknowledged record must be accepted by some member; redeliveries are counted as duplicates
   (share groups are at-least-once). Rounds shorter than 40 s take a fixed kill, outage and join.
 
@@ -66,19 +67,21 @@ from support.share_scenarios import ShareChurnReport, run_share_churn
 MOCK_PARTITIONS = 4
 
 
-#: the share rounds' acquisition lock: a SIGKILLed member's records come back once it expires (the
+#: the share rounds' acquisition lock: a SIGKILLed member's records are released once it expires (the
 #: mock's timer checks locks every second), before the member's 6 s share session ends
 SHARE_LOCK_S = 4.0
-#: how long after a kill the victim's records may take to reach another member: the lock, the mock's
-#: 1 s timer, the next ShareFetch, and room for a loaded machine
-SHARE_REDELIVERY_BOUND_S = SHARE_LOCK_S + 11.0
+SHARE_SESSION_S = 6.0
+#: how long after a kill the victim's records may take to reach another member: the mock gives each
+#: partition to one member, so they are fetched again once the victim's session ended and its
+#: partitions moved (about 7 s: the session, the 1 s heartbeat), plus room for a loaded machine
+SHARE_REDELIVERY_BOUND_S = SHARE_SESSION_S + 9.0
 
 
 def share_mock_cluster() -> ShareMockCluster:
     """The share rounds' mock (its own process): short sessions and locks, and a new share group
     starts at the partitions' beginning (so no record is skipped before a member's first fetch)."""
     return ShareMockCluster(
-        session_timeout_ms=6000,
+        session_timeout_ms=int(SHARE_SESSION_S * 1000),
         heartbeat_interval_ms=1000,
         record_lock_duration_ms=int(SHARE_LOCK_S * 1000),
         auto_offset_reset="earliest",
