@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from kaflux.consumer.share.acknowledgements import Acknowledgements
 from kaflux.errors import (
+    AcknowledgementOutcomeUnknownError,
     InvalidShareSessionEpochError,
     KafkaError,
     ShareSessionNotFoundError,
@@ -409,6 +410,7 @@ class ShareConsumeRequestManager(RequestManager):
         self._advance(session, sent_epoch)
         session.partitions = set(wanted)
         errors: dict[TopicPartition, KafkaError | None] = {}
+        answered: set[TopicPartition] = set()
         fetched: list[ShareCompletedFetch] = []
         names = {self._topic_ids(tp.topic): tp.topic for tp in wanted | set(pending)}
         for topic in body.responses:
@@ -417,6 +419,7 @@ class ShareConsumeRequestManager(RequestManager):
                 continue
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
+                answered.add(tp)
                 if part.acknowledge_error_code:
                     errors[tp] = error_for_code(part.acknowledge_error_code)(
                         part.acknowledge_error_message or f"acknowledging {tp.topic}-{tp.partition}"
@@ -443,6 +446,7 @@ class ShareConsumeRequestManager(RequestManager):
                     self.bytes_fetched += 0 if part.records is None else len(part.records)
         if fetched:
             self._buffer.add(fetched)
+        errors.update(_unanswered(pending, answered, node, "ShareFetch"))
         self._finish(node, pending, commits, errors, None)
 
     def _on_acknowledge_response(
@@ -480,16 +484,19 @@ class ShareConsumeRequestManager(RequestManager):
         self._advance(session, sent_epoch)
         names = {self._topic_ids(tp.topic): tp.topic for tp in pending}
         errors: dict[TopicPartition, KafkaError | None] = {}
+        answered: set[TopicPartition] = set()
         for topic in body.responses:
             name = names.get(topic.topic_id)
             if name is None:
                 continue
             for part in topic.partitions:
+                tp = TopicPartition(name, part.partition_index)
+                answered.add(tp)
                 if part.error_code:
-                    tp = TopicPartition(name, part.partition_index)
                     errors[tp] = error_for_code(part.error_code)(
                         part.error_message or f"acknowledging {tp.topic}-{tp.partition}"
                     )
+        errors.update(_unanswered(pending, answered, node, "ShareAcknowledge"))
         self._finish(node, pending, commits, errors, None)
 
     def _fail_pending(self, session: _Session, error: KafkaError) -> None:
@@ -519,6 +526,23 @@ class ShareConsumeRequestManager(RequestManager):
             commit.nodes.discard(node)
             if not commit.nodes:
                 _complete(commit)
+
+
+def _unanswered(
+    pending: dict[TopicPartition, Acknowledgements], answered: set[TopicPartition], node: int, what: str
+) -> dict[TopicPartition, KafkaError | None]:
+    """An error for each acknowledged partition the response did not mention: not a success (the
+    broker may have refused them; librdkafka's mock drops the outcome of a partition the request
+    also forgets)."""
+    return {
+        tp: AcknowledgementOutcomeUnknownError(
+            f"broker {node}'s {what} response says nothing of the acknowledgements for "
+            f"{tp.topic}-{tp.partition}: whether it took them is unknown (records it did not take "
+            "are delivered again)"
+        )
+        for tp in pending
+        if tp not in answered
+    }
 
 
 def _complete(commit: ShareCommit) -> None:
