@@ -51,8 +51,9 @@ class ShareChurnReport:
     #: records whose ACCEPT the broker confirmed
     accepted: int = 0
     lost: list[str] = field(default_factory=list)
-    #: records a member ACCEPTed and was SIGKILLed before the broker's answer came: whether the broker
-    #: took them is unknown (never delivered again, so most likely it did); not counted as lost
+    #: records a member ACCEPTed and was SIGKILLed before the broker's answer came, or whose ACCEPT the
+    #: broker's answer did not mention (AcknowledgementOutcomeUnknownError), and that no member got
+    #: again: whether the broker took them is unknown (most likely it did); not counted as lost
     in_doubt: list[str] = field(default_factory=list)
     #: deliveries of a record after its first
     redeliveries: int = 0
@@ -304,6 +305,10 @@ def _analyse(
         _, accepting, acked_by_it = member.snapshot()
         answered = {(p, o) for a in acked_by_it for p, offsets in a.offsets.items() for o in offsets}
         doubtful |= accepting - answered
+    for m in members:  # the broker answered without a word on them
+        for a in m.snapshot()[2]:
+            if a.error is not None and a.error.startswith("AcknowledgementOutcomeUnknownError"):
+                doubtful |= {(p, o) for p, offsets in a.offsets.items() for o in offsets}
     unaccepted = sorted(k for k, a in acked.items() if (a.partition, a.offset) not in accept_counts)
     report.in_doubt = [k for k in unaccepted if (acked[k].partition, acked[k].offset) in doubtful]
     report.lost = [k for k in unaccepted if (acked[k].partition, acked[k].offset) not in doubtful]
