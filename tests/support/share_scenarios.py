@@ -211,7 +211,10 @@ def run_share_churn(
             elif action == "leave":
                 victim = rng.choice(live)
                 live.remove(victim)
-                victim.close()
+                try:
+                    victim.close()
+                except TimeoutError as exc:
+                    report.other_problems.append(str(exc))
                 action = f"leave:{victim.name}"
             elif action == "kill":
                 action = kill()
