@@ -377,11 +377,15 @@ class ShareConsumeRequestManager(RequestManager):
         else:
             session.epoch = 1 if sent_epoch >= _INT32_MAX else sent_epoch + 1
 
-    def _reset(self, session: _Session) -> None:
+    def _reset(self, session: _Session, error: KafkaError) -> None:
+        """The session is gone (``error``). A closing one is over: what waits in it (the close's
+        own commit, acknowledgements made after the failed request left) fails with ``error``;
+        the broker took its records back with the session."""
         session.epoch = 0
         session.partitions.clear()
         if session.closing:
             session.closed = True
+            self._fail_pending(session, error)
 
     def _on_fetch_response(
         self,
@@ -395,14 +399,14 @@ class ShareConsumeRequestManager(RequestManager):
     ) -> None:
         session.in_flight = False
         if response.error is not None:
-            self._reset(session)
+            self._reset(session, response.error)
             self._finish(node, pending, commits, {}, response.error)
             self._request_metadata()
             return
         body = response.body
         if body.error_code != 0:
             error = error_for_code(body.error_code)(body.error_message or f"ShareFetch to broker {node}")
-            self._reset(session)
+            self._reset(session, error)
             self._finish(node, pending, commits, {}, error)
             if not isinstance(error, _SESSION_ERRORS) and not error.retriable:
                 self._on_error(error)
@@ -472,13 +476,13 @@ class ShareConsumeRequestManager(RequestManager):
             self._finish(node, pending, commits, {}, error)
             return
         if error is not None:
-            self._reset(session)
+            self._reset(session, error)
             self._finish(node, pending, commits, {}, error)
             return
         body = response.body
         if body.error_code != 0:
             top = error_for_code(body.error_code)(body.error_message or f"ShareAcknowledge to broker {node}")
-            self._reset(session)
+            self._reset(session, top)
             self._finish(node, pending, commits, {}, top)
             return
         self._advance(session, sent_epoch)
@@ -532,8 +536,8 @@ def _unanswered(
     pending: dict[TopicPartition, Acknowledgements], answered: set[TopicPartition], node: int, what: str
 ) -> dict[TopicPartition, KafkaError | None]:
     """An error for each acknowledged partition the response did not mention: not a success (the
-    broker may have refused them; librdkafka's mock drops the outcome of a partition the request
-    also forgets)."""
+    broker may have refused them; librdkafka's mock left such partitions out of ShareAcknowledge
+    responses after an outage, and delivered their records again)."""
     return {
         tp: AcknowledgementOutcomeUnknownError(
             f"broker {node}'s {what} response says nothing of the acknowledgements for "

@@ -14,6 +14,7 @@ from kaflux.errors import (
     AcknowledgementOutcomeUnknownError,
     InvalidRecordStateError,
     KafkaConnectionError,
+    KafkaError,
     UnsupportedVersionError,
 )
 from kaflux.protocol.messages import share_acknowledge as sa
@@ -267,3 +268,28 @@ def test_an_acknowledgement_a_share_acknowledge_response_leaves_out_is_not_repor
     results = commit.future.result(0)
     assert results[P0] is None
     assert isinstance(results[P1], AcknowledgementOutcomeUnknownError)
+
+
+@pytest.mark.parametrize("failure", ["connection", "session"])
+def test_close_completes_when_the_fetch_in_flight_then_fails(failure: str) -> None:
+    rig = _joined()
+    rig.pump()
+    rig.take_all()
+    in_flight = [
+        u for u in rig.consume.poll(rig.now_ms).unsent if isinstance(u.request, sf.ShareFetchRequest)
+    ]
+    assert in_flight  # a fetch to each broker, not answered yet
+    rig.consume.acknowledge({0: {P0: _acks(0)}})  # acknowledged after the fetch left: still pending
+    commit = ShareCommit()
+    rig.consume.close(commit)
+    if failure == "connection":
+        rig.cut.add(sf.ShareFetchRequest)
+    else:
+        rig.group.sessions.clear()  # the broker forgot the sessions (SHARE_SESSION_NOT_FOUND)
+    for fetch in in_flight:
+        rig._answer(fetch)
+    rig.cut.clear()
+    rig.pump(3)
+    results = commit.future.result(0)  # every broker's session is over: close() need not wait
+    assert isinstance(results[P0], KafkaError)  # the session that held them is gone
+    assert rig.pump() == []
