@@ -10,7 +10,9 @@ writes keyed records, and the brokers are stopped (SIGSTOP) and continued. Check
   confirmed by the broker (the acknowledgement commit callback without error);
 * a member SIGKILLed while holding records (acquired, unacknowledged) does not keep them: each comes
   back to another member, with a higher delivery count;
-* a record delivered again carries a higher delivery count than every earlier delivery;
+* no two deliveries of a record carry the same delivery count (each delivery is an acquisition,
+  which counts up; poll() may return a copy fetched before an outage after another member got the
+  record again with the next count, so the counts are not checked in poll order);
 * a delivered record is the one produced there (same key at that partition and offset).
 
 Records delivered more than once are counted (``redeliveries``): share groups are at-least-once.
@@ -18,7 +20,6 @@ Records delivered more than once are counted (``redeliveries``): share groups ar
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
@@ -319,30 +320,33 @@ def _analyse(
     for d in deliveries:
         by_record[(d.partition, d.offset)].append(d)
     wrong_key: list[str] = []
-    not_higher: list[str] = []
+    same_count: list[str] = []
     for (p, o), ds in by_record.items():
         report.redeliveries += len(ds) - 1
         key = produced_at.get((p, o))
         if key is not None and any(d.key != key for d in ds):
             wrong_key.append(f"p{p}@{o}: produced {key}, delivered {sorted({d.key for d in ds})}")
-        for before, again in itertools.pairwise(ds):
-            if again.count <= before.count:
-                not_higher.append(
-                    f"p{p}@{o}: {before.member} got it with count {before.count} at {before.at:.3f}, "
-                    f"then {again.member} with count {again.count} at {again.at:.3f}"
-                )
+        # Each delivery is an acquisition, which counts up: two with one count are one acquisition
+        # handed out twice. (Ordered by when poll() returned them, the counts need not rise: a copy
+        # fetched before an outage may reach the application after the broker, its lock expired,
+        # gave the record to another member with the next count.)
+        counts = [d.count for d in ds]
+        if len(set(counts)) != len(counts):
+            same_count.append(
+                f"p{p}@{o}: " + ", ".join(f"{d.member} count {d.count} at {d.at:.3f}" for d in ds)
+            )
     if wrong_key:
         report.other_problems.append(f"records delivered with another key than produced: {wrong_key[:5]}")
-    if not_higher:
+    if same_count:
         report.other_problems.append(
-            f"{len(not_higher)} redeliveries without a higher delivery count: {not_higher[:5]}"
+            f"{len(same_count)} records delivered twice with one delivery count: {same_count[:5]}"
         )
     for k in kills:
         for p, o in k.held:
             earlier = max((d.count for d in by_record[(p, o)] if d.member == k.member), default=0)
-            later = [d for d in by_record[(p, o)] if d.at > k.at and d.member != k.member]
-            if later and min(d.count for d in later) <= earlier:
+            later = [d.count for d in by_record[(p, o)] if d.at > k.at and d.member != k.member]
+            if later and max(later) <= earlier:
                 report.other_problems.append(
-                    f"p{p}@{o} held by the killed {k.member} came back with count "
-                    f"{min(d.count for d in later)}, not above {earlier}"
+                    f"p{p}@{o} held by the killed {k.member} (count {earlier}) came back with counts "
+                    f"{sorted(later)}, none above"
                 )
