@@ -68,6 +68,12 @@ class ProtocolError(KafkaError):
     """Bytes from a broker could not be parsed as the expected Kafka message."""
 
 
+class AcknowledgementOutcomeUnknownError(KafkaError):
+    """A broker answered a ShareFetch or ShareAcknowledge that carried a share group's
+    acknowledgements for a partition without a word on that partition: whether it took them is
+    unknown. A record it did not take is delivered again (to some member, delivery count + 1)."""
+
+
 class ResponseTooLargeError(KafkaConnectionError, ProtocolError):
     """A broker sent a response larger than ``receive.message.max.bytes``: the connection was
     closed unread and the requests in flight on it failed. The consumer raises it from ``poll()``

@@ -3,8 +3,8 @@
 Not a test module. :class:`ShareMockCluster` runs, in a child process (this file is its script),
 a 3-broker mock cluster built through librdkafka's C API (``ctypes``), so that the mock's share
 group settings can be changed: its ``rd_kafka_mock_sharegroup_set_session_timeout`` and
-``..._set_heartbeat_interval`` (45 s and 5 s by default) and ``..._set_record_lock_duration``
-(30 s) are not reachable through
+``..._set_heartbeat_interval`` (45 s and 5 s by default), ``..._set_record_lock_duration``
+(30 s) and ``..._set_auto_offset_reset`` (latest) are not reachable through
 confluent-kafka's Python API. With a short session a SIGKILLed member's records come back in
 seconds instead of 45.
 
@@ -35,10 +35,14 @@ class ShareMockCluster:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 1_000,
         record_lock_duration_ms: int = 30_000,
+        auto_offset_reset: str = "latest",
     ) -> None:
+        if auto_offset_reset not in ("latest", "earliest"):
+            raise ValueError(f"auto_offset_reset must be latest or earliest, not {auto_offset_reset!r}")
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.record_lock_duration_ms = record_lock_duration_ms
+        self.auto_offset_reset = auto_offset_reset
         self._proc: subprocess.Popen[str] | None = None
         self.bootstrap_servers = ""
 
@@ -50,6 +54,7 @@ class ShareMockCluster:
                 str(self.session_timeout_ms),
                 str(self.heartbeat_interval_ms),
                 str(self.record_lock_duration_ms),
+                self.auto_offset_reset,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -71,6 +76,12 @@ class ShareMockCluster:
             raise RuntimeError(f"the share mock cluster did not start within {timeout} s (got {line!r})")
         self.bootstrap_servers = line[len(_READY) :].strip()
         return self
+
+    @property
+    def pid(self) -> int | None:
+        """The serving process's PID while it runs (for SIGSTOP/SIGCONT outages)."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -96,7 +107,9 @@ class ShareMockCluster:
         self.stop()
 
 
-def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_duration_ms: int) -> None:
+def _serve(
+    session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_duration_ms: int, auto_offset_reset: str
+) -> None:
     import confluent_kafka
 
     libs = os.path.join(os.path.dirname(confluent_kafka.__file__), os.pardir, "confluent_kafka.libs")
@@ -118,6 +131,7 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_dura
     lib.rd_kafka_mock_sharegroup_set_session_timeout.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_mock_sharegroup_set_heartbeat_interval.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_mock_sharegroup_set_record_lock_duration.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_sharegroup_set_auto_offset_reset.argtypes = [ctypes.c_void_p, ctypes.c_int]
     errstr = ctypes.create_string_buffer(512)
     conf = lib.rd_kafka_conf_new()
     for key, value in (("test.mock.num.brokers", "3"), ("bootstrap.servers", ""), ("log_level", "0")):
@@ -130,6 +144,8 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_dura
     lib.rd_kafka_mock_sharegroup_set_session_timeout(cluster, session_timeout_ms)
     lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(cluster, heartbeat_interval_ms)
     lib.rd_kafka_mock_sharegroup_set_record_lock_duration(cluster, record_lock_duration_ms)
+    # a new share group starts at the partitions' end (0, Kafka's default) or start (1)
+    lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(cluster, 1 if auto_offset_reset == "earliest" else 0)
     print(_READY + lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
     try:
         sys.stdin.read()
@@ -138,4 +154,5 @@ def _serve(session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_dura
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    reset = sys.argv[4] if len(sys.argv) > 4 else "latest"
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), reset)

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from kaflux.consumer.share.acknowledgements import Acknowledgements
 from kaflux.errors import (
+    AcknowledgementOutcomeUnknownError,
     InvalidShareSessionEpochError,
     KafkaError,
     ShareSessionNotFoundError,
@@ -376,11 +377,15 @@ class ShareConsumeRequestManager(RequestManager):
         else:
             session.epoch = 1 if sent_epoch >= _INT32_MAX else sent_epoch + 1
 
-    def _reset(self, session: _Session) -> None:
+    def _reset(self, session: _Session, error: KafkaError) -> None:
+        """The session is gone (``error``). A closing one is over: what waits in it (the close's
+        own commit, acknowledgements made after the failed request left) fails with ``error``;
+        the broker took its records back with the session."""
         session.epoch = 0
         session.partitions.clear()
         if session.closing:
             session.closed = True
+            self._fail_pending(session, error)
 
     def _on_fetch_response(
         self,
@@ -394,14 +399,14 @@ class ShareConsumeRequestManager(RequestManager):
     ) -> None:
         session.in_flight = False
         if response.error is not None:
-            self._reset(session)
+            self._reset(session, response.error)
             self._finish(node, pending, commits, {}, response.error)
             self._request_metadata()
             return
         body = response.body
         if body.error_code != 0:
             error = error_for_code(body.error_code)(body.error_message or f"ShareFetch to broker {node}")
-            self._reset(session)
+            self._reset(session, error)
             self._finish(node, pending, commits, {}, error)
             if not isinstance(error, _SESSION_ERRORS) and not error.retriable:
                 self._on_error(error)
@@ -409,6 +414,7 @@ class ShareConsumeRequestManager(RequestManager):
         self._advance(session, sent_epoch)
         session.partitions = set(wanted)
         errors: dict[TopicPartition, KafkaError | None] = {}
+        answered: set[TopicPartition] = set()
         fetched: list[ShareCompletedFetch] = []
         names = {self._topic_ids(tp.topic): tp.topic for tp in wanted | set(pending)}
         for topic in body.responses:
@@ -417,6 +423,7 @@ class ShareConsumeRequestManager(RequestManager):
                 continue
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
+                answered.add(tp)
                 if part.acknowledge_error_code:
                     errors[tp] = error_for_code(part.acknowledge_error_code)(
                         part.acknowledge_error_message or f"acknowledging {tp.topic}-{tp.partition}"
@@ -443,6 +450,7 @@ class ShareConsumeRequestManager(RequestManager):
                     self.bytes_fetched += 0 if part.records is None else len(part.records)
         if fetched:
             self._buffer.add(fetched)
+        errors.update(_unanswered(pending, answered, node, "ShareFetch"))
         self._finish(node, pending, commits, errors, None)
 
     def _on_acknowledge_response(
@@ -468,28 +476,31 @@ class ShareConsumeRequestManager(RequestManager):
             self._finish(node, pending, commits, {}, error)
             return
         if error is not None:
-            self._reset(session)
+            self._reset(session, error)
             self._finish(node, pending, commits, {}, error)
             return
         body = response.body
         if body.error_code != 0:
             top = error_for_code(body.error_code)(body.error_message or f"ShareAcknowledge to broker {node}")
-            self._reset(session)
+            self._reset(session, top)
             self._finish(node, pending, commits, {}, top)
             return
         self._advance(session, sent_epoch)
         names = {self._topic_ids(tp.topic): tp.topic for tp in pending}
         errors: dict[TopicPartition, KafkaError | None] = {}
+        answered: set[TopicPartition] = set()
         for topic in body.responses:
             name = names.get(topic.topic_id)
             if name is None:
                 continue
             for part in topic.partitions:
+                tp = TopicPartition(name, part.partition_index)
+                answered.add(tp)
                 if part.error_code:
-                    tp = TopicPartition(name, part.partition_index)
                     errors[tp] = error_for_code(part.error_code)(
                         part.error_message or f"acknowledging {tp.topic}-{tp.partition}"
                     )
+        errors.update(_unanswered(pending, answered, node, "ShareAcknowledge"))
         self._finish(node, pending, commits, errors, None)
 
     def _fail_pending(self, session: _Session, error: KafkaError) -> None:
@@ -519,6 +530,23 @@ class ShareConsumeRequestManager(RequestManager):
             commit.nodes.discard(node)
             if not commit.nodes:
                 _complete(commit)
+
+
+def _unanswered(
+    pending: dict[TopicPartition, Acknowledgements], answered: set[TopicPartition], node: int, what: str
+) -> dict[TopicPartition, KafkaError | None]:
+    """An error for each acknowledged partition the response did not mention: not a success (the
+    broker may have refused them; librdkafka's mock left such partitions out of ShareAcknowledge
+    responses after an outage, and delivered their records again)."""
+    return {
+        tp: AcknowledgementOutcomeUnknownError(
+            f"broker {node}'s {what} response says nothing of the acknowledgements for "
+            f"{tp.topic}-{tp.partition}: whether it took them is unknown (records it did not take "
+            "are delivered again)"
+        )
+        for tp in pending
+        if tp not in answered
+    }
 
 
 def _complete(commit: ShareCommit) -> None:

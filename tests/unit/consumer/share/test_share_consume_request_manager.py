@@ -4,13 +4,17 @@ injected time."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kaflux.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType
 from kaflux.consumer.share.consume_request_manager import ShareCommit
 from kaflux.errors import (
+    AcknowledgementOutcomeUnknownError,
     InvalidRecordStateError,
     KafkaConnectionError,
+    KafkaError,
     UnsupportedVersionError,
 )
 from kaflux.protocol.messages import share_acknowledge as sa
@@ -208,3 +212,84 @@ def test_no_fetch_goes_to_a_broker_until_the_application_settled_what_it_deliver
     (to_broker_0,) = [r for r in _fetches(rig.pump()) if r.topics[0].partitions[0].partition_index == 0]
     assert to_broker_0.topics[0].partitions[0].acknowledgement_batches  # piggy-backed
     assert rig.group.state_of(P0, 1) == (ARCHIVED, 1)
+
+
+def _silent_on(rig: ShareRig, tp: TopicPartition) -> None:
+    """The rig's broker takes every acknowledgement but leaves ``tp`` out of its responses (as
+    librdkafka's mock does for a partition the same ShareFetch forgets)."""
+    group = rig.group
+    fetch, acknowledge = group.share_fetch, group.share_acknowledge
+
+    def drop(responses: list[Any]) -> None:
+        for topic in responses:
+            topic.partitions = [p for p in topic.partitions if p.partition_index != tp.partition]
+
+    def share_fetch(node: int, request: sf.ShareFetchRequest, version: int = 1) -> sf.ShareFetchResponse:
+        response = fetch(node, request, version)
+        drop(response.responses)
+        return response
+
+    def share_acknowledge(
+        node: int, request: sa.ShareAcknowledgeRequest, version: int = 1
+    ) -> sa.ShareAcknowledgeResponse:
+        response = acknowledge(node, request, version)
+        drop(response.responses)
+        return response
+
+    group.share_fetch = share_fetch  # type: ignore[method-assign]
+    group.share_acknowledge = share_acknowledge  # type: ignore[method-assign]
+
+
+def test_an_acknowledgement_a_fetch_response_leaves_out_is_not_reported_as_done() -> None:
+    rig = _joined()
+    rig.group.produce(P0, b"a", b"b")
+    rig.pump()
+    rig.take_all()
+    _silent_on(rig, P0)
+    rig.consume.acknowledge({0: {P0: _acks(0, 1)}})
+    sent = rig.pump()
+    assert not any(isinstance(r, sa.ShareAcknowledgeRequest) for r in sent)  # they rode on a fetch
+    assert rig.group.state_of(P0, 0) == (ARCHIVED, 1)  # taken, but the response did not say so
+    ((offsets, error),) = rig.acknowledged
+    assert offsets == {P0: {0, 1}} and isinstance(error, AcknowledgementOutcomeUnknownError)
+
+
+def test_an_acknowledgement_a_share_acknowledge_response_leaves_out_is_not_reported_as_done() -> None:
+    rig = _joined()
+    rig.group.produce(P0, b"a")
+    rig.group.produce(P1, b"x")
+    rig.pump()
+    assert rig.buffer.take() is not None  # the application is still reading: no fetch is due
+    _silent_on(rig, P1)
+    commit = ShareCommit()
+    rig.consume.acknowledge({0: {P0: _acks(0)}, 1: {P1: _acks(0)}}, commit)
+    sent = rig.pump()
+    assert any(isinstance(r, sa.ShareAcknowledgeRequest) for r in sent)
+    results = commit.future.result(0)
+    assert results[P0] is None
+    assert isinstance(results[P1], AcknowledgementOutcomeUnknownError)
+
+
+@pytest.mark.parametrize("failure", ["connection", "session"])
+def test_close_completes_when_the_fetch_in_flight_then_fails(failure: str) -> None:
+    rig = _joined()
+    rig.pump()
+    rig.take_all()
+    in_flight = [
+        u for u in rig.consume.poll(rig.now_ms).unsent if isinstance(u.request, sf.ShareFetchRequest)
+    ]
+    assert in_flight  # a fetch to each broker, not answered yet
+    rig.consume.acknowledge({0: {P0: _acks(0)}})  # acknowledged after the fetch left: still pending
+    commit = ShareCommit()
+    rig.consume.close(commit)
+    if failure == "connection":
+        rig.cut.add(sf.ShareFetchRequest)
+    else:
+        rig.group.sessions.clear()  # the broker forgot the sessions (SHARE_SESSION_NOT_FOUND)
+    for fetch in in_flight:
+        rig._answer(fetch)
+    rig.cut.clear()
+    rig.pump(3)
+    results = commit.future.result(0)  # every broker's session is over: close() need not wait
+    assert isinstance(results[P0], KafkaError)  # the session that held them is gone
+    assert rig.pump() == []
