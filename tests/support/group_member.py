@@ -26,22 +26,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import os
 import queue
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from kaflux import Consumer, ConsumerRebalanceListener, TopicPartition
 from kaflux.errors import KafkaError
 
-_TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.child_process import ReportingChild
 
 __all__ = ["MemberEvent", "MemberProcess", "Read"]
 
@@ -82,7 +79,7 @@ class Commit:
     at: float
 
 
-class MemberProcess:
+class MemberProcess(ReportingChild):
     """The parent's handle on one member child process. [test]
 
     ``config`` is the member's consumer config (``client.id`` defaults to ``name``). Reports are
@@ -91,53 +88,16 @@ class MemberProcess:
     """
 
     def __init__(self, name: str, config: dict[str, object], topic: str) -> None:
-        self.name = name
-        spec = {"name": name, "config": {"client.id": name, **config}, "topic": topic}
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in cleanup()
-        # The child imports this module as ``support.group_member``: give it the tests directory
-        # (pytest's ``pythonpath`` setting reaches only this process).
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS_DIR, env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "support.group_member", json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-        self._lock = threading.RLock()  # predicates passed to wait() may take it again
-        self._cond = threading.Condition(self._lock)
         self.events: list[MemberEvent] = []
         self.reads: list[Read] = []
         self.commits: list[Commit] = []
-        self.warnings: list[str] = []
-        self.fatal: list[str] = []
-        self.bad_lines: list[str] = []
         self.ready = False
-        self.closed = False
         self.commits_paused = False
         self.started_at = time.monotonic()
-        self.ended_at: float | None = None  # killed: its ownership ends here
-        self._reader = threading.Thread(target=self._read, name=f"member-reader-{name}", daemon=True)
-        self._reader.start()
+        spec = {"name": name, "config": {"client.id": name, **config}, "topic": topic}
+        super().__init__(name, "support.group_member", spec)
 
     # -- reports -----------------------------------------------------------------------------------------
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                data = json.loads(line)
-                kind = data["ev"]
-            except (ValueError, KeyError, TypeError):
-                with self._cond:
-                    self.bad_lines.append(line.decode(errors="replace"))
-                continue
-            with self._cond:
-                self._apply(kind, data)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
 
     def _apply(self, kind: str, data: dict[str, Any]) -> None:
         if kind in ("assigned", "revoked", "lost"):
@@ -167,10 +127,6 @@ class MemberProcess:
             self.closed = True
         elif kind == "commits-paused":
             self.commits_paused = True
-        elif kind == "warning":
-            self.warnings.append(data["error"])
-        elif kind == "fatal":
-            self.fatal.append(data["error"])
 
     def wait(self, predicate: Callable[[MemberProcess], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked on each report); False after ``timeout``."""
@@ -189,10 +145,6 @@ class MemberProcess:
                     owned -= event.partitions
             return frozenset(owned)
 
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
     def snapshot(self) -> tuple[list[MemberEvent], list[Read], list[Commit]]:
         with self._lock:
             return list(self.events), list(self.reads), list(self.commits)
@@ -202,11 +154,6 @@ class MemberProcess:
             return len(self.reads)
 
     # -- control -----------------------------------------------------------------------------------------
-
-    def _command(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command.encode() + b"\n")
-        self.proc.stdin.flush()
 
     def pause_commits(self, timeout: float = 2 * _COMMIT_TIMEOUT_S) -> None:
         """Stop committing; returns once no commit is in flight. Raises TimeoutError."""
@@ -221,42 +168,11 @@ class MemberProcess:
 
     def close(self, timeout: float = _CLOSE_TIMEOUT_S + 10.0) -> None:
         """Ask the child to close its consumer (leaving the group) and wait until it exited."""
-        with contextlib.suppress(BrokenPipeError):
-            self._command("close")
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f"{self.name} did not exit within {timeout} s of close") from None
-        self._reader.join(timeout)
-        self.ended_at = time.monotonic()
+        super().close(timeout)
 
     def kill(self) -> float:
         """SIGKILL the child (by PID); returns the kill time, where its ownership ends."""
-        self.ended_at = time.monotonic()
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30.0)
-        self._reader.join(30.0)
-        return self.ended_at
-
-    def cleanup(self) -> None:
-        """Kill the child if it still runs and release its pipes."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30.0)
-            if self.ended_at is None:
-                self.ended_at = time.monotonic()
-        self._reader.join(30.0)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-        self._stderr.close()
-
-    def stderr_tail(self, limit: int = 3000) -> str:
-        with contextlib.suppress(ValueError, OSError):
-            self._stderr.seek(0)
-            return self._stderr.read().decode(errors="replace")[-limit:]
-        return ""
+        return super().kill()
 
     def __repr__(self) -> str:
         return f"<MemberProcess {self.name} pid {self.proc.pid} owns {sorted(self.owned)}>"

@@ -25,22 +25,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import os
 import queue
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from kaflux import AcknowledgeType, ShareConsumer, TopicPartition
 from kaflux.errors import KafkaError
 
-_TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.child_process import ReportingChild
 
 __all__ = ["Delivery", "ShareMemberProcess"]
 
@@ -72,54 +69,19 @@ class Acked:
     at: float
 
 
-class ShareMemberProcess:
+class ShareMemberProcess(ReportingChild):
     """The parent's handle on one share member child process. [test]"""
 
     def __init__(self, name: str, config: dict[str, object], topic: str, hold_s: float = 0.1) -> None:
-        self.name = name
-        spec = {"name": name, "config": {"client.id": name, **config}, "topic": topic, "hold_s": hold_s}
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in cleanup()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS_DIR, env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "support.share_member", json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
         self.deliveries: list[Delivery] = []
         self.accepting: set[tuple[int, int]] = set()
         self.acked: list[Acked] = []
         self.state = ""
         self.assignment: frozenset[int] = frozenset()
-        self.warnings: list[str] = []
-        self.fatal: list[str] = []
-        self.bad_lines: list[str] = []
-        self.closed = False
         #: how long the child's ShareConsumer.close() took
         self.close_s: float | None = None
-        self.ended_at: float | None = None  # when it was killed or closed
-        self._reader = threading.Thread(target=self._read, name=f"share-member-reader-{name}", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                data = json.loads(line)
-                kind = data["ev"]
-            except (ValueError, KeyError, TypeError):
-                with self._cond:
-                    self.bad_lines.append(line.decode(errors="replace"))
-                continue
-            with self._cond:
-                self._apply(kind, data)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
+        spec = {"name": name, "config": {"client.id": name, **config}, "topic": topic, "hold_s": hold_s}
+        super().__init__(name, "support.share_member", spec)
 
     def _apply(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "records":
@@ -136,19 +98,11 @@ class ShareMemberProcess:
         elif kind == "closed":
             self.closed = True
             self.close_s = data["close_s"]
-        elif kind == "warning":
-            self.warnings.append(data["error"])
-        elif kind == "fatal":
-            self.fatal.append(data["error"])
 
     def wait(self, predicate: Callable[[ShareMemberProcess], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked on each report); False after ``timeout``."""
         with self._cond:
             return self._cond.wait_for(lambda: predicate(self), timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def joined(self) -> bool:
         with self._lock:
@@ -164,44 +118,7 @@ class ShareMemberProcess:
 
     def close(self, timeout: float = _CLOSE_TIMEOUT_S + 10.0) -> None:
         """Ask the child to close its consumer (leaving the group) and wait until it exited."""
-        with contextlib.suppress(BrokenPipeError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(b"close\n")
-            self.proc.stdin.flush()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f"{self.name} did not exit within {timeout} s of close") from None
-        self._reader.join(timeout)
-        self.ended_at = time.monotonic()
-
-    def kill(self) -> float:
-        """SIGKILL the child (by PID); returns the kill time."""
-        self.ended_at = time.monotonic()
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30.0)
-        self._reader.join(30.0)
-        return self.ended_at
-
-    def cleanup(self) -> None:
-        """Kill the child if it still runs and release its pipes."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30.0)
-            if self.ended_at is None:
-                self.ended_at = time.monotonic()
-        self._reader.join(30.0)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-        self._stderr.close()
-
-    def stderr_tail(self, limit: int = 3000) -> str:
-        with contextlib.suppress(ValueError, OSError):
-            self._stderr.seek(0)
-            return self._stderr.read().decode(errors="replace")[-limit:]
-        return ""
+        super().close(timeout)
 
     def __repr__(self) -> str:
         return f"<ShareMemberProcess {self.name} pid {self.proc.pid} holds {sorted(self.assignment)}>"
