@@ -833,6 +833,57 @@ def _converged(members: list[MemberProcess], partitions: int) -> bool:
     )
 
 
+class ChurnSchedule:
+    """The actions of a churn round, one at a time: the ``actions`` given, or random ones until
+    ``duration`` seconds from ``started`` (a ``time.monotonic()`` reading) have passed. Every run
+    of random actions holds a join, a leave and a kill (and an outage, with ``outage``), in random
+    order, as far as the member count allows: at least one member stays, at most
+    ``max_members``. [test]"""
+
+    def __init__(
+        self,
+        actions: list[str] | None,
+        duration: float | None,
+        rng: random.Random,
+        *,
+        started: float,
+        outage: bool,
+        max_members: int,
+    ) -> None:
+        if actions is None and duration is None:
+            raise ValueError("give actions or duration")
+        self._actions = actions
+        self._ends = None if duration is None else started + duration
+        self._rng = rng
+        self._outage = outage
+        self._max_members = max_members
+        self._upcoming: list[str] = []
+        self._step = 0
+
+    def next(self, live: int) -> str | None:
+        """The next action with ``live`` members running; None when the round is over."""
+        if self._actions is not None:
+            if self._step >= len(self._actions):
+                return None
+            self._step += 1
+            return self._actions[self._step - 1]
+        assert self._ends is not None
+        if time.monotonic() >= self._ends:
+            return None
+        if not self._upcoming:
+            self._upcoming = ["join", "leave", "kill", *(["outage"] if self._outage else [])]
+            self._rng.shuffle(self._upcoming)
+        allowed = {"join"} if live < 2 else {"leave", "kill"}
+        if self._outage:
+            allowed.add("outage")
+        if 2 <= live < self._max_members:
+            allowed.add("join")
+        action = next((a for a in self._upcoming if a in allowed), sorted(allowed)[0])
+        if action in self._upcoming:
+            self._upcoming.remove(action)
+        return action
+
+
 class ChurnTarget(Protocol):
     """Where a group churns: a broker (behind a proxy) or librdkafka's mock cluster."""
 
@@ -910,37 +961,16 @@ def run_group_churn(
         report.convergence_s.append(time.monotonic() - t0)
         return True
 
-    upcoming: list[str] = []
+    schedule = ChurnSchedule(
+        actions, duration, rng, started=started, outage=outage is not None, max_members=max_members
+    )
     producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate).start()
     try:
         for _ in range(initial_members):
             spawn()
         if not converge("start"):
             return report
-        step = 0
-        while True:
-            if actions is not None:
-                if step >= len(actions):
-                    break
-                action = actions[step]
-            else:
-                assert duration is not None
-                if time.monotonic() - started >= duration:
-                    break
-                # Every run of three actions holds a join, a leave and a kill, in random order, as
-                # far as the member count allows (at least one member stays, at most max_members).
-                if not upcoming:
-                    upcoming = ["join", "leave", "kill", *(["outage"] if outage is not None else [])]
-                    rng.shuffle(upcoming)
-                allowed = {"join"} if len(live) < 2 else {"leave", "kill"}
-                if outage is not None:
-                    allowed.add("outage")
-                if 2 <= len(live) < max_members:
-                    allowed.add("join")
-                action = next((a for a in upcoming if a in allowed), sorted(allowed)[0])
-                if action in upcoming:
-                    upcoming.remove(action)
-            step += 1
+        while (action := schedule.next(len(live))) is not None:
             if action == "join":
                 spawn()
             elif action in ("leave", "kill"):

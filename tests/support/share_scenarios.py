@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from support.scenarios import WAIT_S, ChurnTarget, KeyedProducer, unique_name, wait_until
+from support.scenarios import WAIT_S, ChurnSchedule, ChurnTarget, KeyedProducer, unique_name, wait_until
 from support.share_member import Delivery, ShareMemberProcess
 
 __all__ = ["ShareChurnReport", "run_share_churn"]
@@ -173,7 +173,9 @@ def run_share_churn(
             )
         return f"kill:{victim.name}"
 
-    upcoming: list[str] = []
+    schedule = ChurnSchedule(
+        actions, duration, rng, started=started, outage=outage is not None, max_members=max_members
+    )
     producer: KeyedProducer | None = None
     try:
         for _ in range(initial_members):
@@ -181,28 +183,7 @@ def run_share_churn(
         join(live, "start")
         log("share churn: joined")
         producer = KeyedProducer(target.bootstrap_servers, topic, rate=rate).start()
-        step = 0
-        while True:
-            if actions is not None:
-                if step >= len(actions):
-                    break
-                action = actions[step]
-            else:
-                assert duration is not None
-                if time.monotonic() - started >= duration:
-                    break
-                if not upcoming:
-                    upcoming = ["join", "leave", "kill", *(["outage"] if outage is not None else [])]
-                    rng.shuffle(upcoming)
-                allowed = {"join"} if len(live) < 2 else {"leave", "kill"}
-                if outage is not None:
-                    allowed.add("outage")
-                if 2 <= len(live) < max_members:
-                    allowed.add("join")
-                action = next((a for a in upcoming if a in allowed), sorted(allowed)[0])
-                if action in upcoming:
-                    upcoming.remove(action)
-            step += 1
+        while (action := schedule.next(len(live))) is not None:
             # Let the members read for a moment before each fault.
             mark = sum(m.delivery_count() for m in live)
             wait_until(lambda: sum(m.delivery_count() for m in live) > mark + 50, 10.0)  # noqa: B023
