@@ -55,10 +55,23 @@ def phases(progress: list[dict[str, Any]]) -> str:
     return ", ".join(f"{k} {v:.0f}" for k, v in sorted(medians.items(), key=lambda kv: -kv[1]) if v)
 
 
+def available_now_to_parquet(frame: Any, out: Path, checkpoint: Path) -> list[dict[str, Any]]:
+    """Write a streaming ``frame`` to Parquet under ``Trigger.AvailableNow``; its progress."""
+    query = (
+        frame.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(900)
+    return list(query.recentProgress)
+
+
 def kafka_query(
     spark: Any, bootstrap: str, per_trigger: int, out: Path, checkpoint: Path, options: dict[str, str]
 ) -> list[dict[str, Any]]:
-    query = (
+    frame = (
         spark.readStream.format("kaflux")
         .options(**options)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -67,34 +80,22 @@ def kafka_query(
         .option("maxOffsetsPerTrigger", str(per_trigger))
         .load()
         .select(*COLUMNS)
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(900)
-    return list(query.recentProgress)
+    return available_now_to_parquet(frame, out, checkpoint)
 
 
 def floor_query(
     spark: Any, per_trigger: int, batches: int, partitions: int, out: Path, checkpoint: Path
 ) -> list[dict[str, Any]]:
-    query = (
+    frame = (
         spark.readStream.format("floor")
         .option("rows", str(per_trigger))
         .option("batches", str(batches))
         .option("partitions", str(partitions))
         .load()
         .select(*COLUMNS)
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(900)
-    return list(query.recentProgress)
+    return available_now_to_parquet(frame, out, checkpoint)
 
 
 def rate_query(
