@@ -164,7 +164,10 @@ def test_tls_port_refuses_plaintext(tls_tansu: SecureTansu) -> None:
 
 def test_tls_refuses_a_server_the_client_ca_did_not_sign(tls_tansu: SecureTansu, certs: TestCerts) -> None:
     config = tls_tansu.config(**{"ssl.ca.location": str(certs.wrong_ca_cert)})
-    assert first_error(config, is_certificate_error).code() == KafkaError._SSL
+    error = first_error(config, is_certificate_error)  # "certificate verify failed"
+    # librdkafka files the same handshake failure under either code, depending on which of its
+    # paths reports it first (seen as _TRANSPORT once in CI), as with the client certificate below.
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT), error
 
 
 def test_tls_other_host_certificate_fails_host_name_verification(tls_tansu_other_host: SecureTansu) -> None:
