@@ -11,6 +11,7 @@ state (:meth:`ReportingChild._apply`, under :attr:`ReportingChild._cond`), and c
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -132,3 +133,10 @@ class ReportingChild:
             self._stderr.seek(0)
             return self._stderr.read().decode(errors="replace")[-limit:]
         return ""
+
+
+def die_with_parent() -> None:
+    """In the child: have Linux SIGKILL it when the parent dies (a crashed test leaves no orphan)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

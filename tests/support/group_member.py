@@ -23,11 +23,8 @@ no commit is in flight) and ``resume-commits``. End of stdin means ``close``.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import queue
-import signal
 import sys
 import threading
 import time
@@ -38,7 +35,7 @@ from typing import Any
 from kaflux import Consumer, ConsumerRebalanceListener, TopicPartition
 from kaflux.errors import KafkaError
 
-from support.child_process import ReportingChild
+from support.child_process import ReportingChild, die_with_parent
 
 __all__ = ["MemberEvent", "MemberProcess", "Read"]
 
@@ -303,14 +300,8 @@ class _Child(ConsumerRebalanceListener):
             self.emit({"ev": "closed"})
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def main(argv: list[str]) -> None:
-    if sys.platform.startswith("linux"):
-        _die_with_parent()
+    die_with_parent()
     _Child(json.loads(argv[0])).run()
 
 

@@ -22,11 +22,8 @@ Commands on stdin, one a line: ``close``. End of stdin means ``close``.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import queue
-import signal
 import sys
 import threading
 import time
@@ -37,7 +34,7 @@ from typing import Any
 from kaflux import AcknowledgeType, ShareConsumer, TopicPartition
 from kaflux.errors import KafkaError
 
-from support.child_process import ReportingChild
+from support.child_process import ReportingChild, die_with_parent
 
 __all__ = ["Delivery", "ShareMemberProcess"]
 
@@ -217,14 +214,8 @@ class _Child:
             self.emit({"ev": "closed", "close_s": time.monotonic() - closing})
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def main(argv: list[str]) -> None:
-    if sys.platform.startswith("linux"):
-        _die_with_parent()
+    die_with_parent()
     _Child(json.loads(argv[0])).run()
 
 
