@@ -25,6 +25,7 @@ too, so that ``-m "not integration"`` is obvious from the file.
 
 from __future__ import annotations
 
+import gc
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -89,6 +90,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             name, reason = _defect_args(mark)
             if param == name:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"{name} defect: {reason}"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The modules, test items and fixtures collection made live for the whole session: freeze
+    # them out of the garbage collector, so that a full collection during a test scans only what
+    # the tests made since. (About 250k objects: a full collection of them takes ~0.15 s here,
+    # a stall every thread of a test that measures time would feel.)
+    gc.collect()
+    gc.freeze()
 
 
 def _session_broker(kind: str) -> Iterator[Broker]:
