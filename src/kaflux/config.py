@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from kaflux.errors import ConfigError
+from kaflux.peer_settings import advice_for, value_advice_for
 
 _INT_MAX = 2**31 - 1
 
@@ -201,7 +202,9 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
         values = parsed if isinstance(parsed, list) else [parsed]
         for item in values:
             if str(item).lower() not in choices:
-                raise ConfigError(key, f"must be one of {', '.join(choices)}; got {item!r}")
+                alias = value_advice_for(key, item)
+                hint = f" ({alias})" if alias is not None else ""
+                raise ConfigError(key, f"must be one of {', '.join(choices)}; got {item!r}{hint}")
         parsed = [str(v).lower() for v in values] if isinstance(parsed, list) else str(parsed).lower()
     return parsed
 
@@ -374,6 +377,9 @@ class CommonConfig:
 
     @classmethod
     def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:
+        advice = advice_for(key, cls.CLIENT_KIND, by_key)
+        if advice is not None:
+            return advice
         close = difflib.get_close_matches(key, list(by_key), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown {cls.CLIENT_KIND} setting{hint}"
