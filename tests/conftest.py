@@ -58,6 +58,8 @@ _START_TIMEOUT = 30.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it only when it runs (CI: -n 2); runs without xdist know it too
+    config.addinivalue_line("markers", "xdist_group(name): run these tests on one xdist worker, in order")
     config.addinivalue_line(
         "markers",
         "broker_defect(broker_name, reason): strict xfail of this test when its `broker` fixture "

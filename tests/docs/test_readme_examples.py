@@ -28,20 +28,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kaflux.devbrokers import Broker
 
+from support.doc_blocks import FENCE, MARKER, Block, child_env, fenced_blocks, run_child
+
 README = Path(__file__).resolve().parents[2] / "README.md"
-MARKER = re.compile(r"<!--\s*readme-test:\s*(skip|interrupt-after\s+(\d+(?:\.\d+)?))\s*:\s*(.+?)\s*-->")
-FENCE = re.compile(r"^```(\w*)\s*$")
 #: addresses the README uses for "your broker"
 PLACEHOLDERS = ("127.0.0.1:9092", "broker:9092", "host:9092")
 
@@ -69,53 +67,7 @@ consumer.subscribe(["orders"])
 """
 
 
-@dataclass(frozen=True)
-class Block:
-    """One fenced code block of the README."""
-
-    line: int
-    language: str
-    code: str
-    mode: str  # "run", "skip" or "interrupt"
-    interrupt_after_s: float = 0.0
-    reason: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.language}-line-{self.line}"
-
-
-def readme_blocks(text: str) -> list[Block]:
-    """The README's fenced blocks with a language, each with the marker above it (if any)."""
-    lines = text.splitlines()
-    blocks: list[Block] = []
-    index = 0
-    while index < len(lines):
-        match = FENCE.match(lines[index])
-        if match is None:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(lines) and lines[end].strip() != "```":
-            end += 1
-        language = match[1]
-        if language in ("python", "bash", "sh"):
-            above = lines[index - 1] if index > 0 else ""
-            marker = MARKER.search(above)
-            mode, after, reason = "run", 0.0, ""
-            if marker is not None:
-                mode = "skip" if marker[1] == "skip" else "interrupt"
-                after = float(marker[2]) if marker[2] else 0.0
-                reason = marker[3]
-            code = "\n".join(lines[index + 1 : end]) + "\n"
-            blocks.append(
-                Block(index + 1, "bash" if language == "sh" else language, code, mode, after, reason)
-            )
-        index = end + 1
-    return blocks
-
-
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = fenced_blocks(README.read_text(encoding="utf-8"))
 PYTHON = [b for b in BLOCKS if b.language == "python" and b.mode != "skip"]
 SPARK = [b for b in PYTHON if re.search(r"\bspark\b", b.code)]
 PLAIN_PYTHON = [b for b in PYTHON if b not in SPARK]
@@ -149,37 +101,6 @@ def python_program(block: Block, bootstrap: str) -> str:
     if re.search(r"\bconsumer\b", code) and not re.search(r"^consumer\s*=", code, re.MULTILINE):
         prelude += CONSUMER
     return prelude + "\n" + code
-
-
-def run_child(command: list[str], block: Block, cwd: Path, env: dict[str, str], timeout: float) -> None:
-    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        if block.mode == "interrupt":
-            try:
-                out, err = child.communicate(timeout=block.interrupt_after_s)
-            except subprocess.TimeoutExpired:
-                child.send_signal(signal.SIGINT)
-                out, err = child.communicate(timeout=60)
-                text = err.decode(errors="replace").strip()
-                assert text.endswith("KeyboardInterrupt"), f"README.md:{block.line} failed:\n{text}"
-                return
-        else:
-            out, err = child.communicate(timeout=timeout)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 0, (
-        f"README.md:{block.line} exited {child.returncode}:\n{out.decode(errors='replace')}\n"
-        f"{err.decode(errors='replace')}"
-    )
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFLUX_BOOTSTRAP_SERVERS", "KAFLUX_BROKER_PID")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}, **extra)
-    return env
 
 
 @pytest.mark.parametrize("block", PLAIN_PYTHON, ids=[b.id for b in PLAIN_PYTHON])
