@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from kaflux.errors import ConfigError
-from kaflux.peer_settings import advice_for, value_advice_for
 
 _INT_MAX = 2**31 - 1
 
@@ -202,6 +201,8 @@ def _parse_value(f: dataclasses.Field[Any], value: object) -> object:
         values = parsed if isinstance(parsed, list) else [parsed]
         for item in values:
             if str(item).lower() not in choices:
+                from kaflux.peer_settings import value_advice_for  # only on a refusal: not at import
+
                 alias = value_advice_for(key, item)
                 hint = f" ({alias})" if alias is not None else ""
                 raise ConfigError(key, f"must be one of {', '.join(choices)}; got {item!r}{hint}")
@@ -377,6 +378,8 @@ class CommonConfig:
 
     @classmethod
     def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:
+        from kaflux.peer_settings import advice_for  # only on a refusal: not at import
+
         advice = advice_for(key, cls.CLIENT_KIND, by_key)
         if advice is not None:
             return advice
