@@ -383,6 +383,16 @@ class CommonConfig:
         advice = advice_for(key, cls.CLIENT_KIND, by_key)
         if advice is not None:
             return advice
+        dotted = key.replace("_", ".") if "_" in key and "." not in key else key
+        owners = " and ".join(
+            sorted({c.CLIENT_KIND for c in _client_configs() if c is not cls and dotted in set(c.keys())})
+        )
+        if owners:
+            kind = cls.CLIENT_KIND
+            taker = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} does not take it"
+            if dotted != key:
+                return f"is the keyword-argument spelling of {dotted!r}, a {owners} setting; {taker}"
+            return f"is a {owners} setting; {taker}"
         close = difflib.get_close_matches(key, list(by_key), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown {cls.CLIENT_KIND} setting{hint}"
@@ -866,3 +876,8 @@ class ShareConsumerConfig(CommonConfig):
     def max_response_bytes(self) -> int:
         """``receive.message.max.bytes``, raised to fit a full ``fetch.max.bytes`` response."""
         return max(self.receive_message_max_bytes, self.fetch_max_bytes + 512)
+
+
+def _client_configs() -> list[type[CommonConfig]]:
+    """The settings classes of every kaflux client (consumer, producer, admin, share consumer)."""
+    return [ConsumerConfig, ProducerConfig, AdminConfig, ShareConsumerConfig]

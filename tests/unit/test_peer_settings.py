@@ -153,3 +153,21 @@ def test_the_named_python_clients_take_the_argument(row: PeerSetting) -> None:
     for client in (KAFKA_PYTHON, AIOKAFKA):
         if client in row.clients:
             assert row.key in _constructor_arguments(client), (client, row.key)
+
+
+@pytest.mark.parametrize(
+    ("cls", "key", "says"),
+    [
+        (ProducerConfig, "group.id", "is a consumer and share consumer setting; a producer does not take it"),
+        (AdminConfig, "linger.ms", "is a producer setting; an admin does not take it"),
+        (ConsumerConfig, "transactional.id", "is a producer setting; a consumer does not take it"),
+        (
+            ProducerConfig,
+            "group_id",
+            "is the keyword-argument spelling of 'group.id', a consumer and share consumer setting; "
+            "a producer does not take it",
+        ),
+    ],
+)
+def test_another_clients_setting_is_named_as_such(cls: type[CommonConfig], key: str, says: str) -> None:
+    assert refusal(cls, key).endswith(says)
