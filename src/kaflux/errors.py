@@ -68,6 +68,18 @@ class ProtocolError(KafkaError):
     """Bytes from a broker could not be parsed as the expected Kafka message."""
 
 
+class MalformedResponseError(ProtocolError):
+    """A broker answered a request (the right correlation id) with a body that could not be
+    decoded as the response it announced: a broker defect, since the same request would get the
+    same answer. That request fails at once, not retried; the connection is closed and the other
+    requests in flight on it are retried as after any lost connection."""
+
+    def __init__(self, message: str, *, correlation_id: int = -1) -> None:
+        super().__init__(message)
+        #: the correlation id of the request whose response this was
+        self.correlation_id = correlation_id
+
+
 class AcknowledgementOutcomeUnknownError(KafkaError):
     """A broker answered a ShareFetch or ShareAcknowledge that carried a share group's
     acknowledgements for a partition without a word on that partition: whether it took them is

@@ -26,6 +26,7 @@ from kaflux.admin import (
 )
 from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import (
+    MalformedResponseError,
     ProducerFencedError,
     SecurityDisabledError,
     UnsupportedSaslMechanismError,
@@ -138,6 +139,32 @@ def test_acls_on_a_broker_without_authorizer_say_so(noida: Broker) -> None:
     peer = _ck(noida)
     [future] = peer.create_acls([ck_binding]).values()
     with pytest.raises(ck.KafkaException, match=r"(?i)authorizer|security"):
+        future.result(WAIT_S)
+
+
+def test_a_malformed_answer_fails_the_call_at_once(tansu: Broker) -> None:
+    """Tansu answers CreateAcls with a null ``results`` array, which no client can read: the
+    call fails at once with MalformedResponseError naming the API and the broker, instead of
+    retrying to its deadline (60 s here) for an answer that would be the same."""
+    binding = AclBinding("topic", "orders", "literal", "User:alice", "*", "read", "allow")
+    with AdminClient({"bootstrap.servers": tansu.bootstrap_servers}) as admin:
+        started = time.monotonic()
+        with pytest.raises(MalformedResponseError, match=r"CREATE_ACLS v\d+ response could not be decoded"):
+            admin.create_acls([binding])
+        assert time.monotonic() - started < 5.0
+        assert admin.list_topics(timeout=WAIT_S) is not None  # the client carries on
+    # confluent-kafka cannot read that answer either
+    ck_binding = ck_admin.AclBinding(
+        ck_admin.ResourceType.TOPIC,
+        "orders",
+        ck_admin.ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        ck_admin.AclOperation.READ,
+        ck_admin.AclPermissionType.ALLOW,
+    )
+    [future] = _ck(tansu).create_acls([ck_binding], request_timeout=5).values()
+    with pytest.raises(ck.KafkaException):
         future.result(WAIT_S)
 
 

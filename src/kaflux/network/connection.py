@@ -27,6 +27,7 @@ from kaflux.errors import (
     AuthenticationError,
     KafkaConnectionError,
     KafkaError,
+    MalformedResponseError,
     ProtocolError,
     ResponseTooLargeError,
     SslAuthenticationError,
@@ -344,6 +345,10 @@ class BrokerConnection:
             self.last_activity_ms = now_ms
             try:
                 responses = self._protocol.data_received(count)
+            except MalformedResponseError as exc:
+                raise MalformedResponseError(
+                    f"broker {self.broker}: {exc}", correlation_id=exc.correlation_id
+                ) from exc.__cause__
             except ResponseTooLargeError as exc:
                 raise ResponseTooLargeError(
                     f"broker {self.broker} sent a response of {exc.size} bytes, above "
@@ -515,8 +520,9 @@ class BrokerConnection:
 
 
 def describe_failure(exc: BaseException) -> KafkaError:
-    """Translate anything raised by connection I/O into a retriable kaflux error."""
-    if isinstance(exc, ResponseTooLargeError) or (
+    """Translate anything raised by connection I/O into a kaflux error: retriable, except a
+    malformed response (:class:`MalformedResponseError`, the one request it answered fails)."""
+    if isinstance(exc, (ResponseTooLargeError, MalformedResponseError)) or (
         isinstance(exc, KafkaError) and not isinstance(exc, ProtocolError)
     ):
         return exc

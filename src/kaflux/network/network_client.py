@@ -34,6 +34,7 @@ from kaflux.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MalformedResponseError,
     ResponseTooLargeError,
     SslAuthenticationError,
 )
@@ -411,6 +412,11 @@ class NetworkClient:
             self._reported_ready.discard(conn.node_id)
             self.reachability.closed(f"{conn.host}:{conn.port}")
         failed = conn.close()
+        # A malformed response fails the request it answered; the others on the connection
+        # were not answered and are retried, as after any lost connection.
+        malformed = error if isinstance(error, MalformedResponseError) else None
+        if malformed is not None:
+            error = KafkaConnectionError(f"connection closed after a malformed response: {malformed}")
         if isinstance(error, ResponseTooLargeError):
             self._log_oversized(conn.node_id, error, now_ms)
         if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
@@ -423,7 +429,12 @@ class NetworkClient:
                 self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms, established=established)
         for in_flight in failed:
             request: ClientRequest = in_flight.context
-            self._complete(request, None, error, in_flight.api_version, now_ms)
+            own = (
+                malformed
+                if malformed is not None and in_flight.correlation_id == malformed.correlation_id
+                else error
+            )
+            self._complete(request, None, own, in_flight.api_version, now_ms)
 
     def _log_oversized(self, node_id: int, error: ResponseTooLargeError, now_ms: int) -> None:
         """WARNING about a response above receive.message.max.bytes, at most once per broker per

@@ -22,8 +22,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from kaflux.errors import ProtocolError, ResponseTooLargeError, UnsupportedVersionBrokerError
-from kaflux.protocol.api import request_header_version, response_header_version
+from kaflux.errors import (
+    MalformedResponseError,
+    ProtocolError,
+    ResponseTooLargeError,
+    UnsupportedVersionBrokerError,
+)
+from kaflux.protocol.api import ApiKey, request_header_version, response_header_version
 from kaflux.protocol.messages.headers import RequestHeader, ResponseHeader
 from kaflux.protocol.primitives import Reader, Writer
 
@@ -219,12 +224,27 @@ class BrokerProtocol:
                     f"correlation id {header.correlation_id} does not match the oldest request in "
                     f"flight ({expected.correlation_id}, api key {expected.api_key})"
                 )
-            decoded = self._decode_body(expected, reader)
         except ProtocolError:
             raise
         except (ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError) as exc:
             raise ProtocolError(
-                f"malformed response to api key {expected.api_key} v{expected.api_version}: {exc}"
+                f"malformed response header to api key {expected.api_key} v{expected.api_version}: {exc}"
+            ) from exc
+        try:
+            decoded = self._decode_body(expected, reader)
+        except (
+            ProtocolError,
+            ValueError,
+            UnicodeDecodeError,
+            struct.error,
+            IndexError,
+            OverflowError,
+        ) as exc:
+            # The frame and its correlation id are sound: the body is what the broker got wrong.
+            raise MalformedResponseError(
+                f"its {_api_name(expected.api_key)} v{expected.api_version} response could not be "
+                f"decoded ({exc}); the broker sent a malformed answer, which a retry would get again",
+                correlation_id=expected.correlation_id,
             ) from exc
         self._in_flight.popleft()
         return ReceivedResponse(expected, decoded, len(body))
@@ -254,3 +274,10 @@ class BrokerProtocol:
         self._frame_size = 0
         self._filled = 0
         return failed
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"

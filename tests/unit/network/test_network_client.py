@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kaflux.errors import KafkaConnectionError, KafkaTimeoutError
+from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, MalformedResponseError
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import ConnectionState
@@ -466,20 +466,34 @@ def test_a_response_arriving_with_the_close_is_delivered_and_the_rest_fail(
         srv.close()
 
 
+#: an empty tagged-field section ends the (flexible) response header; then three bytes where
+#: Metadata's 4-byte throttle time should be
+_UNDECODABLE_BODY = b"\x00\xff\xff\xff"
+
+
 def _frame(correlation_id: int, body: bytes) -> bytes:
     payload = struct.pack(">i", correlation_id) + body
     return struct.pack(">i", len(payload)) + payload
 
 
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "error_class", "retriable"),
     [
-        pytest.param(lambda cid: _frame(cid + 999, b"\x00" * 16), id="wrong-correlation-id"),
-        pytest.param(lambda cid: _frame(cid, b"\xff\xff\xff"), id="undecodable-body"),
+        # a frame that answers no request in flight: the stream is suspect, the request retried
+        pytest.param(
+            lambda cid: _frame(cid + 999, b"\x00" * 16), KafkaConnectionError, True, id="wrong-correlation-id"
+        ),
+        # the request's own answer, undecodable: a retry would get it again, so it fails at once
+        pytest.param(
+            lambda cid: _frame(cid, _UNDECODABLE_BODY), MalformedResponseError, False, id="undecodable-body"
+        ),
     ],
 )
 def test_a_bad_response_fails_its_request_instead_of_dropping_it(
-    client_factory: Callable[..., NetworkClient], raw: Callable[[int], bytes]
+    client_factory: Callable[..., NetworkClient],
+    raw: Callable[[int], bytes],
+    error_class: type[KafkaError],
+    retriable: bool,
 ) -> None:
     srv = KafkaServer(_versions_then(lambda v, r: Raw(raw)))
     try:
@@ -488,9 +502,36 @@ def test_a_bad_response_fails_its_request_instead_of_dropping_it(
         request = send_metadata(client, 10)
         (response,) = poll_until(client, lambda r: len(r) == 1, now_ms=20)
         assert response.request is request
-        assert isinstance(response.error, KafkaConnectionError)
-        assert response.error.retriable
+        assert type(response.error) is error_class
+        assert response.error.retriable is retriable
         assert client.in_flight_count() == 0
+    finally:
+        srv.close()
+
+
+def test_a_malformed_answer_fails_its_request_and_the_others_on_the_connection_are_retriable(
+    client_factory: Callable[..., NetworkClient],
+) -> None:
+    answered = 0
+
+    def malformed_then_silent(version: int, request: Any) -> Any:
+        nonlocal answered
+        answered += 1
+        return Raw(lambda cid: _frame(cid, _UNDECODABLE_BODY)) if answered == 1 else SILENT
+
+    srv = KafkaServer(_versions_then(malformed_then_silent))
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        first, second = send_metadata(client, 10), send_metadata(client, 10)
+        responses = poll_until(client, lambda r: len(r) == 2, now_ms=20)
+        by_request = {id(r.request): r.error for r in responses}
+        malformed, other = by_request[id(first)], by_request[id(second)]
+        assert isinstance(malformed, MalformedResponseError) and not malformed.retriable
+        assert "METADATA" in str(malformed) and "could not be decoded" in str(malformed)
+        assert f"127.0.0.1:{srv.port}" in str(malformed)
+        assert isinstance(other, KafkaConnectionError) and other.retriable
+        assert not client.is_ready(NODE)
     finally:
         srv.close()
 

@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from kaflux.errors import ProtocolError
+from kaflux.errors import MalformedResponseError, ProtocolError
 from kaflux.protocol.api import response_header_version
 from kaflux.protocol.framing import INITIAL_BODY_BYTES, BrokerProtocol
 from kaflux.protocol.messages.headers import ResponseHeader
@@ -100,3 +100,22 @@ def test_a_bad_response_leaves_its_request_in_flight_for_the_connection_to_fail(
     with pytest.raises(ProtocolError):
         _feed(protocol, frame(request.correlation_id), 4096)  # type: ignore[operator]
     assert protocol.fail_all() == [request]
+
+
+def test_an_undecodable_body_behind_the_right_correlation_id_names_its_request() -> None:
+    protocol = BrokerProtocol("t")
+    request = protocol.send_request(MetadataRequest(topics=None), VERSION)
+    with pytest.raises(
+        MalformedResponseError, match=r"METADATA v\d+ response could not be decoded"
+    ) as caught:
+        _feed(protocol, struct.pack(">ii", 7, request.correlation_id) + b"\x00\xff\xff\xff", 4096)
+    assert caught.value.correlation_id == request.correlation_id
+    assert protocol.fail_all() == [request]
+
+
+def test_a_response_for_another_request_is_not_called_malformed() -> None:
+    protocol = BrokerProtocol("t")
+    request = protocol.send_request(MetadataRequest(topics=None), VERSION)
+    with pytest.raises(ProtocolError) as caught:
+        _feed(protocol, _response_frame(request.correlation_id + 1, _metadata()), 4096)
+    assert not isinstance(caught.value, MalformedResponseError)
