@@ -145,3 +145,26 @@ def test_groups_list_describe_and_delete(noida: Broker, topic_name: str) -> None
     assert group not in {
         g["group_id"] for g in json_out(run_kaflux("groups", "list", "--format", "json", "-b", b))
     }
+
+
+def test_topics_offsets_looks_up_each_partitions_offset(noida: Broker, topic_name: str) -> None:
+    b = ("-b", noida.bootstrap_servers)
+    create_topic(noida.bootstrap_servers, topic_name, 2)
+    produce(noida.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
+
+    latest = json_out(run_kaflux("topics", "offsets", topic_name, "--format", "json", *b))
+    assert [(r["partition"], r["offset"]) for r in latest] == [(0, 0), (1, 5)]
+    earliest = json_out(
+        run_kaflux("topics", "offsets", topic_name, "--spec", "earliest", "--partition", "1", *b)
+    )
+    assert [(r["partition"], r["offset"], r["timestamp"]) for r in earliest] == [(1, 0, -1)]
+    newest = json_out(
+        run_kaflux("topics", "offsets", topic_name, "--spec", "max-timestamp", "--partition", "1", *b)
+    )
+    [newest_row] = newest  # the records share a time or nearly: any of them may be the newest
+    assert 0 <= newest_row["offset"] <= 4 and newest_row["timestamp"] > 0
+    future = json_out(run_kaflux("topics", "offsets", topic_name, "--spec", str(2**62), *b))
+    assert [r["offset"] for r in future] == [-1, -1]
+
+    bad = run_kaflux("topics", "offsets", topic_name, "--spec", "newest", *b)
+    assert bad.returncode == 2 and "max-timestamp" in bad.stderr.decode()

@@ -1,5 +1,5 @@
-"""``kaflux.AdminClient``: topics, partitions, consumer groups, configs, ACLs, SCRAM users,
-transactions and the cluster. [app: the client's
+"""``kaflux.AdminClient``: topics, partitions and their offsets, consumer groups, configs, ACLs,
+SCRAM users, transactions and the cluster. [app: the client's
 public methods]
 
 :mod:`kaflux.admin.client` is the application-side facade (group calls in
@@ -26,6 +26,7 @@ from kaflux.admin.configs import (
     ConfigSource,
     ConfigSynonym,
 )
+from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from kaflux.admin.replicas import LogDirDescription, PartitionReassignment, ReplicaInfo
 from kaflux.admin.results import (
     ClusterDescription,
@@ -65,9 +66,12 @@ __all__ = [
     "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "IsolationLevel",
+    "ListOffsetsResultInfo",
     "LogDirDescription",
     "MemberDescription",
     "NewTopic",
+    "OffsetSpec",
     "PartitionDescription",
     "PartitionReassignment",
     "PatternType",
