@@ -174,11 +174,15 @@ def test_each_partition_is_asked_of_its_leader_on_the_three_broker_mock(
     mock_cluster: MockCluster, topic_name: str
 ) -> None:
     bootstrap = mock_cluster.bootstrap_servers
-    fill(bootstrap, topic_name, create=False)  # the mock creates the topic with 4 partitions
-    tps = [TopicPartition(topic_name, p) for p in range(4)]
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        leaders = {p.partition: p.leader for p in admin.describe_topics([topic_name])[topic_name].partitions}
-        assert len(set(leaders.values())) > 1, "partition leaders on different brokers"
+        for attempt in range(5):  # the mock places leaders at random: find a topic they spread over
+            topic = f"{topic_name}-{attempt}"
+            fill(bootstrap, topic, create=False)  # the mock creates the topic with 4 partitions
+            leaders = {p.partition: p.leader for p in admin.describe_topics([topic])[topic].partitions}
+            if len(set(leaders.values())) > 1:
+                break
+        assert len(set(leaders.values())) > 1, f"partition leaders not spread over brokers: {leaders}"
+        tps = [TopicPartition(topic, p) for p in range(4)]
         latest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()), timeout=WAIT_S)
         earliest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()), timeout=WAIT_S)
         mixed = admin.list_offsets({tps[0]: OffsetSpec.max_timestamp(), tps[1]: OffsetSpec.for_timestamp(0)})

@@ -26,6 +26,7 @@ from kaflux.admin.configs import (
     ConfigSource,
     ConfigSynonym,
 )
+from kaflux.admin.group_members import MemberToRemove
 from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from kaflux.admin.replicas import LogDirDescription, PartitionReassignment, ReplicaInfo
 from kaflux.admin.results import (
@@ -70,6 +71,7 @@ __all__ = [
     "ListOffsetsResultInfo",
     "LogDirDescription",
     "MemberDescription",
+    "MemberToRemove",
     "NewTopic",
     "OffsetSpec",
     "PartitionDescription",
