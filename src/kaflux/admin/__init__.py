@@ -28,6 +28,7 @@ from kaflux.admin.configs import (
 )
 from kaflux.admin.group_members import MemberToRemove
 from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
+from kaflux.admin.producers import ProducerState
 from kaflux.admin.replicas import LogDirDescription, PartitionReassignment, ReplicaInfo
 from kaflux.admin.results import (
     ClusterDescription,
@@ -78,6 +79,7 @@ __all__ = [
     "PartitionReassignment",
     "PatternType",
     "ProducerIdAndEpoch",
+    "ProducerState",
     "ReplicaInfo",
     "ResourceType",
     "ScramCredentialInfo",
