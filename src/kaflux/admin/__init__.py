@@ -26,6 +26,7 @@ from kaflux.admin.configs import (
     ConfigSource,
     ConfigSynonym,
 )
+from kaflux.admin.features import FeatureMetadata, FinalizedVersionRange, SupportedVersionRange
 from kaflux.admin.group_members import MemberToRemove
 from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from kaflux.admin.producers import ProducerState
@@ -68,6 +69,8 @@ __all__ = [
     "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "FeatureMetadata",
+    "FinalizedVersionRange",
     "IsolationLevel",
     "ListOffsetsResultInfo",
     "LogDirDescription",
@@ -84,6 +87,7 @@ __all__ = [
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "SupportedVersionRange",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",

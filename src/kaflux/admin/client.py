@@ -16,6 +16,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from kaflux.admin.event_processor import AdminEventProcessor
+from kaflux.admin.features import DescribeFeaturesApi, FeatureMetadata
 from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
 from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec, offset_keys
 from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
@@ -218,6 +219,21 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
         _, deadline = self._deadline_ms(timeout)
         answer = (yield from self._run("describe_cluster()", MetadataApi([]), deadline)).values()[None]
         return describe_cluster(answer)
+
+    @blocking
+    def describe_features(self, timeout: float | None = None) -> Steps[FeatureMetadata]:
+        """The cluster's feature flags (KIP-584), as Java's ``Admin.describeFeatures``: the
+        features a broker supports, and those the cluster finalized with their epoch, from an
+        ApiVersions request (v3+) to any broker. A broker with an older ApiVersions reports
+        none (empty maps, epoch None).
+
+        Raises:
+            BrokerError: the broker refused.
+            KafkaTimeoutError: no broker answered in time.
+        """
+        _, deadline = self._deadline_ms(timeout)
+        found = (yield from self._run("describe_features()", DescribeFeaturesApi(), deadline)).values()
+        return found[None]
 
     @blocking
     def describe_topics(
