@@ -168,3 +168,30 @@ def test_topics_offsets_looks_up_each_partitions_offset(noida: Broker, topic_nam
 
     bad = run_kaflux("topics", "offsets", topic_name, "--spec", "newest", *b)
     assert bad.returncode == 2 and "max-timestamp" in bad.stderr.decode()
+
+
+def test_groups_remove_members_removes_a_stopped_static_member(noida: Broker, topic_name: str) -> None:
+    b = noida.bootstrap_servers
+    create_topic(b, topic_name, 2)
+    group = f"{topic_name}-g"
+    member = Consumer({"bootstrap.servers": b, "group.id": group, "group.instance.id": "host-7"})
+    try:
+        member.subscribe([topic_name])
+        deadline = time.monotonic() + WAIT_S
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member got no assignment"
+            member.poll(0.1)
+    finally:
+        member.close()  # a static member leaves no LeaveGroup: its place is kept
+    described = json_out(run_kaflux("groups", "describe", group, "--format", "json", "-b", b))
+    assert [m["group_instance_id"] for m in described["members"]] == ["host-7"]
+
+    usage = run_kaflux("groups", "remove-members", group, "-b", b)
+    assert usage.returncode == 2 and "--all" in usage.stderr.decode()
+    removed = run_kaflux("groups", "remove-members", group, "host-7", "--reason", "host lost", "-b", b)
+    ok(removed)
+    assert f"removed the member with group.instance.id 'host-7' from group {group}" in removed.stderr.decode()
+    assert json_out(run_kaflux("groups", "describe", group, "--format", "json", "-b", b))["members"] == []
+    again = run_kaflux("groups", "remove-members", group, "host-7", "-b", b)
+    assert again.returncode == 1 and "UnknownMemberIdError" in again.stderr.decode()
+    ok(run_kaflux("groups", "remove-members", group, "--all", "-b", b))
