@@ -99,6 +99,20 @@ def test_earliest_and_latest(broker: Broker, topic_name: str) -> None:
     assert {tp: i.offset for tp, i in earliest.items()} == dict.fromkeys(tps, 0)
 
 
+def test_earliest_and_latest_agree_with_confluent_kafka(broker: Broker, topic_name: str) -> None:
+    """Whatever the broker answers (wrong on Tansu), kaflux reports what librdkafka reports."""
+    fill(broker.bootstrap_servers, topic_name)
+    tps = [TopicPartition(topic_name, p) for p in range(3)]
+    with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        for ours_spec, theirs_spec in (
+            (OffsetSpec.earliest(), ck_admin.OffsetSpec.earliest()),
+            (OffsetSpec.latest(), ck_admin.OffsetSpec.latest()),
+        ):
+            ours = admin.list_offsets(dict.fromkeys(tps, ours_spec), timeout=WAIT_S)
+            theirs = ck_list_offsets(broker.bootstrap_servers, dict.fromkeys(tps, theirs_spec))
+            assert {tp: i.offset for tp, i in ours.items()} == offsets_of(theirs)
+
+
 @pytest.mark.broker_defect("tansu", reason=TIMESTAMP_DEFECT)
 def test_for_timestamp(broker: Broker, topic_name: str) -> None:
     base = fill(broker.bootstrap_servers, topic_name)
