@@ -101,6 +101,7 @@ APIS: Final[tuple[str, ...]] = (
     "OffsetDelete",
     "DescribeUserScramCredentials",
     "AlterUserScramCredentials",
+    "DescribeProducers",
     "DescribeTransactions",
     "ListTransactions",
     "WriteTxnMarkers",

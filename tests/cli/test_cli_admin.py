@@ -145,3 +145,53 @@ def test_groups_list_describe_and_delete(noida: Broker, topic_name: str) -> None
     assert group not in {
         g["group_id"] for g in json_out(run_kaflux("groups", "list", "--format", "json", "-b", b))
     }
+
+
+def test_topics_offsets_looks_up_each_partitions_offset(noida: Broker, topic_name: str) -> None:
+    b = ("-b", noida.bootstrap_servers)
+    create_topic(noida.bootstrap_servers, topic_name, 2)
+    produce(noida.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
+
+    latest = json_out(run_kaflux("topics", "offsets", topic_name, "--format", "json", *b))
+    assert [(r["partition"], r["offset"]) for r in latest] == [(0, 0), (1, 5)]
+    earliest = json_out(
+        run_kaflux("topics", "offsets", topic_name, "--spec", "earliest", "--partition", "1", *b)
+    )
+    assert [(r["partition"], r["offset"], r["timestamp"]) for r in earliest] == [(1, 0, -1)]
+    newest = json_out(
+        run_kaflux("topics", "offsets", topic_name, "--spec", "max-timestamp", "--partition", "1", *b)
+    )
+    [newest_row] = newest  # the records share a time or nearly: any of them may be the newest
+    assert 0 <= newest_row["offset"] <= 4 and newest_row["timestamp"] > 0
+    future = json_out(run_kaflux("topics", "offsets", topic_name, "--spec", str(2**62), *b))
+    assert [r["offset"] for r in future] == [-1, -1]
+
+    bad = run_kaflux("topics", "offsets", topic_name, "--spec", "newest", *b)
+    assert bad.returncode == 2 and "max-timestamp" in bad.stderr.decode()
+
+
+def test_groups_remove_members_removes_a_stopped_static_member(noida: Broker, topic_name: str) -> None:
+    b = noida.bootstrap_servers
+    create_topic(b, topic_name, 2)
+    group = f"{topic_name}-g"
+    member = Consumer({"bootstrap.servers": b, "group.id": group, "group.instance.id": "host-7"})
+    try:
+        member.subscribe([topic_name])
+        deadline = time.monotonic() + WAIT_S
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member got no assignment"
+            member.poll(0.1)
+    finally:
+        member.close()  # a static member leaves no LeaveGroup: its place is kept
+    described = json_out(run_kaflux("groups", "describe", group, "--format", "json", "-b", b))
+    assert [m["group_instance_id"] for m in described["members"]] == ["host-7"]
+
+    usage = run_kaflux("groups", "remove-members", group, "-b", b)
+    assert usage.returncode == 2 and "--all" in usage.stderr.decode()
+    removed = run_kaflux("groups", "remove-members", group, "host-7", "--reason", "host lost", "-b", b)
+    ok(removed)
+    assert f"removed the member with group.instance.id 'host-7' from group {group}" in removed.stderr.decode()
+    assert json_out(run_kaflux("groups", "describe", group, "--format", "json", "-b", b))["members"] == []
+    again = run_kaflux("groups", "remove-members", group, "host-7", "-b", b)
+    assert again.returncode == 1 and "UnknownMemberIdError" in again.stderr.decode()
+    ok(run_kaflux("groups", "remove-members", group, "--all", "-b", b))

@@ -750,6 +750,15 @@ class FakeCluster:
             return part.log_start_offset, -1
         if timestamp == -1:
             return (part.last_stable_offset if isolation_level == 1 else part.high_watermark), -1
+        if timestamp == -3:  # the record with the highest timestamp (the first such)
+            best = (-1, -1)
+            for batch in part.batches:
+                if batch.is_control:
+                    continue
+                for delta, ts in enumerate(batch.timestamps):
+                    if ts > best[1] and batch.base_offset + delta >= part.log_start_offset:
+                        best = (batch.base_offset + delta, ts)
+            return best
         for batch in part.batches:
             if batch.is_control:
                 continue
@@ -1079,6 +1088,12 @@ class FakeNetwork:
         self.exchanges.append(exchange)
         if version < max(lo, cls.MIN_VERSION):
             exchange.error = UnsupportedVersionError(f"no common version of {key.name}")
+            return exchange
+        if unsent.min_version is not None and version < unsent.min_version:
+            exchange.error = UnsupportedVersionError(
+                f"broker {broker_id} supports {key.name} only up to v{version}; this request needs "
+                f"v{unsent.min_version} or later"
+            )
             return exchange
         request = roundtrip(unsent.request, version) if self.wire else unsent.request
         exchange.request = request

@@ -1,5 +1,5 @@
-"""``kaflux.AdminClient``: topics, partitions, consumer groups, configs, ACLs, SCRAM users,
-transactions and the cluster. [app: the client's
+"""``kaflux.AdminClient``: topics, partitions and their offsets, consumer groups, configs, ACLs,
+SCRAM users, transactions and the cluster. [app: the client's
 public methods]
 
 :mod:`kaflux.admin.client` is the application-side facade (group calls in
@@ -26,6 +26,10 @@ from kaflux.admin.configs import (
     ConfigSource,
     ConfigSynonym,
 )
+from kaflux.admin.features import FeatureMetadata, FinalizedVersionRange, SupportedVersionRange
+from kaflux.admin.group_members import MemberToRemove
+from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
+from kaflux.admin.producers import ProducerState
 from kaflux.admin.replicas import LogDirDescription, PartitionReassignment, ReplicaInfo
 from kaflux.admin.results import (
     ClusterDescription,
@@ -65,17 +69,25 @@ __all__ = [
     "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "FeatureMetadata",
+    "FinalizedVersionRange",
+    "IsolationLevel",
+    "ListOffsetsResultInfo",
     "LogDirDescription",
     "MemberDescription",
+    "MemberToRemove",
     "NewTopic",
+    "OffsetSpec",
     "PartitionDescription",
     "PartitionReassignment",
     "PatternType",
     "ProducerIdAndEpoch",
+    "ProducerState",
     "ReplicaInfo",
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "SupportedVersionRange",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",

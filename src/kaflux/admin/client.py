@@ -16,7 +16,9 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from kaflux.admin.event_processor import AdminEventProcessor
+from kaflux.admin.features import DescribeFeaturesApi, FeatureMetadata
 from kaflux.admin.group_calls import ConsumerGroupCalls, partitions_of
+from kaflux.admin.offsets import IsolationLevel, ListOffsetsResultInfo, OffsetSpec, offset_keys
 from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, MetadataApi
 from kaflux.admin.operations_calls import OperationsCalls
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
@@ -219,6 +221,21 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
         return describe_cluster(answer)
 
     @blocking
+    def describe_features(self, timeout: float | None = None) -> Steps[FeatureMetadata]:
+        """The cluster's feature flags (KIP-584), as Java's ``Admin.describeFeatures``: the
+        features a broker supports, and those the cluster finalized with their epoch, from an
+        ApiVersions request (v3+) to any broker. A broker with an older ApiVersions reports
+        none (empty maps, epoch None).
+
+        Raises:
+            BrokerError: the broker refused.
+            KafkaTimeoutError: no broker answered in time.
+        """
+        _, deadline = self._deadline_ms(timeout)
+        found = (yield from self._run("describe_features()", DescribeFeaturesApi(), deadline)).values()
+        return found[None]
+
+    @blocking
     def describe_topics(
         self, topics: Iterable[str], timeout: float | None = None
     ) -> Steps[dict[str, TopicDescription]]:
@@ -251,6 +268,40 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
         ]
         watermarks = (yield from self._run("describe_topics()", ListOffsetsApi(keys), deadline)).values()
         return describe_topics(answer, names, watermarks)
+
+    @blocking
+    def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        *,
+        isolation_level: IsolationLevel | str = IsolationLevel.READ_UNCOMMITTED,
+        timeout: float | None = None,
+    ) -> Steps[dict[TopicPartition, ListOffsetsResultInfo]]:
+        """Look up offsets of partitions (ListOffsets to each partition's leader), as Java's
+        ``Admin.listOffsets``: per partition the :class:`~kaflux.admin.offsets.OffsetSpec`
+        asked for (earliest, latest, max_timestamp, or the first offset at or after a time).
+        Returns each partition's :class:`~kaflux.admin.offsets.ListOffsetsResultInfo` (offset,
+        timestamp, leader epoch; offset -1 when no record matches), sorted by partition.
+
+        Under ``isolation_level="read_committed"`` latest is the last stable offset (before
+        the first open transaction). A leader that moved, or not yet knowing a new topic, is
+        looked up again until ``timeout``.
+
+        Raises:
+            InvalidArgumentError: not a mapping, an empty one, a key that is not a
+                TopicPartition, a value that is not an OffsetSpec, or an unknown isolation level.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            UnsupportedVersionError: ``max_timestamp`` asked of a leader without ListOffsets v7
+                (Kafka before 3.0).
+            BrokerError: a leader refused (e.g. ``TopicAuthorizationFailedError``).
+            KafkaTimeoutError: not answered in time (naming the last error seen).
+        """
+        what = "list_offsets()"
+        keys = offset_keys(specs, what)
+        isolation = IsolationLevel.parse(isolation_level)
+        _, deadline = self._deadline_ms(timeout)
+        found = (yield from self._run(what, ListOffsetsApi(keys, isolation), deadline)).values()
+        return {tp: found[(tp, ts)] for tp, ts in sorted(keys)}
 
     @blocking
     def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> Steps[None]:

@@ -1,5 +1,6 @@
-"""The admin client's consumer-group calls: list, describe and delete groups, read and alter
-their committed offsets. [app: public methods of ``AdminClient``, which mixes this class in]
+"""The admin client's consumer-group calls: list, describe and delete groups, remove their
+members, read and alter their committed offsets. [app: public methods of ``AdminClient``, which
+mixes this class in]
 
 Each method checks its arguments, hands an :class:`~kaflux.admin.operation.AdminOperation` to the
 network thread through ``AdminClient._run`` and turns the answer into results.
@@ -11,6 +12,13 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from kaflux.admin.group_describe import DescribeGroupsApi
+from kaflux.admin.group_members import (
+    MemberToRemove,
+    RemoveMembersApi,
+    leave_reason,
+    member_errors,
+    members_of,
+)
 from kaflux.admin.groups import (
     DeleteGroupsApi,
     ListGroupsApi,
@@ -132,6 +140,66 @@ class ConsumerGroupCalls:
         _, deadline = self._deadline_ms(timeout)
         result = yield from self._run("delete_consumer_groups()", DeleteGroupsApi(groups), deadline)
         return {g: result.failed.get(g) for g in groups}
+
+    @blocking
+    def remove_members_from_consumer_group(
+        self,
+        group_id: str,
+        members: Iterable[MemberToRemove | str] | None = None,
+        *,
+        reason: str | None = None,
+        timeout: float | None = None,
+    ) -> Steps[list[MemberToRemove]]:
+        """Remove members from a consumer group (LeaveGroup v3+ to its coordinator, naming
+        them), as Java's ``Admin.removeMembersFromConsumerGroup``: the group rebalances at once
+        instead of waiting for their sessions to expire. The use case is a static member
+        (``group.instance.id``) whose process is gone: a static member leaves no LeaveGroup
+        behind when it stops. A member that is still running rejoins on its next heartbeat.
+
+        Args:
+            group_id: the group.
+            members: :class:`~kaflux.admin.group_members.MemberToRemove` values, or
+                ``group.instance.id`` strings; None removes every member (found with
+                DescribeGroups first, as Java does).
+            reason: appended to the reason the coordinator records (KIP-800, LeaveGroup v5):
+                ``member was removed by an admin``.
+            timeout: seconds for the whole call; None: ``default.api.timeout.ms``.
+
+        Returns:
+            The members removed, in the order given (none when ``members`` is None and the
+            group has no members).
+
+        Raises:
+            InvalidArgumentError: a bad group id or member, or an empty ``members``.
+            UnknownMemberIdError: the group has no such member (the message names it; the other
+                members given were removed, as a note on the error lists).
+            FencedInstanceIdError: the member id given with a group.instance.id is not the
+                member that holds that instance id now.
+            UnsupportedVersionError: the coordinator lacks LeaveGroup v3 (or, for
+                ``members=None``, DescribeGroups).
+            BrokerError: the coordinator refused (e.g. ``GroupAuthorizationFailedError``).
+            KafkaTimeoutError: not answered in time.
+        """
+        what = "remove_members_from_consumer_group()"
+        _check_group_id(group_id, what)
+        wanted = None if members is None else members_of(members, what)
+        text = leave_reason(reason)
+        _, deadline = self._deadline_ms(timeout)
+        if wanted is None:
+            described = (yield from self._run(what, DescribeGroupsApi([group_id]), deadline)).values()
+            wanted = [MemberToRemove(m.group_instance_id, m.member_id) for m in described[group_id].members]
+            if not wanted:
+                return []
+        api = RemoveMembersApi(group_id, wanted, text)
+        answered = (yield from self._run(what, api, deadline)).values()[group_id]
+        results = member_errors(group_id, wanted, answered)
+        removed = [m for m, error in results.items() if error is None]
+        for error in results.values():
+            if error is not None:
+                if removed:
+                    error.add_note(f"removed from group {group_id!r}: " + ", ".join(map(str, removed)))
+                raise error
+        return removed
 
     @blocking
     def list_consumer_group_offsets(

@@ -131,6 +131,12 @@ class AdminApi(ABC, Generic[K, V]):
         keys it is about. Keys left out wait for the next poll."""
         raise NotImplementedError(f"{type(self).__name__} sends no requests")
 
+    def min_version(self, request: RequestMessage[Any]) -> int | None:
+        """The oldest version of ``request`` (one :meth:`build` made) that carries its meaning
+        (None: any): a broker offering only older ones fails it unsent with
+        UnsupportedVersionError, which :meth:`handle_error` may explain."""
+        return None
+
     def handle(self, node: Node | None, keys: list[K], body: Any) -> Outcome[K, V]:
         """Read the answer ``node`` gave to the request for ``keys``."""
         raise NotImplementedError(f"{type(self).__name__} sends no requests")

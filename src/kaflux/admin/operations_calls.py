@@ -30,6 +30,7 @@ from kaflux.admin.configs import (
     resources_of,
 )
 from kaflux.admin.operation import AdminApi, AdminResult
+from kaflux.admin.producers import DescribeProducersApi, ProducerState
 from kaflux.admin.replicas import (
     ELECTION_TYPES,
     AlterReassignmentsApi,
@@ -372,6 +373,41 @@ class OperationsCalls:
         _, deadline = self._deadline_ms(timeout)
         fenced = (yield from self._run(what, FenceProducersApi(ids), deadline)).values()
         return {i: fenced[i] for i in ids}
+
+    @blocking
+    def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        broker_id: int | None = None,
+        timeout: float | None = None,
+    ) -> Steps[dict[TopicPartition, list[ProducerState]]]:
+        """The producers each partition's log knows (DescribeProducers, KIP-664, to each leader;
+        or to ``broker_id``, which must hold a replica), as Java's ``Admin.describeProducers``:
+        id, epoch, last sequence and timestamp, coordinator epoch, and the offset where an open
+        transaction started. An old open transaction there is a hanging one:
+        :meth:`abort_transaction` ends it. Sorted by partition.
+
+        Raises:
+            InvalidArgumentError: a bad partition or broker id, or a broker not in the cluster.
+            UnknownTopicOrPartitionError: a topic or partition does not exist (or ``broker_id``
+                holds no replica of it).
+            UnsupportedVersionError: the broker lacks DescribeProducers (Kafka before 2.8).
+            KafkaTimeoutError: not answered in time.
+        """
+        what = "describe_producers()"
+        if isinstance(partitions, (str, bytes)):
+            raise InvalidArgumentError(f"{what} takes an iterable of TopicPartitions, not a string")
+        wanted = list(dict.fromkeys(_partitions(partitions, what)))
+        if broker_id is not None and (
+            isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0
+        ):
+            raise InvalidArgumentError(f"{what}: broker_id must be an int >= 0 or None, got {broker_id!r}")
+        if not wanted:
+            return {}
+        _, deadline = self._deadline_ms(timeout)
+        found = (yield from self._run(what, DescribeProducersApi(wanted, broker_id), deadline)).values()
+        return {tp: found[tp] for tp in sorted(wanted)}
 
     @blocking
     def abort_transaction(self, spec: AbortTransactionSpec, *, timeout: float | None = None) -> Steps[None]:

@@ -182,7 +182,14 @@ class AdminRequestManager(RequestManager):
                 self._send(run, subset, now_ms)
                 handler = self._on_response(run, node_id, subset)
                 unsent.append(
-                    UnsentRequest(request, node_id, handler, api.max_version, deadline_ms=run.op.deadline_ms)
+                    UnsentRequest(
+                        request,
+                        node_id,
+                        handler,
+                        api.max_version,
+                        deadline_ms=run.op.deadline_ms,
+                        min_version=api.min_version(request),
+                    )
                 )
         return unsent
 

@@ -11,6 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kaflux.admin.offsets import (
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    MAX_TIMESTAMP_MIN_VERSION,
+    IsolationLevel,
+    ListOffsetsResultInfo,
+)
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
 from kaflux.admin.results import ClusterDescription, PartitionDescription, TopicDescription
 from kaflux.errors import (
@@ -20,6 +28,7 @@ from kaflux.errors import (
     OffsetOutOfRangeError,
     ThrottlingQuotaExceededError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kaflux.network.metadata_manager import MetadataAnswer
@@ -53,9 +62,8 @@ __all__ = [
     "describe_topics",
 ]
 
-#: ListOffsets timestamps: the log start offset, and the high watermark
-EARLIEST = -2
-LATEST = -1
+#: the first ListOffsets version with an isolation level
+READ_COMMITTED_MIN_VERSION = 2
 
 OffsetKey = tuple[TopicPartition, int]
 
@@ -78,21 +86,33 @@ def _partition_error(outcome: Outcome[Any, Any], key: Any, error: KafkaError) ->
         outcome.failed[key] = error
 
 
-class ListOffsetsApi(AdminApi[OffsetKey, int]):
+class ListOffsetsApi(AdminApi[OffsetKey, ListOffsetsResultInfo]):
     """ListOffsets to each leader; keys are ``(partition, timestamp)`` (:data:`EARLIEST`,
-    :data:`LATEST` or a time in ms), values the offsets (-1: none)."""
+    :data:`LATEST`, :data:`MAX_TIMESTAMP` or a time in ms), values what was found (offset -1:
+    none). Under ``read_committed`` LATEST is the last stable offset.
+
+    A request names a partition once, so the keys of one partition go in requests of their own;
+    MAX_TIMESTAMP keys too, as they need ListOffsets v7: a leader without it fails them unsent
+    with UnsupportedVersionError, and only them.
+    """
 
     lookup = Lookup.LEADER
 
-    def __init__(self, keys: Iterable[OffsetKey]) -> None:
+    def __init__(
+        self, keys: Iterable[OffsetKey], isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    ) -> None:
         self._keys = list(dict.fromkeys(keys))
+        self._isolation = IsolationLevel(isolation_level)
 
     def keys(self) -> list[OffsetKey]:
         return self._keys
 
     def describe(self, key: OffsetKey) -> str:
+        tp, timestamp = key
+        if timestamp == MAX_TIMESTAMP:
+            return f"the offset of the record with the highest timestamp in {tp}"
         names = {EARLIEST: "earliest", LATEST: "latest"}
-        return f"the {names.get(key[1], f'timestamp {key[1]}')} offset of {key[0]}"
+        return f"the {names.get(timestamp, f'timestamp {timestamp}')} offset of {tp}"
 
     def partition(self, key: OffsetKey) -> TopicPartition:
         return key[0]
@@ -100,29 +120,52 @@ class ListOffsetsApi(AdminApi[OffsetKey, int]):
     def build(
         self, node: Node | None, keys: list[OffsetKey]
     ) -> list[tuple[RequestMessage[Any], list[OffsetKey]]]:
-        # One request per timestamp: a partition may appear only once in a request.
-        by_timestamp: dict[int, list[OffsetKey]] = {}
-        for key in keys:
-            by_timestamp.setdefault(key[1], []).append(key)
+        # Requests by (needs v7, round): round n holds each partition's n-th key.
+        batches: dict[tuple[bool, int], list[OffsetKey]] = {}
+        rounds: dict[tuple[bool, TopicPartition], int] = {}
+        for key in sorted(keys):
+            kind = (key[1] == MAX_TIMESTAMP, key[0])
+            n = rounds[kind] = rounds.get(kind, -1) + 1
+            batches.setdefault((kind[0], n), []).append(key)
         requests: list[tuple[RequestMessage[Any], list[OffsetKey]]] = []
-        for timestamp, subset in sorted(by_timestamp.items()):
+        for _, subset in sorted(batches.items()):
             topics = [
                 ListOffsetsTopic(
                     name=topic,
-                    partitions=[
-                        ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p, _ in parts
-                    ],
+                    partitions=[ListOffsetsPartition(partition_index=p, timestamp=ts) for p, ts in parts],
                 )
-                for topic, parts in _by_topic((tp, None) for tp, _ in subset).items()
+                for topic, parts in _by_topic(subset).items()
             ]
-            requests.append((ListOffsetsRequest(replica_id=-1, topics=topics), subset))
+            request = ListOffsetsRequest(replica_id=-1, isolation_level=int(self._isolation), topics=topics)
+            requests.append((request, subset))
         return requests
+
+    def min_version(self, request: RequestMessage[Any]) -> int | None:
+        assert isinstance(request, ListOffsetsRequest)
+        if any(p.timestamp == MAX_TIMESTAMP for t in request.topics for p in t.partitions):
+            return MAX_TIMESTAMP_MIN_VERSION
+        return READ_COMMITTED_MIN_VERSION if self._isolation else None
+
+    def handle_error(
+        self, node: Node | None, keys: list[OffsetKey], request: Any, error: KafkaError
+    ) -> Outcome[OffsetKey, ListOffsetsResultInfo] | None:
+        if not isinstance(error, UnsupportedVersionError):
+            return None
+        if any(ts == MAX_TIMESTAMP for _, ts in keys):
+            need = "max_timestamp lookups (KIP-734) need ListOffsets v7 or later, which Kafka 3.0+ offers"
+        elif self._isolation:
+            need = "read_committed lookups need ListOffsets v2 or later"
+        else:
+            need = "the broker offers no ListOffsets version kaflux implements"
+        return Outcome(
+            failed={k: UnsupportedVersionError(f"{self.describe(k)}: {need}; {error}") for k in keys}
+        )
 
     def handle(
         self, node: Node | None, keys: list[OffsetKey], body: ListOffsetsResponse
-    ) -> Outcome[OffsetKey, int]:
+    ) -> Outcome[OffsetKey, ListOffsetsResultInfo]:
         timestamps = {tp: ts for tp, ts in keys}
-        outcome: Outcome[OffsetKey, int] = Outcome()
+        outcome: Outcome[OffsetKey, ListOffsetsResultInfo] = Outcome()
         for topic in body.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
@@ -131,8 +174,10 @@ class ListOffsetsApi(AdminApi[OffsetKey, int]):
                 key = (tp, timestamps[tp])
                 if p.error_code:
                     _partition_error(outcome, key, error_for_code(p.error_code)(self.describe(key)))
-                else:
-                    outcome.completed[key] = p.old_style_offsets[0] if p.old_style_offsets else p.offset
+                    continue
+                offset = p.old_style_offsets[0] if p.old_style_offsets else p.offset
+                epoch = p.leader_epoch if p.leader_epoch >= 0 else None
+                outcome.completed[key] = ListOffsetsResultInfo(offset, p.timestamp, epoch)
         return outcome
 
 
@@ -238,7 +283,7 @@ def describe_cluster(answer: MetadataAnswer) -> ClusterDescription:
 
 
 def describe_topics(
-    answer: MetadataAnswer, names: list[str], watermarks: Mapping[OffsetKey, int]
+    answer: MetadataAnswer, names: list[str], watermarks: Mapping[OffsetKey, ListOffsetsResultInfo]
 ) -> dict[str, TopicDescription]:
     """The topics ``names`` as a Metadata answer describes them, with the watermarks found."""
     described: dict[str, TopicDescription] = {}
@@ -250,11 +295,16 @@ def describe_topics(
                 p.leader,
                 list(p.replicas),
                 list(p.isr),
-                watermarks.get((TopicPartition(name, p.partition), EARLIEST), -1),
-                watermarks.get((TopicPartition(name, p.partition), LATEST), -1),
+                _offset(watermarks, TopicPartition(name, p.partition), EARLIEST),
+                _offset(watermarks, TopicPartition(name, p.partition), LATEST),
             )
             for p in (info.partitions[i] for i in sorted(info.partitions))
         ]
         topic_id = info.topic_id if info.topic_id.int != 0 else None
         described[name] = TopicDescription(name, topic_id, info.is_internal, partitions)
     return described
+
+
+def _offset(found: Mapping[OffsetKey, ListOffsetsResultInfo], tp: TopicPartition, timestamp: int) -> int:
+    info = found.get((tp, timestamp))
+    return -1 if info is None else info.offset

@@ -1,4 +1,4 @@
-"""``kaflux groups``: list, describe, lag, reset-offsets and delete consumer groups. [app]
+"""``kaflux groups``: list, describe, lag, reset-offsets, remove-members and delete consumer groups. [app]
 
 ``lag`` compares each committed offset with the partition's end offset (from a group-less
 consumer's ``end_offsets``). ``reset-offsets`` follows Kafka's ``kafka-consumer-groups.sh``: it
@@ -28,7 +28,7 @@ _INACTIVE = frozenset({"empty", "dead", "unknown", ""})
 
 @click.group()
 def groups() -> None:
-    """List, describe and inspect consumer groups; reset or delete their offsets."""
+    """List, describe and inspect consumer groups; reset or delete their offsets; remove members."""
 
 
 @groups.command("list")
@@ -322,3 +322,34 @@ def delete(names: tuple[str, ...]) -> None:
             click.echo(f"kaflux: error: group {name}: {why}", err=True)
     if failed:
         raise click.exceptions.Exit(1)
+
+
+@groups.command("remove-members")
+@click.argument("group")
+@click.argument("instance_ids", metavar="[INSTANCE_ID]...", nargs=-1)
+@click.option("--member-id", "member_ids", multiple=True, help="A member by its member id (repeatable).")
+@click.option("--all", "remove_all", is_flag=True, help="Every member of the group.")
+@click.option("--reason", help="Appended to the reason the coordinator records.")
+@client_options
+def remove_members(
+    group: str,
+    instance_ids: tuple[str, ...],
+    member_ids: tuple[str, ...],
+    remove_all: bool,
+    reason: str | None,
+) -> None:
+    """Remove members from GROUP, by group.instance.id (static members, e.g. whose host is gone),
+    --member-id, or --all; the group rebalances at once."""
+    from kaflux.admin import MemberToRemove  # imported when the command runs: --help stays fast
+
+    named = [MemberToRemove(i) for i in instance_ids] + [MemberToRemove(member_id=m) for m in member_ids]
+    if remove_all == bool(named):
+        raise click.UsageError("name members (INSTANCE_ID... or --member-id) or give --all, not both")
+    with admin_client(client_settings()) as admin:
+        removed = admin.remove_members_from_consumer_group(
+            group, None if remove_all else named, reason=reason
+        )
+    for member in removed:
+        click.echo(f"removed {member} from group {group}", err=True)
+    if not removed:
+        click.echo(f"group {group} has no members", err=True)

@@ -1,4 +1,4 @@
-"""``kaflux topics``: list, describe, create and delete topics. [app]"""
+"""``kaflux topics``: list, describe, create and delete topics, and look up their offsets. [app]"""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def topics() -> None:
-    """List, describe, create and delete topics."""
+    """List, describe, create and delete topics; look up their offsets."""
 
 
 @topics.command("list")
@@ -161,3 +161,75 @@ def delete(names: tuple[str, ...], if_exists: bool) -> None:
     with admin_client(client_settings()) as admin:
         admin.delete_topics(names, missing_ok=if_exists)
     click.echo(f"deleted {', '.join(names)}", err=True)
+
+
+_SPECS = ("earliest", "latest", "max-timestamp")
+
+
+@topics.command()
+@click.argument("name", metavar="TOPIC")
+@click.option(
+    "--spec",
+    default="latest",
+    show_default=True,
+    metavar="earliest|latest|max-timestamp|MS",
+    help="Which offset: the first, the next to be written, the record with the highest timestamp, "
+    "or the first record at or after a time (ms since the epoch).",
+)
+@click.option(
+    "--partition", "partitions", type=click.IntRange(min=0), multiple=True, help="Only this one (repeatable)."
+)
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: latest is the last stable offset (before the first open transaction).",
+)
+@format_option
+@client_options
+def offsets(name: str, spec: str, partitions: tuple[int, ...], isolation_level: str, fmt: str | None) -> None:
+    """Look up an offset of each partition of TOPIC (offset -1: no such record)."""
+    from kaflux.admin import OffsetSpec  # imported when the command runs: --help stays fast
+    from kaflux.structs import TopicPartition
+
+    if spec in _SPECS:
+        wanted = getattr(OffsetSpec, spec.replace("-", "_"))()
+    elif spec.isdigit():
+        wanted = OffsetSpec.for_timestamp(int(spec))
+    else:
+        raise click.BadParameter(
+            f"{spec!r}: use earliest, latest, max-timestamp or a time in ms", param_hint="'--spec'"
+        )
+    with admin_client(client_settings()) as admin:
+        numbers = list(dict.fromkeys(partitions))
+        if not numbers:
+            described = admin.describe_topics([name])[name]
+            numbers = [p.partition for p in described.partitions]
+        found = admin.list_offsets(
+            {TopicPartition(name, p): wanted for p in numbers}, isolation_level=isolation_level
+        )
+    data = [
+        {
+            "partition": tp.partition,
+            "offset": info.offset,
+            "timestamp": info.timestamp,
+            "leader_epoch": info.leader_epoch,
+        }
+        for tp, info in found.items()
+    ]
+
+    def render() -> Iterable[RenderableType]:
+        rows = table(
+            "PARTITION",
+            "OFFSET",
+            "TIMESTAMP",
+            "LEADER EPOCH",
+            title=f"{name}  ({spec})",
+            numeric=("PARTITION", "OFFSET", "TIMESTAMP", "LEADER EPOCH"),
+        )
+        for row in data:
+            rows.add_row(*(cell(row[k]) for k in ("partition", "offset", "timestamp", "leader_epoch")))
+        return [rows]
+
+    emit(fmt, data, render)

@@ -37,6 +37,7 @@ from kaflux.errors import (
     MalformedResponseError,
     ResponseTooLargeError,
     SslAuthenticationError,
+    UnsupportedVersionError,
 )
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
@@ -200,6 +201,12 @@ class NetworkClient:
             version = conn.version_for(ApiKey(request.request.API_KEY))
             if request.max_version is not None:
                 version = min(version, request.max_version)
+            if request.min_version is not None and version < request.min_version:
+                raise UnsupportedVersionError(
+                    f"broker {conn.broker} supports "
+                    f"{ApiKey(request.request.API_KEY).name} only up to v{version}; this request "
+                    f"needs v{request.min_version} or later"
+                )
             timeout = request.timeout_ms if request.timeout_ms is not None else self._request_timeout_ms
             conn.send(
                 request.request, version, request, now_ms, timeout, expect_response=request.expect_response

@@ -81,6 +81,7 @@ class NetworkClientDelegate:
                     expect_response=unsent.expect_response,
                     max_version=unsent.max_version,
                     timeout_ms=unsent.timeout_ms,
+                    min_version=unsent.min_version,
                 ),
                 now_ms,
             )

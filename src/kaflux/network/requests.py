@@ -38,6 +38,9 @@ class ClientRequest:
     max_version: int | None = None
     #: how long to wait for the response (None: request.timeout.ms)
     timeout_ms: int | None = None
+    #: lowest version that carries the request's meaning (Java's oldest allowed version): a
+    #: broker offering only older ones fails the request with UnsupportedVersionError unsent
+    min_version: int | None = None
 
 
 class ClientResponse(Generic[R]):
@@ -91,6 +94,8 @@ class UnsentRequest(Generic[R]):
     #: the request fails if still unsent by then; the delegate sets now + request.timeout.ms
     #: unless the manager set an earlier one
     deadline_ms: int = -1
+    #: lowest version that carries the request's meaning (see :class:`ClientRequest`)
+    min_version: int | None = None
 
 
 @dataclass(slots=True)

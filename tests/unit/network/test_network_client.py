@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, MalformedResponseError
+from kaflux.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MalformedResponseError,
+    UnsupportedVersionError,
+)
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import ConnectionState
@@ -238,6 +244,33 @@ def test_negotiation_picks_the_highest_version_both_sides_support(
         connect(client)
         assert client.api_version(NODE, ApiKey.METADATA) == 4
         assert client.api_version(NODE, ApiKey.FETCH) is None
+    finally:
+        srv.close()
+
+
+def test_a_request_needing_a_newer_version_than_the_broker_offers_fails_unsent(
+    client_factory: Callable[..., NetworkClient],
+) -> None:
+    def old_broker(version: int, request: Any) -> Any:
+        if isinstance(request, ApiVersionsRequest):
+            return ApiVersionsResponse(api_keys=[ApiVersion(api_key=3, min_version=0, max_version=4)])
+        return default_handler(version, request)
+
+    srv = KafkaServer(old_broker)
+    try:
+        client = client_factory(srv.port)
+        connect(client)
+        received = len(srv.received)
+        client.send(ClientRequest(NODE, MetadataRequest(topics=None), Recorder(), 100, min_version=5), 100)
+        assert client.in_flight_count(NODE) == 0, "not sent"
+        (refused,) = poll_until(client, lambda r: len(r) == 1, now_ms=100)
+        assert isinstance(refused.error, UnsupportedVersionError)
+        assert "METADATA only up to v4; this request needs v5 or later" in str(refused.error)
+        assert client.is_ready(NODE), "the connection stays usable"
+        client.send(ClientRequest(NODE, MetadataRequest(topics=None), Recorder(), 100, min_version=4), 100)
+        (answered,) = poll_until(client, lambda r: len(r) == 1, now_ms=100)
+        assert answered.error is None and answered.api_version == 4
+        assert len(srv.received) == received + 1, "only the second request reached the broker"
     finally:
         srv.close()
 

@@ -103,10 +103,11 @@ def test_request_to_a_ready_node_is_sent_with_its_handler() -> None:
     delegate = delegate_over(client)
     outcomes = Outcomes()
     request = MetadataRequest(topics=None)
-    delegate.add(UnsentRequest(request, 2, outcomes, max_version=9), now_ms=10)
+    delegate.add(UnsentRequest(request, 2, outcomes, max_version=9, min_version=4), now_ms=10)
     poll(delegate, 10)
     (sent,) = client.sent
     assert (sent.node_id, sent.request, sent.created_ms, sent.max_version) == (2, request, 10, 9)
+    assert sent.min_version == 4
     assert not delegate.has_unsent()
     client.answer(sent, MetadataResponse(), received_ms=20)
     poll(delegate, 20)
