@@ -1,0 +1,136 @@
+"""The python-gssapi shell of SASL GSSAPI, without a KDC: the missing extra, a missing keytab,
+credentials that cannot be had, and the Kerberos library's messages turned into advice. (The real
+library against a real KDC: tests/integration/test_security_gssapi.py.)"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaflux.config import KerberosLogin, ProducerConfig
+from kaflux.errors import AuthenticationError, ConfigError
+from kaflux.network.kerberos import describe_gss_error, gssapi_module, kerberos_context_factory
+from kaflux.network.security import sasl_credentials_for
+
+
+class FakeGSSError(Exception):
+    pass
+
+
+def fake_gssapi(credentials_error: str | None = None) -> Any:
+    """Just enough of python-gssapi's surface for kerberos_context_factory's acquisition."""
+    acquired: list[dict[str, Any]] = []
+
+    def credentials(**kwargs: Any) -> object:
+        acquired.append(kwargs)
+        if credentials_error is not None:
+            raise FakeGSSError(
+                "Major (458752): No credentials were supplied, or the credentials were unavailable "
+                f"or inaccessible, Minor (2529639053): {credentials_error}"
+            )
+        return object()
+
+    return types.SimpleNamespace(
+        Name=lambda text, kind: (text, kind),
+        NameType=types.SimpleNamespace(kerberos_principal="principal", hostbased_service="service"),
+        Credentials=credentials,
+        exceptions=types.SimpleNamespace(GSSError=FakeGSSError),
+        acquired=acquired,
+    )
+
+
+def test_without_python_gssapi_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gssapi", None)  # import gssapi raises ImportError
+    with pytest.raises(ConfigError) as info:
+        gssapi_module()
+    text = str(info.value)
+    assert info.value.key == "sasl.mechanism"
+    assert "pip install 'kaflux[gssapi]'" in text and "libkrb5-dev" in text
+
+
+def test_a_gssapi_client_without_python_gssapi_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gssapi", None)
+    config = ProducerConfig.from_dict({"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match=r"pip install 'kaflux\[gssapi\]'"):
+        sasl_credentials_for(config)
+
+
+def test_other_mechanisms_never_import_python_gssapi(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gssapi", None)
+    config = ProducerConfig.from_dict(
+        {
+            "bootstrap.servers": "h:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "p",
+        }
+    )
+    credentials = sasl_credentials_for(config)
+    assert credentials is not None and credentials.mechanism == "PLAIN"
+
+
+def test_a_missing_keytab_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    login = KerberosLogin(principal="alice@R", keytab=str(tmp_path / "absent.keytab"))
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        kerberos_context_factory(login, gssapi=fake_gssapi())
+    assert info.value.key == "sasl.kerberos.keytab"
+
+
+def test_keytab_credentials_go_to_a_private_memory_cache(tmp_path: Path) -> None:
+    keytab = tmp_path / "alice.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    lib = fake_gssapi()
+    kerberos_context_factory(KerberosLogin(principal="alice@R", keytab=str(keytab)), gssapi=lib)
+    kerberos_context_factory(KerberosLogin(principal="alice@R", keytab=str(keytab)), gssapi=lib)
+    first, second = (call["store"] for call in lib.acquired)
+    assert first["client_keytab"] == str(keytab)
+    assert first["ccache"].startswith("MEMORY:") and first["ccache"] != second["ccache"]
+    assert lib.acquired[0]["name"] == ("alice@R", "principal") and lib.acquired[0]["usage"] == "initiate"
+
+
+def test_no_ticket_in_the_cache_fails_with_run_kinit() -> None:
+    lib = fake_gssapi("No Kerberos credentials available (default cache: FILE:/tmp/krb5cc_0)")
+    with pytest.raises(AuthenticationError) as info:
+        kerberos_context_factory(KerberosLogin(), gssapi=lib)
+    text = str(info.value)
+    assert "No Kerberos credentials available" in text
+    assert "run kinit" in text and "sasl.kerberos.keytab" in text
+    assert lib.acquired[0]["store"] is None  # the default cache, as kinit filled it
+
+
+def test_a_keytab_the_kdc_refuses_says_what_to_check(tmp_path: Path) -> None:
+    keytab = tmp_path / "bob.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    lib = fake_gssapi("Client 'bob@R' not found in Kerberos database")
+    with pytest.raises(AuthenticationError) as info:
+        kerberos_context_factory(KerberosLogin(principal="bob@R", keytab=str(keytab)), gssapi=lib)
+    text = str(info.value)
+    assert "Client 'bob@R' not found in Kerberos database" in text
+    assert f"klist -k -t {keytab}" in text and "KDC" in text
+
+
+@pytest.mark.parametrize(
+    ("minor", "advice"),
+    [
+        ("Server kafka/b1@R not found in Kerberos database", "sasl.kerberos.service.name"),
+        ("Clock skew too great", "synchronise them"),
+        ("Cannot contact any KDC for realm 'R'", "KDC is unreachable"),
+        ("No Kerberos credentials available (default cache: FILE:/x)", "run kinit"),
+        ("Ticket expired", "run kinit again"),
+    ],
+)
+def test_kerberos_failures_come_with_what_to_do(minor: str, advice: str) -> None:
+    error = FakeGSSError(f"Major (851968): Unspecified GSS failure., Minor (2529638919): {minor}")
+    text = describe_gss_error(error, "kafka", "b1")
+    assert minor in text and advice in text
+    assert "Unspecified GSS failure" not in text  # the library's own words, not the generic ones
+
+
+def test_an_unknown_failure_names_the_service_principal() -> None:
+    text = describe_gss_error(FakeGSSError("Major (1): something odd"), "kafka", "b1")
+    assert "something odd" in text and "kafka/b1" in text
