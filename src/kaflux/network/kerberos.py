@@ -96,17 +96,17 @@ def _acquire(lib: ModuleType, login: KerberosLogin) -> Any:
         return lib.Credentials(name=name, usage="initiate", store=store)
     except lib.exceptions.GSSError as exc:
         detail = _minor_message(exc)
-        if login.keytab is not None:
+        advice = _advice_for(detail, "")
+        if advice is None and login.keytab is not None:
             advice = (
                 f"check that the keytab {login.keytab} holds keys of {login.principal} (klist -k -t "
-                f"{login.keytab}), that the KDC knows this principal and is reachable (krb5.conf, "
-                "KRB5_CONFIG), and that this host's clock is right"
+                f"{login.keytab}) and that the KDC knows this principal"
             )
-        else:
+        elif advice is None:
             who = f" of {login.principal}" if login.principal else ""
             advice = (
-                f"no Kerberos tickets{who} in the credential cache: run kinit (KRB5CCNAME names "
-                "another cache), or set sasl.kerberos.keytab and sasl.kerberos.principal"
+                f"no usable Kerberos tickets{who} in the credential cache: run kinit (KRB5CCNAME "
+                "names another cache), or set sasl.kerberos.keytab and sasl.kerberos.principal"
             )
         raise AuthenticationError(
             f"SASL GSSAPI: cannot get Kerberos credentials ({detail}): {advice}"
@@ -167,6 +167,10 @@ def _minor_message(exc: Exception) -> str:
 #: Kerberos library messages (lower case fragments) and what the user should do about them
 _ADVICE = (
     (
+        "client '",  # Client 'alice@R' not found in Kerberos database
+        "the KDC does not know the client principal: check sasl.kerberos.principal (and its realm)",
+    ),
+    (
         "not found in kerberos database",
         "the KDC does not know the broker's service principal {principal}: check "
         "sasl.kerberos.service.name (default kafka) and that bootstrap.servers and the brokers' "
@@ -189,9 +193,16 @@ _ADVICE = (
 def describe_gss_error(exc: Exception, service: str, host: str) -> str:
     """A GSS-API failure for broker host ``host`` in words that say what to do."""
     detail = _minor_message(exc)
-    lowered = detail.lower()
     principal = f"{service}/{host}"
+    advice = _advice_for(detail, principal)
+    if advice is not None:
+        return f"Kerberos: {detail}; {advice}"
+    return f"Kerberos: {detail} (the broker's service principal is {principal})"
+
+
+def _advice_for(detail: str, principal: str) -> str | None:
+    lowered = detail.lower()
     for fragment, advice in _ADVICE:
         if fragment in lowered:
-            return f"Kerberos: {detail}; {advice.format(principal=principal)}"
-    return f"Kerberos: {detail} (the broker's service principal is {principal})"
+            return advice.format(principal=principal)
+    return None

@@ -391,11 +391,7 @@ class SaslAuthenticator:
         if self._credentials.mechanism == "OAUTHBEARER":
             what = "the token from oauth_cb (or sasl.oauthbearer.config)"
         elif self._credentials.mechanism == "GSSAPI":
-            what = (
-                f"the Kerberos login (kinit, or sasl.kerberos.keytab and sasl.kerberos.principal) and "
-                f"that the KDC knows the broker's principal {self._credentials.kerberos_service_name}/"
-                f"{self._host} (sasl.kerberos.service.name)"
-            )
+            what = "the Kerberos login (kinit, or sasl.kerberos.keytab and sasl.kerberos.principal)"
         return error(
             f"SASL {self._credentials.mechanism} authentication with broker {self._broker} failed: "
             f"{detail}. Check {what}, and that the broker enables this mechanism."
