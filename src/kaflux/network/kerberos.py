@@ -94,6 +94,13 @@ def _acquire(lib: ModuleType, login: KerberosLogin) -> Any:
         store = {"client_keytab": login.keytab, "ccache": f"MEMORY:kaflux-{secrets.token_hex(8)}"}
     try:
         return lib.Credentials(name=name, usage="initiate", store=store)
+    except NotImplementedError:  # e.g. Heimdal (macOS): no credential store extension
+        raise ConfigError(
+            "sasl.kerberos.keytab",
+            "this system's Kerberos library cannot log in from a keytab itself (it lacks MIT "
+            f"Kerberos' credential store extension): run kinit -k -t {login.keytab} "
+            f"{login.principal} and leave sasl.kerberos.keytab out to use the ticket cache",
+        ) from None
     except lib.exceptions.GSSError as exc:
         detail = _minor_message(exc)
         advice = _advice_for(detail, "")

@@ -21,12 +21,16 @@ class FakeGSSError(Exception):
     pass
 
 
-def fake_gssapi(credentials_error: str | None = None) -> Any:
+def fake_gssapi(credentials_error: str | None = None, *, no_store_extension: bool = False) -> Any:
     """Just enough of python-gssapi's surface for kerberos_context_factory's acquisition."""
     acquired: list[dict[str, Any]] = []
 
     def credentials(**kwargs: Any) -> object:
         acquired.append(kwargs)
+        if no_store_extension and kwargs["store"] is not None:
+            raise NotImplementedError(
+                "Your GSSAPI implementation does not have support for credential stores"
+            )
         if credentials_error is not None:
             raise FakeGSSError(
                 "Major (458752): No credentials were supplied, or the credentials were unavailable "
@@ -91,6 +95,16 @@ def test_keytab_credentials_go_to_a_private_memory_cache(tmp_path: Path) -> None
     assert first["client_keytab"] == str(keytab)
     assert first["ccache"].startswith("MEMORY:") and first["ccache"] != second["ccache"]
     assert lib.acquired[0]["name"] == ("alice@R", "principal") and lib.acquired[0]["usage"] == "initiate"
+
+
+def test_a_kerberos_library_without_keytab_logins_says_to_kinit_from_the_keytab(tmp_path: Path) -> None:
+    keytab = tmp_path / "alice.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    lib = fake_gssapi(no_store_extension=True)
+    with pytest.raises(ConfigError) as info:
+        kerberos_context_factory(KerberosLogin(principal="alice@R", keytab=str(keytab)), gssapi=lib)
+    assert info.value.key == "sasl.kerberos.keytab"
+    assert f"kinit -k -t {keytab} alice@R" in str(info.value)
 
 
 def test_no_ticket_in_the_cache_fails_with_run_kinit() -> None:
