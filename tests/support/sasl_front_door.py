@@ -95,6 +95,7 @@ __all__ = [
     "SaslStep",
     "ScramCredential",
     "ScramServer",
+    "gssapi_acceptor_factory",
     "saslprep",
     "unsecured_jwt_validator",
 ]
