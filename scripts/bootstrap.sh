@@ -5,7 +5,8 @@
 #   bash scripts/bootstrap.sh --test   everything CI needs too: the dev and docs extras, stunnel4
 #                                      (the TLS terminator of the TLS/SASL_SSL tests), and MIT
 #                                      Kerberos' KDC, admin tools, kinit and libkrb5-dev (the KDC of
-#                                      the GSSAPI tests; python-gssapi builds against libkrb5-dev)
+#                                      the GSSAPI tests; python-gssapi builds against libkrb5-dev),
+#                                      and faketime (a KDC with a wrong clock)
 #   --dry-run (after the above)        print the plan, install nothing
 # Prints the venv's python path on the last line of stdout; everything else goes to stderr.
 set -euo pipefail
@@ -25,7 +26,7 @@ done
 if [ "$DRY_RUN" = 1 ]; then
   echo "profile: $PROFILE"
   echo "pip: -e .[$EXTRAS]"
-  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing), krb5-kdc krb5-admin-server krb5-user libkrb5-dev (if missing)')"
+  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing), krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime (if missing)')"
   exit 0
 fi
 # Reinstall when the packaging or the compiled kernel's sources change.
@@ -57,10 +58,10 @@ fi
 
 # The KDC's programs live in /usr/sbin, which is not on every PATH: look there too.
 if [ "$PROFILE" = test ] && ! { PATH="$PATH:/usr/sbin:/sbin" command -v krb5kdc && PATH="$PATH:/usr/sbin:/sbin" \
-    command -v kadmin.local && command -v kinit && command -v krb5-config; } >/dev/null 2>&1; then
-  apt_install "krb5-kdc krb5-admin-server krb5-user libkrb5-dev" \
+    command -v kadmin.local && command -v kinit && command -v krb5-config && command -v faketime; } >/dev/null 2>&1; then
+  apt_install "krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime" \
     "MIT Kerberos: the KDC of the GSSAPI tests, and the library python-gssapi builds against" \
-    || { say "no Kerberos KDC/libkrb5-dev and no apt-get; install MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev)"; exit 1; }
+    || { say "no Kerberos KDC/libkrb5-dev and no apt-get; install MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev) and faketime"; exit 1; }
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -2,7 +2,8 @@
 acceptor, with tickets from a real MIT KDC (support/kdc.py; the door is proven with kafka-python in
 support/test_security_doubles.py): keytab logins, ticket-cache logins, Java's Krb5LoginModule line,
 SASL_PLAINTEXT and SASL_SSL, re-authentication with a new security context, and every failure
-(no ticket, unknown service or client principal, missing keytab, unreachable KDC) as a clear error."""
+(no ticket, unknown service or client principal, missing keytab, unreachable KDC, a KDC whose clock
+is an hour off) as a clear error."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.errors import AuthenticationError, ConfigError
 
 from support.group_helpers import WAIT_S, wait_until
+from support.kdc import TestKdc
 from support.security_fixtures import KerberosRealm, SecureTansu
 
 pytestmark = pytest.mark.integration
@@ -282,3 +284,28 @@ def test_an_unreachable_kdc_fails_the_constructor_and_says_so(
     assert time.monotonic() - start < QUICK_S
     text = str(info.value)
     assert f"Cannot contact any KDC for realm '{kerberos.realm}'" in text and "KDC is unreachable" in text
+
+
+def test_clock_skew_fails_the_constructor_and_says_so(
+    gssapi_tansu: SecureTansu, kerberos: KerberosRealm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a KDC an hour behind this host (faketime), and a client that must prove its key with a
+    # timestamp (pre-authentication); kdc_timesync = 0: MIT's clients otherwise adopt the KDC's
+    # clock for their tickets, and the skew would surface later, at the broker
+    kdc = TestKdc(realm="SKEW.TEST", clock_offset="-1h").start()
+    try:
+        keytab = kdc.add_principal("alice", keytab=kdc.path("alice.keytab"), requires_preauth=True)
+        conf = kdc.krb5_conf.read_text().replace("[libdefaults]\n", "[libdefaults]\n  kdc_timesync = 0\n")
+        kdc.krb5_conf.write_text(conf)
+        monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
+        config = gssapi_tansu.config(
+            "GSSAPI", **{"sasl.kerberos.keytab": str(keytab), "sasl.kerberos.principal": "alice@SKEW.TEST"}
+        )
+        start = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            Producer(config)
+        assert time.monotonic() - start < QUICK_S
+    finally:
+        kdc.cleanup()
+    text = str(info.value)
+    assert "Clock skew too great" in text and "synchronise them (NTP)" in text

@@ -14,7 +14,8 @@ realm's ``krb5.conf``, a default credential cache in the work directory (empty u
 ``kinit``\\ s into it), no default client keytab, and a replay cache directory of its own.
 ``krb5.conf`` turns off DNS (``rdns = false``, ``dns_canonicalize_hostname = false``) so that the
 service principal of a broker at ``localhost`` or ``127.0.0.1`` is ``kafka/<that host>@REALM``, as
-written, and forces TCP to the KDC.
+written, and forces TCP to the KDC. ``clock_offset`` runs the KDC under ``faketime`` (Debian's
+``faketime``), for clock-skew failures.
 
 Typical use::
 
@@ -85,9 +86,24 @@ class TestKdc:
 
     __test__ = False  # not a pytest class despite its name
 
-    def __init__(self, realm: str = "KAFLUX.TEST", *, workdir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        realm: str = "KAFLUX.TEST",
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+        clock_offset: str | None = None,
+    ) -> None:
         self.realm = realm
         self.tools = kerberos_tools()
+        #: run krb5kdc under faketime with this offset (e.g. "-1h"): a KDC whose clock is wrong
+        self.clock_offset = clock_offset
+        if clock_offset is not None:
+            faketime = shutil.which("faketime")
+            if faketime is None:
+                raise KdcUnavailableError(
+                    "faketime is not installed: apt-get install faketime (bootstrap.sh --test does it)"
+                )
+            self.tools["faketime"] = faketime
         self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-kdc-")
         self.krb5_conf = self.workdir / "krb5.conf"
         self.kdc_conf = self.workdir / "kdc.conf"
@@ -193,17 +209,23 @@ class TestKdc:
     # --- principals, keytabs, tickets ---
 
     def add_principal(
-        self, name: str, *, keytab: Path | None = None, password: str | None = None
+        self,
+        name: str,
+        *,
+        keytab: Path | None = None,
+        password: str | None = None,
+        requires_preauth: bool = False,
     ) -> Path | None:
         """Create ``name`` (random key, or ``password``); with ``keytab``, export its keys there.
+        ``requires_preauth``: the client must prove its key with a timestamp (which the KDC
+        checks against its clock) before it gets a ticket.
 
         Returns the keytab's path (None without one).
         """
         principal = self.principal(name)
-        if password is None:
-            self._run("kadmin.local", "-q", f"addprinc -randkey {principal}")
-        else:
-            self._run("kadmin.local", "-q", f"addprinc -pw {password} {principal}")
+        key = "-randkey" if password is None else f"-pw {password}"
+        flags = " +requires_preauth" if requires_preauth else ""
+        self._run("kadmin.local", "-q", f"addprinc {key}{flags} {principal}")
         if keytab is None:
             return None
         self.export_keytab(keytab, name)
@@ -290,8 +312,9 @@ class TestKdc:
         return output
 
     def _launch(self) -> None:
+        faketime = [] if self.clock_offset is None else [self.tools["faketime"], "-f", self.clock_offset]
         self._proc = subprocess.Popen(
-            [*_die_with_parent_prefix(), self.tools["krb5kdc"], "-n"],
+            [*_die_with_parent_prefix(), *faketime, self.tools["krb5kdc"], "-n"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
