@@ -85,12 +85,17 @@ def test_ticket_cache_login_after_kinit(
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
     assert gssapi_tansu.door is not None
     since = gssapi_tansu.door.log_position()
-    # Java's defaults: security.protocol SASL_PLAINTEXT with no mechanism is GSSAPI, service "kafka"
-    config = {"bootstrap.servers": gssapi_tansu.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT"}
+    # Java's defaults: security.protocol SASL_PLAINTEXT with no mechanism is GSSAPI, service "kafka";
+    # the bootstrap server by name, the broker as Tansu advertises it (127.0.0.1)
+    bootstrap = gssapi_tansu.bootstrap_servers.replace("127.0.0.1", "localhost")
+    config = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT"}
     _round_trip(config, topic_name)
     _assert_logged_in_as_alice(gssapi_tansu, kerberos, since)
-    # the service ticket was cached next to the TGT, as kinit's tickets are
-    assert f"kafka/127.0.0.1@{kerberos.realm}" in kerberos.kdc.klist(ccache)
+    # each connection asked for the service principal of the host it connected to, and the
+    # service tickets were cached next to kinit's TGT
+    tickets = kerberos.kdc.klist(ccache)
+    assert f"kafka/localhost@{kerberos.realm}" in tickets
+    assert f"kafka/127.0.0.1@{kerberos.realm}" in tickets
 
 
 def test_java_krb5_login_module_line(
