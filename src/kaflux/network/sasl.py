@@ -19,6 +19,7 @@ what to check; no message ever contains a password or a token.
 from __future__ import annotations
 
 import base64
+import enum
 import hashlib
 import hmac
 import json
@@ -35,6 +36,7 @@ from kaflux.errors import (
 )
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kaflux.state_machine import StateMachine
 
 MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 #: RFC 7677 asks for at least 4096 iterations; fewer means a weak or tampered server-first message
@@ -231,6 +233,26 @@ GSS_INTEGRITY_LAYER = 2
 GSS_CONFIDENTIALITY_LAYER = 4
 
 
+class GssapiStep(enum.Enum):
+    """Where a GSSAPI exchange is (see :class:`GssapiMechanism`)."""
+
+    START = "start"  # before the first token
+    CONTEXT = "context"  # security-context tokens go back and forth
+    SECURITY_LAYER = "security-layer"  # established: the broker's security-layer offer is next
+    SENT = "sent"  # the client's security-layer reply is out: the broker's last answer is next
+    DONE = "done"
+
+
+#: the moves of a GSSAPI exchange (a context may be established by its first token already)
+GSSAPI_TRANSITIONS: dict[GssapiStep, frozenset[GssapiStep]] = {
+    GssapiStep.START: frozenset({GssapiStep.CONTEXT, GssapiStep.SECURITY_LAYER}),
+    GssapiStep.CONTEXT: frozenset({GssapiStep.CONTEXT, GssapiStep.SECURITY_LAYER}),
+    GssapiStep.SECURITY_LAYER: frozenset({GssapiStep.SENT}),
+    GssapiStep.SENT: frozenset({GssapiStep.DONE}),
+    GssapiStep.DONE: frozenset(),
+}
+
+
 class GssapiMechanism:
     """GSSAPI (Kerberos V5, RFC 4752) as Kafka's Java client runs it.
 
@@ -242,7 +264,8 @@ class GssapiMechanism:
     its largest buffer as a 3-octet big-endian number); the client answers with a wrapped message
     choosing "no security layer" (1) with a largest buffer of 0, followed by its authorization id
     (its own principal, as Java sends it). Kafka never uses the integrity or confidentiality
-    layers (TLS protects the connection: SASL_SSL). The broker's last answer is empty.
+    layers (TLS protects the connection: SASL_SSL). The broker's last answer is empty. The
+    steps are :data:`GSSAPI_TRANSITIONS`.
     """
 
     name = "GSSAPI"
@@ -252,42 +275,37 @@ class GssapiMechanism:
         self._host = host
         self._new_context = new_context
         self._context: GssContext | None = None
-        self._state = "context"  # -> "security-layer" -> "sent" -> "done"
+        self._step = StateMachine("GSSAPI exchange", GssapiStep.START, GSSAPI_TRANSITIONS)
 
-    @property
-    def target(self) -> str:
-        """The broker's hostbased service name, ``service@host``."""
-        return f"{self._service_name}@{self._host}"
+    def _context_step(self, context: GssContext, token: bytes | None) -> bytes:
+        out = context.step(token)
+        self._step.transition_to(GssapiStep.SECURITY_LAYER if context.complete else GssapiStep.CONTEXT)
+        return out or b""
 
     def first_message(self) -> bytes:
         try:
             self._context = self._new_context(self._service_name, self._host)
-            token = self._context.step(None)
+            return self._context_step(self._context, None)
         except GssError as exc:
             raise MechanismError(str(exc)) from None
-        if self._context.complete:
-            self._state = "security-layer"
-        return token or b""
 
     def respond(self, challenge: bytes) -> bytes | None:
         context = self._context
-        assert context is not None, "first_message() comes first"
+        step = self._step.state
+        if context is None or step is GssapiStep.DONE:
+            raise MechanismError(f"the broker sent a GSSAPI message out of turn ({step.value})")
         try:
-            if self._state == "context":
-                token = context.step(challenge)
-                if context.complete:
-                    self._state = "security-layer"
-                return token or b""
-            if self._state == "security-layer":
+            if step is GssapiStep.CONTEXT:
+                return self._context_step(context, challenge)
+            if step is GssapiStep.SECURITY_LAYER:
                 reply = self.security_layer_reply(context.unwrap(challenge), context.initiator)
-                self._state = "sent"
+                self._step.transition_to(GssapiStep.SENT)
                 return context.wrap(reply)
         except GssError as exc:
             raise MechanismError(str(exc)) from None
-        if self._state == "sent":
-            self._state = "done"
-            if challenge:
-                raise MechanismError("the broker sent a message after the GSSAPI exchange had ended")
+        self._step.transition_to(GssapiStep.DONE)
+        if challenge:
+            raise MechanismError("the broker sent a message after the GSSAPI exchange had ended")
         return None
 
     @staticmethod
