@@ -314,3 +314,44 @@ def test_clock_skew_fails_the_constructor_and_says_so(
         kdc.cleanup()
     text = str(info.value)
     assert "Clock skew too great" in text and "synchronise them (NTP)" in text
+
+
+def test_keytab_tickets_are_fetched_again_when_they_expire(
+    make_sasl_tansu: Callable[..., SecureTansu], monkeypatch: pytest.MonkeyPatch, topic_name: str
+) -> None:
+    # a realm whose tickets for alice live 6 s; the door ends sessions after 1.5 s. A producer
+    # that keeps sending for 15 s re-authenticates on tickets fetched again from its keytab
+    kdc = TestKdc(realm="SHORT.TEST").start()
+    try:
+        service_keytab = kdc.path("kafka.keytab")
+        kdc.add_principal("kafka/127.0.0.1", keytab=service_keytab)
+        client_keytab = kdc.add_principal("alice", keytab=kdc.path("alice.keytab"))
+        kdc.set_max_life("alice", 6)
+        monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
+        double = make_sasl_tansu(
+            mechanisms=("GSSAPI",), gssapi_keytab=service_keytab, session_lifetime_ms=1500
+        )
+        door = double.door
+        assert door is not None
+        config = double.config(
+            "GSSAPI",
+            **{"sasl.kerberos.keytab": str(client_keytab), "sasl.kerberos.principal": "alice@SHORT.TEST"},
+        )
+        with AdminClient(config) as admin:
+            admin.create_topics([NewTopic(topic_name, 1)], timeout=WAIT_S)
+        with Producer({**config, "linger.ms": 0}) as producer:
+            start = time.monotonic()
+            sent = 0
+            while time.monotonic() - start < 15.0:
+                producer.send(topic_name, b"t%d" % sent, partition=0).result(timeout=WAIT_S)
+                sent += 1
+                time.sleep(0.05)
+        tgs_requests = kdc.log_tail(200_000).count("TGS_REQ")
+        as_requests = kdc.log_tail(200_000).count("AS_REQ")
+    finally:
+        kdc.cleanup()
+    logins = door.logins()
+    assert all(r.success for r in logins), [r.reason for r in logins if not r.success]
+    assert len([r for r in logins if r.reauthentication]) >= 6
+    # the producer's TGT (6 s) was fetched again from the keytab, and service tickets with it
+    assert as_requests >= 3 and tgs_requests >= 3, (as_requests, tgs_requests)

@@ -237,6 +237,10 @@ class TestKdc:
         self._run("kadmin.local", "-q", f"ktadd -norandkey -k {keytab} {principals}")
         return keytab
 
+    def set_max_life(self, name: str, seconds: int) -> None:
+        """Limit the tickets of ``name`` to ``seconds`` (``modprinc -maxlife``)."""
+        self._run("kadmin.local", "-q", f'modprinc -maxlife "{seconds} seconds" {self.principal(name)}')
+
     def delete_principal(self, name: str) -> None:
         self._run("kadmin.local", "-q", f"delprinc -force {self.principal(name)}")
 

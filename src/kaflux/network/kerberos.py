@@ -15,10 +15,12 @@ with mutual authentication, as Java's client does.
 
 Credentials come from a keytab (``sasl.kerberos.keytab`` + ``sasl.kerberos.principal``, or
 Krb5LoginModule's ``keyTab``/``principal`` in ``sasl.jaas.config``): the tickets go to a
-credential cache in memory, private to the client, that the library fills again from the keytab
-when they expire. Without a keytab the client uses the default credential cache (what ``kinit``
-filled; ``KRB5CCNAME`` names another one), of ``sasl.kerberos.principal`` if given; renewing those
-tickets (``kinit -R``, or ``kinit`` again) is the user's, as for Java's ticket cache.
+credential cache in memory, private to the client, and once 80 % of the ticket-granting ticket's
+life has passed the next login fetches a new one from the keytab (as Java's client renews at 80 %).
+Without a keytab the client uses the default credential cache (what ``kinit`` filled;
+``KRB5CCNAME`` names another one), of ``sasl.kerberos.principal`` if given; renewing those tickets
+(``kinit -R``, or ``kinit`` again) is the user's, as for Java's ticket cache, and the next login
+uses the renewed ones.
 
 python-gssapi is imported only here, and only when GSSAPI is configured: without it the error
 says ``pip install 'kaflux[gssapi]'``.
@@ -67,10 +69,14 @@ def kerberos_context_factory(login: KerberosLogin, *, gssapi: ModuleType | None 
         if not os.access(login.keytab, os.R_OK):
             raise ConfigError("sasl.kerberos.keytab", f"the keytab {login.keytab!r} is not readable")
     lib = gssapi if gssapi is not None else gssapi_module()
-    credentials = _acquire(lib, login)
+    login_credentials = _Credentials(lib, login)  # acquired now, on the constructing thread
     service_name = login.service_name
 
     def new_context(service: str, host: str) -> GssContext:
+        try:
+            credentials = login_credentials.current()
+        except AuthenticationError as exc:
+            raise GssError(str(exc)) from None
         try:
             target = lib.Name(f"{service}@{host}", lib.NameType.hostbased_service)
             flags = lib.RequirementFlag.mutual_authentication | lib.RequirementFlag.out_of_sequence_detection
@@ -82,6 +88,48 @@ def kerberos_context_factory(login: KerberosLogin, *, gssapi: ModuleType | None 
         return _Context(lib, context, service, host)
 
     return new_context
+
+
+#: acquire the credentials again once this share of their life is left (Java's client renews its
+#: ticket at 80 % of its life)
+_RENEW_WHEN_LEFT = 0.2
+
+
+class _Credentials:
+    """The client's initiator credentials, acquired again once 80 % of their life has passed or
+    when they have expired: from the keytab (a new ticket-granting ticket), or from the ticket
+    cache (which the user renews). Used by one thread at a time: the constructor's, then the
+    network thread's."""
+
+    def __init__(self, lib: ModuleType, login: KerberosLogin) -> None:
+        self._lib = lib
+        self._login = login
+        self._credentials = _acquire(lib, login)
+        self._full_life = self._remaining()
+
+    def _remaining(self) -> float | None:
+        """Seconds the credentials have left (None: no end), 0 once expired."""
+        try:
+            lifetime = self._credentials.lifetime
+        except self._lib.exceptions.GSSError:  # e.g. ExpiredCredentialsError
+            return 0.0
+        return None if lifetime is None else float(lifetime)
+
+    def current(self) -> Any:
+        """Credentials for a new security context. Raises AuthenticationError when they have
+        expired and cannot be had again."""
+        remaining = self._remaining()
+        if remaining is None or self._full_life is None or remaining > _RENEW_WHEN_LEFT * self._full_life:
+            return self._credentials
+        try:
+            fresh = _acquire(self._lib, self._login)
+        except AuthenticationError:
+            if remaining > 0:
+                return self._credentials  # still valid: try again at the next login
+            raise
+        self._credentials = fresh
+        self._full_life = self._remaining()
+        return fresh
 
 
 def _acquire(lib: ModuleType, login: KerberosLogin) -> Any:
@@ -138,7 +186,10 @@ class _Context:
 
     @property
     def initiator(self) -> str:
-        return str(self._context.initiator_name)
+        try:
+            return str(self._context.initiator_name)
+        except self._lib.exceptions.GSSError as exc:
+            raise self._error(exc) from None
 
     def step(self, token: bytes | None) -> bytes | None:
         try:

@@ -14,6 +14,7 @@ import pytest
 from kaflux.config import KerberosLogin, ProducerConfig
 from kaflux.errors import AuthenticationError, ConfigError
 from kaflux.network.kerberos import describe_gss_error, gssapi_module, kerberos_context_factory
+from kaflux.network.sasl import GssError
 from kaflux.network.security import sasl_credentials_for
 
 
@@ -21,30 +22,62 @@ class FakeGSSError(Exception):
     pass
 
 
-def fake_gssapi(credentials_error: str | None = None, *, no_store_extension: bool = False) -> Any:
-    """Just enough of python-gssapi's surface for kerberos_context_factory's acquisition."""
-    acquired: list[dict[str, Any]] = []
+class FakeCredentials:
+    """Credentials whose remaining life (seconds) the test sets; None: they never end; expired:
+    asking raises, as python-gssapi's ExpiredCredentialsError does."""
 
-    def credentials(**kwargs: Any) -> object:
+    def __init__(self, lifetime: float | None) -> None:
+        self.remaining = lifetime
+        self.expired = False
+
+    @property
+    def lifetime(self) -> float | None:
+        if self.expired:
+            raise FakeGSSError("Major (720896): The referenced credential has expired")
+        return self.remaining
+
+
+def fake_gssapi(
+    credentials_error: str | None = None, *, no_store_extension: bool = False, lifetime: float | None = 36000
+) -> Any:
+    """Just enough of python-gssapi's surface for kerberos_context_factory: acquisition (each
+    returns new FakeCredentials, kept in ``issued``) and security contexts (recorded)."""
+    acquired: list[dict[str, Any]] = []
+    issued: list[FakeCredentials] = []
+    contexts: list[dict[str, Any]] = []
+
+    def credentials(**kwargs: Any) -> FakeCredentials:
         acquired.append(kwargs)
         if no_store_extension and kwargs["store"] is not None:
             raise NotImplementedError(
                 "Your GSSAPI implementation does not have support for credential stores"
             )
-        if credentials_error is not None:
+        if lib.credentials_error is not None:
             raise FakeGSSError(
                 "Major (458752): No credentials were supplied, or the credentials were unavailable "
-                f"or inaccessible, Minor (2529639053): {credentials_error}"
+                f"or inaccessible, Minor (2529639053): {lib.credentials_error}"
             )
+        issued.append(FakeCredentials(lifetime))
+        return issued[-1]
+
+    def security_context(**kwargs: Any) -> object:
+        contexts.append(kwargs)
         return object()
 
-    return types.SimpleNamespace(
+    lib = types.SimpleNamespace(
         Name=lambda text, kind: (text, kind),
         NameType=types.SimpleNamespace(kerberos_principal="principal", hostbased_service="service"),
+        RequirementFlag=types.SimpleNamespace(mutual_authentication=1, out_of_sequence_detection=4),
+        MechType=types.SimpleNamespace(kerberos="krb5"),
         Credentials=credentials,
+        SecurityContext=security_context,
         exceptions=types.SimpleNamespace(GSSError=FakeGSSError),
         acquired=acquired,
+        issued=issued,
+        contexts=contexts,
+        credentials_error=credentials_error,
     )
+    return lib
 
 
 def test_without_python_gssapi_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,3 +190,59 @@ def test_kerberos_failures_come_with_what_to_do(minor: str, advice: str) -> None
 def test_an_unknown_failure_names_the_service_principal() -> None:
     text = describe_gss_error(FakeGSSError("Major (1): something odd"), "kafka", "b1")
     assert "something odd" in text and "kafka/b1" in text
+
+
+def _keytab(tmp_path: Path) -> str:
+    keytab = tmp_path / "alice.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    return str(keytab)
+
+
+def test_credentials_are_acquired_again_at_80_percent_of_their_life(tmp_path: Path) -> None:
+    lib = fake_gssapi(lifetime=1000)
+    new_context = kerberos_context_factory(
+        KerberosLogin(principal="alice@R", keytab=_keytab(tmp_path)), gssapi=lib
+    )
+    first = lib.issued[0]
+    first.remaining = 201  # 79.9 % of its life gone: still used
+    new_context("kafka", "b1")
+    assert len(lib.issued) == 1 and lib.contexts[-1]["creds"] is first
+    first.remaining = 200  # 80 %: the next login takes fresh ones, in a new private cache
+    new_context("kafka", "b1")
+    assert len(lib.issued) == 2 and lib.contexts[-1]["creds"] is lib.issued[1]
+    assert lib.acquired[1]["store"]["ccache"] != lib.acquired[0]["store"]["ccache"]
+    new_context("kafka", "b2")
+    assert len(lib.issued) == 2  # the fresh ones last
+
+
+def test_expired_credentials_are_acquired_again(tmp_path: Path) -> None:
+    lib = fake_gssapi(lifetime=1000)
+    new_context = kerberos_context_factory(
+        KerberosLogin(principal="alice@R", keytab=_keytab(tmp_path)), gssapi=lib
+    )
+    lib.issued[0].expired = True
+    new_context("kafka", "b1")
+    assert lib.contexts[-1]["creds"] is lib.issued[1]
+
+
+def test_a_failed_renewal_keeps_valid_credentials_and_reports_expired_ones(tmp_path: Path) -> None:
+    lib = fake_gssapi(lifetime=1000)
+    new_context = kerberos_context_factory(
+        KerberosLogin(principal="alice@R", keytab=_keytab(tmp_path)), gssapi=lib
+    )
+    first = lib.issued[0]
+    lib.credentials_error = "Cannot contact any KDC for realm 'R'"
+    first.remaining = 100  # due for renewal, the KDC is down, but the ticket is still good
+    new_context("kafka", "b1")
+    assert lib.contexts[-1]["creds"] is first
+    first.expired = True  # now it is not: the login fails, saying why and what to do
+    with pytest.raises(GssError, match="KDC is unreachable"):
+        new_context("kafka", "b1")
+
+
+def test_credentials_without_an_end_are_never_acquired_again(tmp_path: Path) -> None:
+    lib = fake_gssapi(lifetime=None)
+    new_context = kerberos_context_factory(KerberosLogin(), gssapi=lib)
+    for _ in range(3):
+        new_context("kafka", "b1")
+    assert len(lib.acquired) == 1
