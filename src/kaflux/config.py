@@ -546,7 +546,8 @@ class CommonConfig:
 
     def kerberos_login(self) -> KerberosLogin:
         """How a GSSAPI client logs in: ``sasl.kerberos.*``, else the Krb5LoginModule options of
-        ``sasl.jaas.config`` (``useKeyTab``/``keyTab``, ``principal``, ``serviceName``)."""
+        ``sasl.jaas.config`` (``useKeyTab``/``keyTab``, ``principal``, ``serviceName``, and
+        ``useTicketCache``/``ticketCache`` for a credential cache other than the default)."""
         options = {} if self.sasl_jaas_config is None else parse_jaas_config(self.sasl_jaas_config, "GSSAPI")
         service = self.sasl_kerberos_service_name
         if service == "kafka" and options.get("serviceName"):
@@ -569,7 +570,12 @@ class CommonConfig:
                 "sasl.kerberos.principal",
                 "sasl.kerberos.keytab needs the principal to log in as (e.g. alice@EXAMPLE.COM)",
             )
-        return KerberosLogin(service_name=service, principal=principal, keytab=keytab)
+        ticket_cache = None
+        if keytab is None and options.get("useTicketCache", "false").lower() == "true":
+            ticket_cache = options.get("ticketCache") or None
+        return KerberosLogin(
+            service_name=service, principal=principal, keytab=keytab, ticket_cache=ticket_cache
+        )
 
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
@@ -592,11 +598,13 @@ class OidcClient:
 @dataclass(frozen=True, slots=True)
 class KerberosLogin:
     """Who a GSSAPI (Kerberos) client is: ``keytab`` and ``principal``, or (without a keytab) the
-    tickets in the credential cache ``kinit`` filled (``KRB5CCNAME``), of ``principal`` if given."""
+    tickets in the credential cache ``kinit`` filled: ``ticket_cache`` (Krb5LoginModule's
+    ``ticketCache``), else the default one (``KRB5CCNAME``); of ``principal`` if given."""
 
     service_name: str = "kafka"
     principal: str | None = None
     keytab: str | None = None
+    ticket_cache: str | None = None
 
 
 _JAAS_MODULES = {

@@ -111,6 +111,21 @@ def test_java_krb5_login_module_line(
     _assert_logged_in_as_alice(gssapi_tansu, kerberos, since)
 
 
+def test_java_ticket_cache_line_names_the_cache(
+    gssapi_tansu: SecureTansu, kerberos: KerberosRealm, tmp_path: Path, topic_name: str
+) -> None:
+    # the default cache (KRB5CCNAME) is empty: the JAAS line names the cache kinit filled
+    ccache = kerberos.kinit(tmp_path / "named.ccache")
+    jaas = (
+        f'com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true ticketCache="{ccache}";'
+    )
+    assert gssapi_tansu.door is not None
+    since = gssapi_tansu.door.log_position()
+    _round_trip(gssapi_tansu.config("GSSAPI", **{"sasl.jaas.config": jaas}), topic_name)
+    _assert_logged_in_as_alice(gssapi_tansu, kerberos, since)
+    assert f"kafka/127.0.0.1@{kerberos.realm}" in kerberos.kdc.klist(ccache)
+
+
 def test_a_group_consumer_over_gssapi_sasl_ssl(
     gssapi_ssl_tansu: SecureTansu, kerberos: KerberosRealm, topic_name: str
 ) -> None:

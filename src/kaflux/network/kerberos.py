@@ -140,9 +140,18 @@ def _acquire(lib: ModuleType, login: KerberosLogin) -> Any:
     if login.keytab is not None:
         # a private in-memory ticket cache: never the user's default one
         store = {"client_keytab": login.keytab, "ccache": f"MEMORY:kaflux-{secrets.token_hex(8)}"}
+    elif login.ticket_cache is not None:
+        store = {"ccache": login.ticket_cache}
     try:
         return lib.Credentials(name=name, usage="initiate", store=store)
     except NotImplementedError:  # e.g. Heimdal (macOS): no credential store extension
+        if login.keytab is None:
+            raise ConfigError(
+                "sasl.jaas.config",
+                "this system's Kerberos library cannot read a named ticket cache (it lacks MIT "
+                "Kerberos' credential store extension): drop ticketCache and set "
+                f"KRB5CCNAME={login.ticket_cache}",
+            ) from None
         raise ConfigError(
             "sasl.kerberos.keytab",
             "this system's Kerberos library cannot log in from a keytab itself (it lacks MIT "
@@ -159,9 +168,10 @@ def _acquire(lib: ModuleType, login: KerberosLogin) -> Any:
             )
         elif advice is None:
             who = f" of {login.principal}" if login.principal else ""
+            where = login.ticket_cache or "the credential cache"
             advice = (
-                f"no usable Kerberos tickets{who} in the credential cache: run kinit (KRB5CCNAME "
-                "names another cache), or set sasl.kerberos.keytab and sasl.kerberos.principal"
+                f"no usable Kerberos tickets{who} in {where}: run kinit (KRB5CCNAME names another "
+                "cache), or set sasl.kerberos.keytab and sasl.kerberos.principal"
             )
         raise AuthenticationError(
             f"SASL GSSAPI: cannot get Kerberos credentials ({detail}): {advice}"

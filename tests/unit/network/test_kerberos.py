@@ -140,6 +140,12 @@ def test_a_kerberos_library_without_keytab_logins_says_to_kinit_from_the_keytab(
     assert f"kinit -k -t {keytab} alice@R" in str(info.value)
 
 
+def test_a_named_ticket_cache_is_read_through_the_credential_store() -> None:
+    lib = fake_gssapi()
+    kerberos_context_factory(KerberosLogin(ticket_cache="FILE:/tmp/cc"), gssapi=lib)
+    assert lib.acquired[0]["store"] == {"ccache": "FILE:/tmp/cc"}
+
+
 def test_no_ticket_in_the_cache_fails_with_run_kinit() -> None:
     lib = fake_gssapi("No Kerberos credentials available (default cache: FILE:/tmp/krb5cc_0)")
     with pytest.raises(AuthenticationError) as info:

@@ -284,7 +284,16 @@ def test_a_ticket_cache_jaas_line_uses_the_cache() -> None:
     config = ProducerConfig.from_dict(
         {**BOOT, "security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas}
     )
-    assert config.kerberos_login().keytab is None
+    login = config.kerberos_login()
+    assert login.keytab is None and login.ticket_cache is None  # the default cache
+
+
+def test_a_jaas_line_may_name_the_ticket_cache() -> None:
+    jaas = 'com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true ticketCache="/tmp/cc";'
+    config = ProducerConfig.from_dict(
+        {**BOOT, "security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas}
+    )
+    assert config.kerberos_login().ticket_cache == "/tmp/cc"
 
 
 @pytest.mark.parametrize(
