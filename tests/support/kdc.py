@@ -14,8 +14,9 @@ realm's ``krb5.conf``, a default credential cache in the work directory (empty u
 ``kinit``\\ s into it), no default client keytab, and a replay cache directory of its own.
 ``krb5.conf`` turns off DNS (``rdns = false``, ``dns_canonicalize_hostname = false``) so that the
 service principal of a broker at ``localhost`` or ``127.0.0.1`` is ``kafka/<that host>@REALM``, as
-written, and forces TCP to the KDC. ``clock_offset`` runs the KDC under ``faketime`` (Debian's
-``faketime``), for clock-skew failures.
+written, and forces TCP to the KDC. ``clock_offset`` runs the KDC with libfaketime preloaded
+(Debian's ``faketime``), for clock-skew failures; preloaded rather than through the ``faketime``
+program, which forks and would leave krb5kdc behind when it is stopped.
 
 Typical use::
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import glob
 import os
 import shutil
 import socket
@@ -81,6 +83,18 @@ def kerberos_tools() -> dict[str, str]:
     return found
 
 
+def libfaketime() -> str:
+    """The path of libfaketime (Debian's faketime package). Raises KdcUnavailableError."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")) + sorted(
+        glob.glob("/usr/lib/faketime/libfaketime.so.1")
+    )
+    if not found:
+        raise KdcUnavailableError(
+            "libfaketime is not installed: apt-get install faketime (bootstrap.sh --test does it)"
+        )
+    return found[0]
+
+
 class TestKdc:
     """An MIT KDC for ``realm`` on 127.0.0.1 (see the module docstring)."""
 
@@ -95,15 +109,10 @@ class TestKdc:
     ) -> None:
         self.realm = realm
         self.tools = kerberos_tools()
-        #: run krb5kdc under faketime with this offset (e.g. "-1h"): a KDC whose clock is wrong
+        #: run krb5kdc with libfaketime and this offset (e.g. "-1h"): a KDC whose clock is wrong
         self.clock_offset = clock_offset
         if clock_offset is not None:
-            faketime = shutil.which("faketime")
-            if faketime is None:
-                raise KdcUnavailableError(
-                    "faketime is not installed: apt-get install faketime (bootstrap.sh --test does it)"
-                )
-            self.tools["faketime"] = faketime
+            self.tools["libfaketime"] = libfaketime()
         self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-kdc-")
         self.krb5_conf = self.workdir / "krb5.conf"
         self.kdc_conf = self.workdir / "kdc.conf"
@@ -316,13 +325,17 @@ class TestKdc:
         return output
 
     def _launch(self) -> None:
-        faketime = [] if self.clock_offset is None else [self.tools["faketime"], "-f", self.clock_offset]
+        env = self._env()
+        if self.clock_offset is not None:  # krb5kdc itself, its clock shifted: stopped by its own PID
+            env.update(
+                LD_PRELOAD=self.tools["libfaketime"], FAKETIME=self.clock_offset, FAKETIME_NO_CACHE="1"
+            )
         self._proc = subprocess.Popen(
-            [*_die_with_parent_prefix(), *faketime, self.tools["krb5kdc"], "-n"],
+            [*_die_with_parent_prefix(), self.tools["krb5kdc"], "-n"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=self._env(),
+            env=env,
             cwd=self.workdir,
             start_new_session=True,
         )

@@ -5,10 +5,12 @@ broker (served on a loopback socket)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -598,12 +600,30 @@ def test_gssapi_needs_a_keytab() -> None:
         SaslFrontDoor({}, mechanisms=("GSSAPI",))
 
 
-def test_the_kdc_stops_by_pid(kerberos: KerberosRealm) -> None:
-    kdc = TestKdc(realm="OTHER.TEST").start()
+def _processes_in(directory: Path) -> list[int]:
+    """PIDs of the processes whose working directory is ``directory`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "cwd") == str(directory):
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("clock_offset", [None, "-1h"])
+def test_the_kdc_stops_by_pid_and_leaves_no_process(
+    kerberos: KerberosRealm, clock_offset: str | None
+) -> None:
+    kdc = TestKdc(realm="OTHER.TEST", clock_offset=clock_offset).start()
     pid = kdc.pid
     assert pid is not None and kdc.is_alive()
-    workdir = kdc.workdir
-    kdc.cleanup()
-    assert not kdc.is_alive() and kdc.pid is None and not workdir.exists()
+    assert _processes_in(kdc.workdir) == [pid]  # krb5kdc itself, no wrapper in between
+    kdc.stop()
+    assert not kdc.is_alive() and kdc.pid is None
+    assert _processes_in(kdc.workdir) == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+    workdir = kdc.workdir
+    kdc.cleanup()
+    assert not workdir.exists()
