@@ -2,8 +2,11 @@
 # Installs what kaflux needs into .venv (idempotent; re-runs only when the packaging changes).
 #   bash scripts/bootstrap.sh          what the main job needs: kaflux with its spark and broker
 #                                      extras (PySpark, the embedded broker), and Java
-#   bash scripts/bootstrap.sh --test   everything CI needs too: the dev and docs extras, and stunnel4
-#                                      (the TLS terminator of the TLS/SASL_SSL tests)
+#   bash scripts/bootstrap.sh --test   everything CI needs too: the dev and docs extras, stunnel4
+#                                      (the TLS terminator of the TLS/SASL_SSL tests), and MIT
+#                                      Kerberos' KDC, admin tools, kinit and libkrb5-dev (the KDC of
+#                                      the GSSAPI tests; python-gssapi builds against libkrb5-dev),
+#                                      and faketime (a KDC with a wrong clock)
 #   --dry-run (after the above)        print the plan, install nothing
 # Prints the venv's python path on the last line of stdout; everything else goes to stderr.
 set -euo pipefail
@@ -23,7 +26,7 @@ done
 if [ "$DRY_RUN" = 1 ]; then
   echo "profile: $PROFILE"
   echo "pip: -e .[$EXTRAS]"
-  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing)')"
+  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing), krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime (if missing)')"
   exit 0
 fi
 # Reinstall when the packaging or the compiled kernel's sources change.
@@ -33,10 +36,11 @@ want=$(cat pyproject.toml setup.py src/kaflux/records/definitions.py src/kaflux/
 
 say() { echo "bootstrap: $*" >&2; }
 
-apt_install() {  # apt_install PACKAGE WHY
+apt_install() {  # apt_install "PACKAGE..." WHY
   if command -v apt-get >/dev/null 2>&1; then
     say "installing $1 ($2) with apt-get"
-    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1") >&2
+    # shellcheck disable=SC2086  # several packages, one word each
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $1) >&2
   else
     return 1
   fi
@@ -50,6 +54,14 @@ fi
 if [ "$PROFILE" = test ] && ! command -v stunnel4 >/dev/null 2>&1; then
   apt_install stunnel4 "the TLS terminator of the TLS tests" \
     || say "no stunnel4 and no apt-get; the TLS tests will be skipped"
+fi
+
+# The KDC's programs live in /usr/sbin, which is not on every PATH: look there too.
+if [ "$PROFILE" = test ] && ! { PATH="$PATH:/usr/sbin:/sbin" command -v krb5kdc && PATH="$PATH:/usr/sbin:/sbin" \
+    command -v kadmin.local && command -v kinit && command -v krb5-config && command -v faketime; } >/dev/null 2>&1; then
+  apt_install "krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime" \
+    "MIT Kerberos: the KDC of the GSSAPI tests, and the library python-gssapi builds against" \
+    || { say "no Kerberos KDC/libkrb5-dev and no apt-get; install MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user, libkrb5-dev) and faketime"; exit 1; }
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -299,12 +299,35 @@ class CommonConfig:
         "gssapi",
         kind="str",
         choices=("gssapi", "plain", "scram-sha-256", "scram-sha-512", "oauthbearer"),
-        doc="Java's default GSSAPI (Kerberos) is not implemented: choose another with SASL",
+        doc="GSSAPI (Kerberos, Java's default; needs kaflux[gssapi]), PLAIN, SCRAM-SHA-256/512, OAUTHBEARER",
+    )
+    # GSSAPI (Kerberos): librdkafka's keys, Java's semantics
+    sasl_kerberos_service_name: str = _setting(
+        "sasl.kerberos.service.name",
+        "kafka",
+        kind="str",
+        doc="GSSAPI: the brokers' Kerberos service; a broker's principal is <this>/<its host>@REALM",
+    )
+    sasl_kerberos_principal: str | None = _setting(
+        "sasl.kerberos.principal",
+        None,
+        kind="optional_str",
+        doc="GSSAPI: the client's principal (with sasl.kerberos.keytab; or principal in sasl.jaas.config)",
+    )
+    sasl_kerberos_keytab: str | None = _setting(
+        "sasl.kerberos.keytab",
+        None,
+        kind="optional_str",
+        doc="GSSAPI: log in from this keytab (or keyTab in sasl.jaas.config); unset: the ticket cache "
+        "of kinit (KRB5CCNAME)",
     )
     sasl_username: str | None = _setting("sasl.username", None, kind="optional_str")
     sasl_password: str | None = _setting("sasl.password", None, kind="secret")
     sasl_jaas_config: str | None = _setting(
-        "sasl.jaas.config", None, kind="secret", doc="Java's JAAS line: PlainLoginModule or ScramLoginModule"
+        "sasl.jaas.config",
+        None,
+        kind="secret",
+        doc="Java's JAAS line: PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule or Krb5LoginModule",
     )
     sasl_oauthbearer_config: str | None = _setting(
         "sasl.oauthbearer.config", None, kind="secret", doc="unsecured JWT mode: 'principal=<name>'"
@@ -470,11 +493,8 @@ class CommonConfig:
             return
         mechanism = self.sasl_mechanism.upper()
         if mechanism == "GSSAPI":
-            raise ConfigError(
-                "sasl.mechanism",
-                "GSSAPI (Kerberos), Java's default, is not implemented; set PLAIN, SCRAM-SHA-256, "
-                "SCRAM-SHA-512 or OAUTHBEARER",
-            )
+            self.kerberos_login()
+            return
         if mechanism == "OAUTHBEARER" and self.sasl_oauthbearer_method == "oidc":
             self._validate_oidc()
             return
@@ -543,6 +563,39 @@ class CommonConfig:
             extensions[key] = value
         return extensions
 
+    def kerberos_login(self) -> KerberosLogin:
+        """How a GSSAPI client logs in: ``sasl.kerberos.*``, else the Krb5LoginModule options of
+        ``sasl.jaas.config`` (``useKeyTab``/``keyTab``, ``principal``, ``serviceName``, and
+        ``useTicketCache``/``ticketCache`` for a credential cache other than the default)."""
+        options = {} if self.sasl_jaas_config is None else parse_jaas_config(self.sasl_jaas_config, "GSSAPI")
+        service = self.sasl_kerberos_service_name
+        if service == "kafka" and options.get("serviceName"):
+            service = options["serviceName"]
+        if not service or any(c in service for c in "/@ "):
+            raise ConfigError(
+                "sasl.kerberos.service.name",
+                "must be the brokers' Kerberos service name alone (e.g. kafka), without '/', '@' or spaces",
+            )
+        principal = self.sasl_kerberos_principal or options.get("principal") or None
+        keytab = self.sasl_kerberos_keytab
+        if keytab is None and options.get("useKeyTab", "false").lower() == "true":
+            keytab = options.get("keyTab")
+            if not keytab:
+                raise ConfigError(
+                    "sasl.jaas.config", 'Krb5LoginModule with useKeyTab=true needs keyTab="<path>"'
+                )
+        if keytab is not None and not principal:
+            raise ConfigError(
+                "sasl.kerberos.principal",
+                "sasl.kerberos.keytab needs the principal to log in as (e.g. alice@EXAMPLE.COM)",
+            )
+        ticket_cache = None
+        if keytab is None and options.get("useTicketCache", "false").lower() == "true":
+            ticket_cache = options.get("ticketCache") or None
+        return KerberosLogin(
+            service_name=service, principal=principal, keytab=keytab, ticket_cache=ticket_cache
+        )
+
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
         if self.sasl_jaas_config is None:
@@ -561,7 +614,20 @@ class OidcClient:
     scope: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KerberosLogin:
+    """Who a GSSAPI (Kerberos) client is: ``keytab`` and ``principal``, or (without a keytab) the
+    tickets in the credential cache ``kinit`` filled: ``ticket_cache`` (Krb5LoginModule's
+    ``ticketCache``), else the default one (``KRB5CCNAME``); of ``principal`` if given."""
+
+    service_name: str = "kafka"
+    principal: str | None = None
+    keytab: str | None = None
+    ticket_cache: str | None = None
+
+
 _JAAS_MODULES = {
+    "GSSAPI": "com.sun.security.auth.module.Krb5LoginModule",
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",

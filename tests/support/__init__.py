@@ -20,6 +20,7 @@ Doubles on loopback sockets:
 - :mod:`support.fault_proxy`: a fault-injecting Kafka-framing proxy in front of a broker;
 - :mod:`support.sasl_front_door`, :mod:`support.tls`, :mod:`support.certs`: a SASL front door, a
   TLS terminator (stunnel4) and a certificate builder, for the servers we cannot install;
+- :mod:`support.kdc`: a throw-away MIT Kerberos KDC (a child process), for the GSSAPI tests;
 - :mod:`support.security_fixtures`: pytest fixtures putting those in front of Tansu;
 - :mod:`support.scenarios`, :mod:`support.group_member`: fault scenarios on real brokers (also
   run by ``bench/soak.py``) and a consumer-group member in a child process.

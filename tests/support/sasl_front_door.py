@@ -15,9 +15,11 @@ Per connection, before authentication:
   SCRAM-SHA-512 and OAUTHBEARER); another one gets UNSUPPORTED_SASL_MECHANISM (33) and the connection is
   closed. After a v1 handshake the tokens come in SaslAuthenticate requests; after v0, as raw
   size-prefixed tokens (Kafka's legacy mode).
-* SaslAuthenticate runs the mechanism: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+* SaslAuthenticate runs the mechanism: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677),
   OAUTHBEARER (RFC 7628, with a pluggable token validator; the default accepts unsecured JWTs,
-  ``alg: none``, that name a ``sub`` and have not expired). A failed login is answered with
+  ``alg: none``, that name a ``sub`` and have not expired) and, when the door is given a service
+  keytab (``gssapi_keytab``), GSSAPI (Kerberos V5, RFC 4752, as Kafka's broker runs it: a GSS-API
+  acceptor context, then the security-layer step; see :class:`GssapiServer`). A failed login is answered with
   SASL_AUTHENTICATION_FAILED (58) and an error message, then the connection is closed; a SCRAM failure
   also carries the server-final ``e=invalid-proof`` / ``e=unknown-user``.
 * Any other request closes the connection without an answer, as Kafka does.
@@ -41,8 +43,9 @@ Typical use::
         door.set_upstream(broker.port)
         ...  # clients use door.bootstrap_servers with SASL_PLAINTEXT
 
-The SASL server mechanisms (:class:`PlainServer`, :class:`ScramServer`, :class:`OAuthBearerServer`) are
-sans-IO and can be driven directly.
+The SASL server mechanisms (:class:`PlainServer`, :class:`ScramServer`, :class:`OAuthBearerServer`,
+:class:`GssapiServer`) are sans-IO (GSSAPI's calls into the Kerberos library are local: the acceptor
+needs only its keytab, never the KDC) and can be driven directly.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import os
 import re
 import secrets
 import selectors
@@ -80,6 +84,7 @@ from kaflux.protocol.primitives import Reader, Writer
 __all__ = [
     "DEFAULT_MECHANISMS",
     "ConnectionRecord",
+    "GssapiServer",
     "InvalidTokenError",
     "LoginRecord",
     "OAuthBearerServer",
@@ -90,6 +95,7 @@ __all__ = [
     "SaslStep",
     "ScramCredential",
     "ScramServer",
+    "gssapi_acceptor_factory",
     "saslprep",
     "unsecured_jwt_validator",
 ]
@@ -137,6 +143,9 @@ class SaslStep:
     failure: str | None = None
     principal: str | None = None
     expires_at: float | None = None
+    #: GSSAPI: the authorization id the client sent, and its unwrapped security-layer reply
+    authorization_id: str | None = None
+    security_layer: bytes | None = None
 
 
 class SaslServerMechanism(Protocol):
@@ -577,6 +586,100 @@ class OAuthBearerServer:
         return authzid, pairs
 
 
+# RFC 4752 section 3.1: the security layers (bit mask) and the largest buffer Kafka's broker offers
+# (the JDK's default receive buffer); Kafka configures "auth" only: no integrity, no confidentiality.
+_GSS_NO_SECURITY_LAYER = 1
+_GSS_OFFERED_LAYERS = _GSS_NO_SECURITY_LAYER
+_GSS_MAX_BUFFER = 65536
+
+
+class GssapiServer:
+    """GSSAPI (Kerberos V5, RFC 4752), the server side as Kafka's broker runs it (the JDK's mechanism).
+
+    ``new_acceptor()`` returns a fresh python-gssapi ``SecurityContext(usage="accept")`` holding the
+    service keytab's credentials. The client's tokens go to the acceptor until the context is
+    established (its last output, the AP-REP of mutual authentication, goes back); the client then
+    sends an empty message, and the server answers with its wrapped 4-octet security-layer offer (the
+    layers as a bit mask, "no security layer" only, and its largest buffer). The client's wrapped reply
+    chooses a layer (it must be "no security layer", offered) and carries an authorization id; as in
+    Kafka, the authenticated principal is the Kerberos client principal whatever the authorization id
+    says (it is logged). An acceptor or integrity failure fails the login with ``gss-error: <why>``.
+    """
+
+    mechanism = "GSSAPI"
+
+    def __init__(self, new_acceptor: Callable[[], Any], gss_error: type[Exception]) -> None:
+        self._context = new_acceptor()
+        self._gss_error = gss_error
+        self._state = "context"
+        self.user: str | None = None
+
+    def step(self, token: bytes) -> SaslStep:
+        state, self._state = self._state, "done"
+        try:
+            if state == "context":
+                out = self._context.step(token)
+                if not self._context.complete:
+                    self._state = "context"
+                    return SaslStep(challenge=bytes(out or b""))
+                self.user = str(self._context.initiator_name)
+                if out:  # the AP-REP: the client answers it with an empty message
+                    self._state = "offer"
+                    return SaslStep(challenge=bytes(out))
+                return self._offer()
+            if state == "offer":
+                return self._offer()
+            if state == "reply":
+                return self._reply(bytes(self._context.unwrap(token).message))
+        except self._gss_error as e:
+            return SaslStep(failure=f"gss-error: {_gss_minor(e)}")
+        return SaslStep(failure="unexpected-token")
+
+    def _offer(self) -> SaslStep:
+        self._state = "reply"
+        offer = struct.pack(">I", _GSS_MAX_BUFFER)
+        offer = bytes([_GSS_OFFERED_LAYERS]) + offer[1:]
+        return SaslStep(challenge=bytes(self._context.wrap(offer, False).message))
+
+    def _reply(self, reply: bytes) -> SaslStep:
+        if len(reply) < 4:
+            return SaslStep(failure="invalid-security-layer-reply")
+        layer = reply[0]
+        if layer != _GSS_NO_SECURITY_LAYER or not layer & _GSS_OFFERED_LAYERS:
+            return SaslStep(failure=f"security-layer-not-offered: {layer:#04x}")
+        try:
+            authorization_id = reply[4:].decode("utf-8")
+        except UnicodeDecodeError:
+            return SaslStep(failure="invalid-encoding")
+        return SaslStep(
+            complete=True,
+            principal=self.user,
+            authorization_id=authorization_id,
+            security_layer=reply[:4],
+        )
+
+
+def _gss_minor(error: Exception) -> str:
+    """The Kerberos library's own words of a python-gssapi error (its minor status)."""
+    text = str(error)
+    marker = text.rfind("Minor (")
+    return text[marker:].split("):", 1)[-1].strip() if marker >= 0 else text
+
+
+def gssapi_acceptor_factory(keytab: str | os.PathLike[str]) -> tuple[Callable[[], Any], type[Exception]]:
+    """``(new_acceptor, GSSError)``: acceptor contexts for any service principal in ``keytab``
+    (imports python-gssapi now; the Kerberos configuration comes from KRB5_CONFIG)."""
+    import gssapi
+    from gssapi.raw.misc import GSSError
+
+    credentials = gssapi.Credentials(usage="accept", store={"keytab": os.fspath(keytab)})
+
+    def new_acceptor() -> Any:
+        return gssapi.SecurityContext(creds=credentials, usage="accept")
+
+    return new_acceptor, GSSError
+
+
 # --- the log ----------------------------------------------------------------------------------------------
 
 
@@ -592,6 +695,9 @@ class LoginRecord:
     time: float
     reauthentication: bool = False
     session_lifetime_ms: int = 0
+    #: GSSAPI: the authorization id the client sent, and its security-layer reply's first 4 octets
+    authorization_id: str | None = None
+    security_layer: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,7 +725,8 @@ class SaslFrontDoor:
     ``session_lifetime_ms`` (0: sessions never expire) may be changed at any time and applies to later
     logins; for OAUTHBEARER the session also ends when the token expires, as in Kafka. ``clock`` (seconds,
     monotonic) decides when a session has expired; tests may pass a fake one. ``mechanisms`` may also
-    include SCRAM-SHA-1, which Kafka does not offer.
+    include SCRAM-SHA-1, which Kafka does not offer, and GSSAPI, which needs ``gssapi_keytab``: the keytab
+    of the broker's service principals (``kafka/<host>@REALM``; any principal in it is accepted).
     """
 
     def __init__(
@@ -633,12 +740,18 @@ class SaslFrontDoor:
         token_validator: TokenValidator | None = None,
         port: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        gssapi_keytab: str | os.PathLike[str] | None = None,
     ) -> None:
         self.users: dict[str, str] = dict(users)
         self.mechanisms: tuple[str, ...] = tuple(m.upper() for m in mechanisms)
         for mechanism in self.mechanisms:
-            if mechanism not in ("PLAIN", "OAUTHBEARER") and mechanism not in _SCRAM_HASHES:
+            if mechanism not in ("PLAIN", "OAUTHBEARER", "GSSAPI") and mechanism not in _SCRAM_HASHES:
                 raise ValueError(f"the front door does not implement SASL mechanism {mechanism!r}")
+        self._gssapi: tuple[Callable[[], Any], type[Exception]] | None = None
+        if "GSSAPI" in self.mechanisms:
+            if gssapi_keytab is None:
+                raise ValueError("GSSAPI needs gssapi_keytab: the keytab of the broker's service principals")
+            self._gssapi = gssapi_acceptor_factory(gssapi_keytab)
         if scram_iterations < _SCRAM_MIN_ITERATIONS:
             raise ValueError(f"scram_iterations must be at least {_SCRAM_MIN_ITERATIONS} (RFC 7677)")
         self.session_lifetime_ms = session_lifetime_ms
@@ -808,6 +921,9 @@ class SaslFrontDoor:
             return PlainServer(self.users)
         if mechanism == "OAUTHBEARER":
             return OAuthBearerServer(self.token_validator)
+        if mechanism == "GSSAPI":
+            assert self._gssapi is not None
+            return GssapiServer(*self._gssapi)
         store = self._scram[mechanism]
         return ScramServer(mechanism, store.get)
 
@@ -1079,7 +1195,7 @@ class _Connection:
         auth.authenticated_mechanism = server.mechanism
         auth.session_expires = self.door.clock() + lifetime_ms / 1000 if lifetime_ms else None
         self.door._update_connection(self.id, principal=principal)
-        self._log_login(server.mechanism, principal, True, "ok", reauth, lifetime_ms)
+        self._log_login(server.mechanism, principal, True, "ok", reauth, lifetime_ms, step)
         return True, "ok", lifetime_ms
 
     def _log_login(
@@ -1090,9 +1206,12 @@ class _Connection:
         reason: str,
         reauth: bool = False,
         lifetime_ms: int = 0,
+        step: SaslStep | None = None,
     ) -> None:
         self.door._record_login(
             LoginRecord(
+                authorization_id=step.authorization_id if step is not None else None,
+                security_layer=step.security_layer if step is not None else None,
                 connection_id=self.id,
                 user=user,
                 mechanism=mechanism,

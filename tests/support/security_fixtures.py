@@ -16,7 +16,14 @@ Fixtures (imported by ``conftest.py``):
                            SASL_PLAINTEXT
 ``sasl_ssl_tansu``         session: stunnel -> front door -> Tansu; SASL_SSL
 ``make_sasl_tansu``        factory for a private front door with other options (session lifetime,
-                           token validator, mechanisms, ``tls=True``); stopped after the test
+                           token validator, mechanisms, ``gssapi_keytab``, ``tls=True``); stopped
+                           after the test
+``kerberos``               session: a :class:`KerberosRealm`: an MIT KDC (:mod:`support.kdc`) for
+                           KAFLUX.TEST, the brokers' service keytab (``kafka/localhost``,
+                           ``kafka/127.0.0.1``) and the client ``alice`` with her keytab; the
+                           process's Kerberos environment (KRB5_CONFIG...) points at it meanwhile
+``gssapi_tansu``           session: Tansu behind the front door offering GSSAPI only; SASL_PLAINTEXT
+``gssapi_ssl_tansu``       session: stunnel -> GSSAPI front door -> Tansu; SASL_SSL
 =========================  =========================================================================
 
 Each yields a :class:`SecureTansu`: ``.bootstrap_servers``, ``.security_protocol``, ``.certs``,
@@ -37,6 +44,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import os
 import secrets
 import socket
 import ssl
@@ -55,16 +63,21 @@ from kaflux.protocol.messages.headers import RequestHeader, ResponseHeader
 from kaflux.protocol.primitives import Reader, Writer
 
 from support.certs import TestCerts, generate_certs
+from support.kdc import KdcUnavailableError, TestKdc
 from support.sasl_front_door import SaslFrontDoor
 from support.tls import TlsTerminator, TlsUnavailableError, start_tansu_behind_tls
 
 __all__ = [
     "SECURITY_FIXTURES",
     "USERS",
+    "KerberosRealm",
     "ScramClient",
     "SecureTansu",
     "WireClient",
     "certs",
+    "gssapi_ssl_tansu",
+    "gssapi_tansu",
+    "kerberos",
     "make_sasl_tansu",
     "mtls_tansu",
     "sasl_ssl_tansu",
@@ -80,7 +93,17 @@ USERS: dict[str, str] = {"alice": "alice-secret"}
 
 #: Fixture names that start brokers (conftest marks tests using them as integration tests).
 SECURITY_FIXTURES = frozenset(
-    {"tls_tansu", "mtls_tansu", "tls_tansu_other_host", "sasl_tansu", "sasl_ssl_tansu", "make_sasl_tansu"}
+    {
+        "tls_tansu",
+        "mtls_tansu",
+        "tls_tansu_other_host",
+        "sasl_tansu",
+        "sasl_ssl_tansu",
+        "make_sasl_tansu",
+        "kerberos",
+        "gssapi_tansu",
+        "gssapi_ssl_tansu",
+    }
 )
 
 
@@ -108,7 +131,8 @@ class SecureTansu:
         """Client settings for this double (kaflux and confluent-kafka spell them alike).
 
         With SASL, ``mechanism`` defaults to SCRAM-SHA-256 and the credentials are
-        ``username``/``password``; OAUTHBEARER uses an unsecured JWT naming ``username``.
+        ``username``/``password``; OAUTHBEARER uses an unsecured JWT naming ``username``; GSSAPI
+        names only the service (kafka): add ``sasl.kerberos.keytab``/``principal`` or a ticket cache.
         ``overrides`` (dotted keys as ``**{"group.id": "g"}``) win.
         """
         config: dict[str, Any] = {
@@ -128,6 +152,8 @@ class SecureTansu:
             if mechanism == "OAUTHBEARER":
                 config["sasl.oauthbearer.config"] = f"principal={self.username}"
                 config["enable.sasl.oauthbearer.unsecure.jwt"] = True
+            elif mechanism == "GSSAPI":
+                config["sasl.kerberos.service.name"] = "kafka"
             else:
                 config["sasl.username"] = self.username
                 config["sasl.password"] = self.password
@@ -205,7 +231,7 @@ def start_sasl_tansu(
 def _skip_if_unavailable() -> Iterator[None]:
     try:
         yield
-    except (BrokerUnavailableError, TlsUnavailableError) as e:
+    except (BrokerUnavailableError, TlsUnavailableError, KdcUnavailableError) as e:
         pytest.skip(f"security test double not available: {e}")
 
 
@@ -270,6 +296,91 @@ def make_sasl_tansu(certs: TestCerts) -> Iterator[Callable[..., SecureTansu]]:
     yield make
     for double in started:
         double.stop()
+
+
+# --- Kerberos ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KerberosRealm:
+    """A running test KDC with the brokers' service keytab and one client, ``alice``."""
+
+    kdc: TestKdc
+    service_keytab: Path
+    client_keytab: Path
+    client: str = "alice"
+
+    @property
+    def realm(self) -> str:
+        return self.kdc.realm
+
+    @property
+    def client_principal(self) -> str:
+        return self.kdc.principal(self.client)
+
+    def keytab_config(self) -> dict[str, str]:
+        """The kaflux settings of a keytab login as ``alice``."""
+        return {
+            "sasl.kerberos.keytab": str(self.client_keytab),
+            "sasl.kerberos.principal": self.client_principal,
+        }
+
+    def kinit(self, ccache: Path) -> Path:
+        """``kinit -k -t`` alice's keytab into ``ccache``: a ticket cache as a user's login makes."""
+        return self.kdc.kinit(self.client, self.client_keytab, ccache)
+
+
+#: the host names the brokers are reached by in the tests (Tansu advertises 127.0.0.1)
+SERVICE_HOSTS = ("localhost", "127.0.0.1")
+
+
+def start_kerberos_realm() -> tuple[KerberosRealm, dict[str, str | None]]:
+    """A started KDC with principals and keytabs; and the environment variables it replaced."""
+    kdc = TestKdc().start()
+    try:
+        service_keytab = kdc.path("kafka.keytab")
+        for host in SERVICE_HOSTS:
+            kdc.add_principal(f"kafka/{host}", keytab=service_keytab)
+        client_keytab = kdc.path("alice.keytab")
+        kdc.add_principal("alice", keytab=client_keytab)
+    except BaseException:
+        kdc.cleanup()
+        raise
+    saved = {key: os.environ.get(key) for key in kdc.environment()}
+    os.environ.update(kdc.environment())
+    return KerberosRealm(kdc, service_keytab, client_keytab), saved
+
+
+@pytest.fixture(scope="session")
+def kerberos() -> Iterator[KerberosRealm]:
+    """An MIT KDC for KAFLUX.TEST; this process's Kerberos environment points at it meanwhile."""
+    with _skip_if_unavailable():
+        realm, saved = start_kerberos_realm()
+    try:
+        yield realm
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        realm.kdc.cleanup()
+
+
+@pytest.fixture(scope="session")
+def gssapi_tansu(kerberos: KerberosRealm) -> Iterator[SecureTansu]:
+    """Tansu behind the SASL front door offering GSSAPI only (the KDC's service keytab); SASL_PLAINTEXT."""
+    yield from _session_double(
+        lambda: start_sasl_tansu(mechanisms=("GSSAPI",), gssapi_keytab=kerberos.service_keytab)
+    )
+
+
+@pytest.fixture(scope="session")
+def gssapi_ssl_tansu(kerberos: KerberosRealm, certs: TestCerts) -> Iterator[SecureTansu]:
+    """stunnel (TLS) -> GSSAPI front door -> Tansu; SASL_SSL."""
+    yield from _session_double(
+        lambda: start_sasl_tansu(certs=certs, mechanisms=("GSSAPI",), gssapi_keytab=kerberos.service_keytab)
+    )
 
 
 # --- wire-level helpers ----------------------------------------------------------------------------------

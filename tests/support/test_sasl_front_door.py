@@ -1,12 +1,16 @@
-"""The SASL front door test double: its mechanisms against the RFCs' test vectors, and its Kafka
-behaviour in front of the in-memory fake broker (served on a loopback socket)."""
+"""The SASL front door test double: its mechanisms against the RFCs' test vectors (GSSAPI against
+python-gssapi's initiator and the test KDC), and its Kafka behaviour in front of the in-memory fake
+broker (served on a loopback socket)."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +23,9 @@ from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 from support.fakes import FakeCluster
+from support.kdc import TestKdc
 from support.sasl_front_door import (
+    GssapiServer,
     InvalidTokenError,
     OAuthBearerServer,
     OAuthToken,
@@ -27,10 +33,11 @@ from support.sasl_front_door import (
     SaslFrontDoor,
     ScramCredential,
     ScramServer,
+    gssapi_acceptor_factory,
     saslprep,
     unsecured_jwt_validator,
 )
-from support.security_fixtures import ScramClient, WireClient
+from support.security_fixtures import KerberosRealm, ScramClient, WireClient
 from support.socket_fake_broker import SocketFakeBroker
 
 # --- SCRAM: RFC test vectors ---------------------------------------------------------------------------
@@ -522,3 +529,101 @@ def test_stop_closes_open_connections(fake_upstream: SocketFakeBroker) -> None:
     assert client.closed_by_peer()
     client.close()
     assert all(c.closed_at is not None for c in door.connections())
+
+
+# --- GSSAPI: the acceptor against python-gssapi's initiator, tickets from the test KDC --------------------
+
+
+def _gss_initiator(kerberos: KerberosRealm, host: str = "127.0.0.1") -> Any:
+    import gssapi
+
+    credentials = gssapi.Credentials(
+        name=gssapi.Name(kerberos.client_principal, gssapi.NameType.kerberos_principal),
+        usage="initiate",
+        store={"client_keytab": str(kerberos.client_keytab), "ccache": "MEMORY:door-test"},
+    )
+    return gssapi.SecurityContext(
+        name=gssapi.Name(f"kafka@{host}", gssapi.NameType.hostbased_service),
+        creds=credentials,
+        usage="initiate",
+        flags=gssapi.RequirementFlag.mutual_authentication,
+    )
+
+
+def _gss_server(kerberos: KerberosRealm) -> GssapiServer:
+    return GssapiServer(*gssapi_acceptor_factory(kerberos.service_keytab))
+
+
+def _gss_establish(server: GssapiServer, client: Any) -> bytes:
+    """Run the context tokens; returns the server's wrapped security-layer offer."""
+    step = server.step(client.step(None))
+    assert step.failure is None and not step.complete and step.challenge  # the AP-REP
+    assert client.step(step.challenge) is None and client.complete
+    offer = server.step(b"")  # the client's empty message after its context is established
+    assert offer.failure is None and not offer.complete
+    return offer.challenge
+
+
+def test_gssapi_server_offers_no_security_layer_and_takes_the_client_principal(
+    kerberos: KerberosRealm,
+) -> None:
+    server, client = _gss_server(kerberos), _gss_initiator(kerberos)
+    offer = client.unwrap(_gss_establish(server, client)).message
+    assert offer == b"\x01\x01\x00\x00"  # RFC 4752: "no security layer" only, a 64 KiB buffer
+    reply = b"\x01\x00\x00\x00" + b"somebody-else"
+    done = server.step(client.wrap(reply, False).message)
+    assert done.complete and done.failure is None
+    # Kafka's broker: the principal is the Kerberos client's; the authorization id is only logged
+    assert done.principal == kerberos.client_principal and server.user == kerberos.client_principal
+    assert done.authorization_id == "somebody-else" and done.security_layer == b"\x01\x00\x00\x00"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"), [(b"\x02\x00\x10\x00", "security-layer-not-offered"), (b"\x01", "invalid")]
+)
+def test_gssapi_server_refuses_a_layer_it_did_not_offer(
+    kerberos: KerberosRealm, reply: bytes, reason: str
+) -> None:
+    server, client = _gss_server(kerberos), _gss_initiator(kerberos)
+    _gss_establish(server, client)
+    step = server.step(client.wrap(reply, False).message)
+    assert not step.complete and step.failure is not None and step.failure.startswith(reason)
+
+
+def test_gssapi_server_refuses_a_forged_token(kerberos: KerberosRealm) -> None:
+    step = _gss_server(kerberos).step(b"\x60\x10not a kerberos token")
+    assert not step.complete and step.failure is not None and step.failure.startswith("gss-error:")
+
+
+def test_gssapi_needs_a_keytab() -> None:
+    with pytest.raises(ValueError, match="gssapi_keytab"):
+        SaslFrontDoor({}, mechanisms=("GSSAPI",))
+
+
+def _processes_in(directory: Path) -> list[int]:
+    """PIDs of the processes whose working directory is ``directory`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "cwd") == str(directory):
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("clock_offset", [None, "-1h"])
+def test_the_kdc_stops_by_pid_and_leaves_no_process(
+    kerberos: KerberosRealm, clock_offset: str | None
+) -> None:
+    kdc = TestKdc(realm="OTHER.TEST", clock_offset=clock_offset).start()
+    pid = kdc.pid
+    assert pid is not None and kdc.is_alive()
+    assert _processes_in(kdc.workdir) == [pid]  # krb5kdc itself, no wrapper in between
+    kdc.stop()
+    assert not kdc.is_alive() and kdc.pid is None
+    assert _processes_in(kdc.workdir) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    workdir = kdc.workdir
+    kdc.cleanup()
+    assert not workdir.exists()

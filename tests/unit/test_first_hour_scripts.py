@@ -27,11 +27,15 @@ def test_the_main_job_installs_only_what_it_runs() -> None:
     run = plan()
     assert "pip: -e .[spark,broker]\n" in run  # PySpark and the embedded broker
     assert "dev" not in run and "stunnel4" not in run and "docs" not in run
+    assert "krb5" not in run and "faketime" not in run  # the KDC of the GSSAPI tests is for tests
 
 
 def test_the_test_path_installs_the_test_tools() -> None:
     test = plan("--test")
     assert "pip: -e .[dev,spark,broker,docs,schema-registry]" in test and "stunnel4" in test
+    # MIT Kerberos: the KDC and kinit of the GSSAPI tests, libkrb5-dev for python-gssapi (in dev)
+    for package in ("krb5-kdc", "krb5-admin-server", "krb5-user", "libkrb5-dev", "faketime"):
+        assert package in test
 
 
 def test_the_scripts_choose_their_profiles_and_pip_is_not_silenced() -> None:

@@ -463,7 +463,7 @@ class BrokerConnection:
                 "SaslAuthenticate, Kafka 1.0+): is it a PLAINTEXT listener? Check security.protocol"
             )
         self._machine.transition_to(_S.AUTHENTICATING)
-        self._authenticator = SaslAuthenticator(self._sasl, self.broker, min(2, authenticate))
+        self._authenticator = SaslAuthenticator(self._sasl, self.broker, min(2, authenticate), host=self.host)
         self._send_sasl(now_ms)
 
     def _send_sasl(self, now_ms: int) -> None:

@@ -8,8 +8,10 @@ the next request with :meth:`SaslAuthenticator.next_request` and hands it each r
 tells when the broker wants the client to authenticate again (KIP-368; 0: never).
 
 Mechanisms (:class:`SaslMechanism`): PLAIN (RFC 4616), SCRAM-SHA-256 and SCRAM-SHA-512
-(RFC 5802, RFC 7677: nonce, salted password, and a check of the server's signature), and
-OAUTHBEARER (RFC 7628) with a token from a provider. Every failure raises a subclass of
+(RFC 5802, RFC 7677: nonce, salted password, and a check of the server's signature),
+OAUTHBEARER (RFC 7628) with a token from a provider, and GSSAPI (Kerberos V5, RFC 4752) over a
+GSS-API security context that :class:`GssContext` describes (the real one, on the python-gssapi
+library, lives in :mod:`kaflux.network.kerberos`; tests use fakes). Every failure raises a subclass of
 :class:`~kaflux.errors.AuthenticationError` whose message names the broker, the mechanism and
 what to check; no message ever contains a password or a token.
 """
@@ -17,6 +19,7 @@ what to check; no message ever contains a password or a token.
 from __future__ import annotations
 
 import base64
+import enum
 import hashlib
 import hmac
 import json
@@ -33,8 +36,9 @@ from kaflux.errors import (
 )
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kaflux.state_machine import StateMachine
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 #: RFC 7677 asks for at least 4096 iterations; fewer means a weak or tampered server-first message
 MIN_SCRAM_ITERATIONS = 4096
 
@@ -186,6 +190,141 @@ class OAuthBearerMechanism:
         return b"\x01"
 
 
+class GssError(Exception):
+    """A GSS-API call failed; the message says what happened and what to do (the shell that
+    talks to the Kerberos library words it)."""
+
+
+class GssContext(Protocol):
+    """The initiator side of one GSS-API (Kerberos V5) security context, with mutual
+    authentication: what :class:`GssapiMechanism` needs of the library. Methods raise GssError."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the context is established."""
+        ...
+
+    @property
+    def initiator(self) -> str:
+        """The client's principal (e.g. ``alice@EXAMPLE.COM``)."""
+        ...
+
+    def step(self, token: bytes | None) -> bytes | None:
+        """``gss_init_sec_context``: the server's token in (None at first), the next token out
+        (None when there is none to send)."""
+        ...
+
+    def unwrap(self, message: bytes) -> bytes:
+        """``gss_unwrap``: the payload of a server message (its integrity checked)."""
+        ...
+
+    def wrap(self, payload: bytes) -> bytes:
+        """``gss_wrap`` with integrity only, no confidentiality (``conf_req_flag`` false)."""
+        ...
+
+
+#: ``(service name, broker host) -> context``: a new security context for the hostbased
+#: service ``service@host`` (Kerberos principal ``service/host@REALM``)
+GssContextFactory = Callable[[str, str], GssContext]
+
+#: RFC 4752 section 3.1 security layers (the first octet of the security-layer messages)
+GSS_NO_SECURITY_LAYER = 1
+GSS_INTEGRITY_LAYER = 2
+GSS_CONFIDENTIALITY_LAYER = 4
+
+
+class GssapiStep(enum.Enum):
+    """Where a GSSAPI exchange is (see :class:`GssapiMechanism`)."""
+
+    START = "start"  # before the first token
+    CONTEXT = "context"  # security-context tokens go back and forth
+    SECURITY_LAYER = "security-layer"  # established: the broker's security-layer offer is next
+    SENT = "sent"  # the client's security-layer reply is out: the broker's last answer is next
+    DONE = "done"
+
+
+#: the moves of a GSSAPI exchange (a context may be established by its first token already)
+GSSAPI_TRANSITIONS: dict[GssapiStep, frozenset[GssapiStep]] = {
+    GssapiStep.START: frozenset({GssapiStep.CONTEXT, GssapiStep.SECURITY_LAYER}),
+    GssapiStep.CONTEXT: frozenset({GssapiStep.CONTEXT, GssapiStep.SECURITY_LAYER}),
+    GssapiStep.SECURITY_LAYER: frozenset({GssapiStep.SENT}),
+    GssapiStep.SENT: frozenset({GssapiStep.DONE}),
+    GssapiStep.DONE: frozenset(),
+}
+
+
+class GssapiMechanism:
+    """GSSAPI (Kerberos V5, RFC 4752) as Kafka's Java client runs it.
+
+    First the security context: tokens from ``init_sec_context`` for the broker's service
+    principal ``service/host@REALM`` go out, the broker's tokens come back, until the context is
+    established (with mutual authentication the broker proves itself too). A last client step
+    that yields no token sends an empty message. Then the security-layer step (RFC 4752 section
+    3.1): the broker sends a wrapped 4-octet message (the layers it supports as a bit mask, then
+    its largest buffer as a 3-octet big-endian number); the client answers with a wrapped message
+    choosing "no security layer" (1) with a largest buffer of 0, followed by its authorization id
+    (its own principal, as Java sends it). Kafka never uses the integrity or confidentiality
+    layers (TLS protects the connection: SASL_SSL). The broker's last answer is empty. The
+    steps are :data:`GSSAPI_TRANSITIONS`.
+    """
+
+    name = "GSSAPI"
+
+    def __init__(self, service_name: str, host: str, new_context: GssContextFactory) -> None:
+        self._service_name = service_name
+        self._host = host
+        self._new_context = new_context
+        self._context: GssContext | None = None
+        self._step = StateMachine("GSSAPI exchange", GssapiStep.START, GSSAPI_TRANSITIONS)
+
+    def _context_step(self, context: GssContext, token: bytes | None) -> bytes:
+        out = context.step(token)
+        self._step.transition_to(GssapiStep.SECURITY_LAYER if context.complete else GssapiStep.CONTEXT)
+        return out or b""
+
+    def first_message(self) -> bytes:
+        try:
+            self._context = self._new_context(self._service_name, self._host)
+            return self._context_step(self._context, None)
+        except GssError as exc:
+            raise MechanismError(str(exc)) from None
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        context = self._context
+        step = self._step.state
+        if context is None or step is GssapiStep.DONE:
+            raise MechanismError(f"the broker sent a GSSAPI message out of turn ({step.value})")
+        try:
+            if step is GssapiStep.CONTEXT:
+                return self._context_step(context, challenge)
+            if step is GssapiStep.SECURITY_LAYER:
+                reply = self.security_layer_reply(context.unwrap(challenge), context.initiator)
+                self._step.transition_to(GssapiStep.SENT)
+                return context.wrap(reply)
+        except GssError as exc:
+            raise MechanismError(str(exc)) from None
+        self._step.transition_to(GssapiStep.DONE)
+        if challenge:
+            raise MechanismError("the broker sent a message after the GSSAPI exchange had ended")
+        return None
+
+    @staticmethod
+    def security_layer_reply(offer: bytes, authorization_id: str) -> bytes:
+        """The client's RFC 4752 answer to the server's (unwrapped) security-layer offer:
+        ``[1][0, 0, 0]`` (no security layer, no buffer) and the UTF-8 authorization id."""
+        if len(offer) != 4:
+            raise MechanismError(
+                f"the broker's GSSAPI security-layer message has {len(offer)} octets instead of 4 "
+                "(RFC 4752): is it a Kafka broker?"
+            )
+        if not offer[0] & GSS_NO_SECURITY_LAYER:
+            raise MechanismError(
+                f"the broker offers only SASL security layers (bit mask {offer[0]:#04x}) and not "
+                "'no security layer', which Kafka clients need (use SASL_SSL to protect the connection)"
+            )
+        return bytes([GSS_NO_SECURITY_LAYER, 0, 0, 0]) + authorization_id.encode()
+
+
 def unsecured_jwt(principal: str, now_s: float, lifetime_s: float = 3600.0) -> tuple[str, float]:
     """An unsigned JWT (``alg: none``) for ``principal``, valid for ``lifetime_s``: the
     development mode of OAUTHBEARER (brokers accept it only when configured to)."""
@@ -201,7 +340,8 @@ def unsecured_jwt(principal: str, now_s: float, lifetime_s: float = 3600.0) -> t
 
 @dataclass(frozen=True, slots=True)
 class SaslCredentials:
-    """What a connection needs to log in. ``token_provider`` is used by OAUTHBEARER only."""
+    """What a connection needs to log in. ``token_provider`` is used by OAUTHBEARER only;
+    ``gss_context_factory`` and ``kerberos_service_name`` by GSSAPI only."""
 
     mechanism: str
     username: str = ""
@@ -209,12 +349,18 @@ class SaslCredentials:
     token_provider: TokenProvider | None = None
     #: OAUTHBEARER's SASL extensions (RFC 7628 section 3.1), sent with every token
     extensions: Mapping[str, str] = field(default_factory=dict)
+    gss_context_factory: GssContextFactory | None = None
+    kerberos_service_name: str = "kafka"
 
     def __repr__(self) -> str:  # never show the secret parts
         return f"SaslCredentials(mechanism={self.mechanism!r}, username={self.username!r})"
 
-    def new_mechanism(self) -> SaslMechanism:
-        """A mechanism object for one exchange."""
+    def new_mechanism(self, host: str = "") -> SaslMechanism:
+        """A mechanism object for one exchange with the broker at ``host``."""
+        if self.mechanism == "GSSAPI":
+            if self.gss_context_factory is None:
+                raise AuthenticationError("GSSAPI needs Kerberos credentials (a GSS context factory)")
+            return GssapiMechanism(self.kerberos_service_name, host, self.gss_context_factory)
         if self.mechanism == "PLAIN":
             return PlainMechanism(self.username, self.password)
         if self.mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -233,11 +379,15 @@ class SaslCredentials:
 
 
 class SaslAuthenticator:
-    """One SASL exchange on one connection (``broker`` names it in errors)."""
+    """One SASL exchange on one connection (``broker`` names it in errors; ``host`` is the host
+    name the client connected to, which GSSAPI names the broker's service principal after)."""
 
-    def __init__(self, credentials: SaslCredentials, broker: str, authenticate_version: int) -> None:
+    def __init__(
+        self, credentials: SaslCredentials, broker: str, authenticate_version: int, *, host: str = ""
+    ) -> None:
         self._credentials = credentials
         self._broker = broker
+        self._host = host
         self._version = authenticate_version
         self._mechanism: SaslMechanism | None = None
         self._pending: SaslHandshakeRequest | SaslAuthenticateRequest | None = SaslHandshakeRequest(
@@ -258,6 +408,8 @@ class SaslAuthenticator:
         what = "sasl.username and sasl.password (or sasl.jaas.config)"
         if self._credentials.mechanism == "OAUTHBEARER":
             what = "the token from oauth_cb (or sasl.oauthbearer.config)"
+        elif self._credentials.mechanism == "GSSAPI":
+            what = "the Kerberos login (kinit, or sasl.kerberos.keytab and sasl.kerberos.principal)"
         return error(
             f"SASL {self._credentials.mechanism} authentication with broker {self._broker} failed: "
             f"{detail}. Check {what}, and that the broker enables this mechanism."
@@ -275,10 +427,11 @@ class SaslAuthenticator:
             if response.error_code != 0:
                 raise self._failure(str(error_for_code(response.error_code)()))
             try:
-                self._mechanism = self._credentials.new_mechanism()
-            except AuthenticationError as exc:
+                self._mechanism = self._credentials.new_mechanism(self._host)
+                first = self._mechanism.first_message()
+            except (AuthenticationError, MechanismError) as exc:
                 raise self._failure(str(exc)) from None
-            self._pending = SaslAuthenticateRequest(auth_bytes=self._mechanism.first_message())
+            self._pending = SaslAuthenticateRequest(auth_bytes=first)
             return
         assert self._mechanism is not None
         if response.error_code != 0:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from kaflux.config import CommonConfig
 from kaflux.errors import ConfigError
 from kaflux.network.backoff import ExponentialBackoff
+from kaflux.network.kerberos import kerberos_context_factory
 from kaflux.network.oidc import ClientCredentialsTokens
 from kaflux.network.sasl import SaslCredentials, TokenProvider, unsecured_jwt
 
@@ -62,6 +63,12 @@ def sasl_credentials_for(
     if not config.uses_sasl:
         return None
     mechanism = config.sasl_mechanism.upper()
+    if mechanism == "GSSAPI":
+        login = config.kerberos_login()
+        factory = kerberos_context_factory(login)  # the credentials now: no ticket fails the constructor
+        return SaslCredentials(
+            mechanism, gss_context_factory=factory, kerberos_service_name=login.service_name
+        )
     if mechanism == "OAUTHBEARER":
         provider = _token_provider(config, wall_clock)
         if config.sasl_oauthbearer_method == "oidc":

@@ -182,7 +182,11 @@ def test_jaas_config_with_the_wrong_module_is_refused_without_quoting_it() -> No
 @pytest.mark.parametrize(
     ("settings", "key"),
     [
-        ({"security.protocol": "SASL_PLAINTEXT"}, "sasl.mechanism"),  # Java's default GSSAPI
+        # Java's default GSSAPI is accepted (test_sasl_gssapi.py); a keytab needs a principal
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.keytab": "/k.keytab"},
+            "sasl.kerberos.principal",
+        ),
         ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "sasl.username"),
         ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}, "oauth_cb"),
         ({"security.protocol": "SSL", "ssl.truststore.location": "/x.jks"}, "ssl.truststore.type"),
