@@ -54,6 +54,19 @@ def _ck(broker: Broker) -> Any:
     return ck_admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
+def _ck_alice_reads_orders() -> Any:
+    """confluent-kafka's AclBinding("topic", "orders", "literal", "User:alice", "*", "read", "allow")."""
+    return ck_admin.AclBinding(
+        ck_admin.ResourceType.TOPIC,
+        "orders",
+        ck_admin.ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        ck_admin.AclOperation.READ,
+        ck_admin.AclPermissionType.ALLOW,
+    )
+
+
 def test_topic_configs_are_altered_and_read_back(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([topic_name])
     topic = ConfigResource("topic", topic_name)
@@ -127,15 +140,7 @@ def test_acls_on_a_broker_without_authorizer_say_so(noida: Broker) -> None:
             with pytest.raises(SecurityDisabledError, match="no authorizer"):
                 call()
     # confluent-kafka gets the same answer from noida for CreateAcls
-    ck_binding = ck_admin.AclBinding(
-        ck_admin.ResourceType.TOPIC,
-        "orders",
-        ck_admin.ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        ck_admin.AclOperation.READ,
-        ck_admin.AclPermissionType.ALLOW,
-    )
+    ck_binding = _ck_alice_reads_orders()
     peer = _ck(noida)
     [future] = peer.create_acls([ck_binding]).values()
     with pytest.raises(ck.KafkaException, match=r"(?i)authorizer|security"):
@@ -154,15 +159,7 @@ def test_a_malformed_answer_fails_the_call_at_once(tansu: Broker) -> None:
         assert time.monotonic() - started < 5.0
         assert admin.list_topics(timeout=WAIT_S) is not None  # the client carries on
     # confluent-kafka cannot read that answer either
-    ck_binding = ck_admin.AclBinding(
-        ck_admin.ResourceType.TOPIC,
-        "orders",
-        ck_admin.ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        ck_admin.AclOperation.READ,
-        ck_admin.AclPermissionType.ALLOW,
-    )
+    ck_binding = _ck_alice_reads_orders()
     [future] = _ck(tansu).create_acls([ck_binding], request_timeout=5).values()
     with pytest.raises(ck.KafkaException):
         future.result(WAIT_S)

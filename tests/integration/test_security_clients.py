@@ -20,7 +20,8 @@ from kaflux.devbrokers.brokers import Broker, TansuBroker
 from kaflux.errors import AuthenticationError, SslAuthenticationError
 from kaflux.network.sasl import unsecured_jwt
 
-from support.group_helpers import WAIT_S, wait_until
+from support.group_helpers import WAIT_S
+from support.secure_round_trips import group_round_trip, kaflux_round_trip
 from support.security_fixtures import SecureTansu
 
 pytestmark = pytest.mark.integration
@@ -32,24 +33,7 @@ RECORDS = 20
 def _round_trip(config: dict[str, Any], topic: str, *, peer: dict[str, Any] | None = None) -> None:
     """Create a topic, produce with kaflux, read back with kaflux and with confluent-kafka (with
     ``peer``'s settings where librdkafka spells them differently)."""
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
-    values = [b"v%d" % i for i in range(RECORDS)]
-    with Producer({**config, "linger.ms": 0}) as producer:
-        for future in [producer.send(topic, v, partition=0) for v in values]:
-            future.result(timeout=WAIT_S)
-    consumer = Consumer({**config, "auto.offset.reset": "earliest"})
-    got: list[bytes | None] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        wait_until(
-            lambda: bool(got.extend(r.value for r in consumer.poll(0.2))) or len(got) >= RECORDS,  # type: ignore[func-returns-value]
-            WAIT_S,
-            lambda: f"kaflux read {len(got)}",
-        )
-    finally:
-        consumer.close(timeout=5)
-    assert got == values
+    values = kaflux_round_trip(config, topic, RECORDS)
     peer_consumer = PeerConsumer(
         {**(peer or config), "group.id": f"peer-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
     )
@@ -89,34 +73,7 @@ def test_round_trip_over_sasl_ssl(sasl_ssl_tansu: SecureTansu, topic_name: str) 
 
 
 def test_a_group_consumer_over_sasl_ssl(sasl_ssl_tansu: SecureTansu, topic_name: str) -> None:
-    config = sasl_ssl_tansu.config("SCRAM-SHA-256")
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic_name, 2)], timeout=WAIT_S)
-    with Producer({**config, "linger.ms": 0}) as producer:
-        for p in range(2):
-            producer.send(topic_name, b"g%d" % p, partition=p).result(timeout=WAIT_S)
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
-        }
-    )
-    got: set[bytes | None] = set()
-    try:
-        consumer.subscribe([topic_name])
-        wait_until(
-            lambda: bool(got.update(r.value for r in consumer.poll(0.2))) or len(got) == 2,  # type: ignore[func-returns-value]
-            WAIT_S,
-            lambda: f"read {got}",
-        )
-        assert consumer.assignment() == {TopicPartition(topic_name, p) for p in range(2)}
-        consumer.commit_sync()
-    finally:
-        consumer.close(timeout=10)
-    assert got == {b"g0", b"g1"}
+    group_round_trip(sasl_ssl_tansu.config("SCRAM-SHA-256"), topic_name)
 
 
 # -- failures -------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ import pytest
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.errors import AuthenticationError, ConfigError
 
-from support.group_helpers import WAIT_S, wait_until
+from support.group_helpers import WAIT_S
 from support.kdc import TestKdc
+from support.secure_round_trips import group_round_trip, kaflux_round_trip
 from support.security_fixtures import KerberosRealm, SecureTansu
 
 pytestmark = pytest.mark.integration
@@ -32,24 +33,7 @@ NO_SECURITY_LAYER = b"\x01\x00\x00\x00"
 
 def _round_trip(config: dict[str, Any], topic: str) -> None:
     """AdminClient creates ``topic``, Producer writes RECORDS records, Consumer reads them back."""
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
-    values = [b"k%d" % i for i in range(RECORDS)]
-    with Producer({**config, "linger.ms": 0}) as producer:
-        for future in [producer.send(topic, v, partition=0) for v in values]:
-            future.result(timeout=WAIT_S)
-    consumer = Consumer({**config, "auto.offset.reset": "earliest"})
-    got: list[bytes | None] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        wait_until(
-            lambda: bool(got.extend(r.value for r in consumer.poll(0.2))) or len(got) >= RECORDS,  # type: ignore[func-returns-value]
-            WAIT_S,
-            lambda: f"kaflux read {len(got)}",
-        )
-    finally:
-        consumer.close(timeout=5)
-    assert got == values
+    kaflux_round_trip(config, topic, RECORDS)
 
 
 def _assert_logged_in_as_alice(double: SecureTansu, kerberos: KerberosRealm, since: int) -> None:
@@ -129,33 +113,7 @@ def test_java_ticket_cache_line_names_the_cache(
 def test_a_group_consumer_over_gssapi_sasl_ssl(
     gssapi_ssl_tansu: SecureTansu, kerberos: KerberosRealm, topic_name: str
 ) -> None:
-    config = gssapi_ssl_tansu.config("GSSAPI", **kerberos.keytab_config())
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic_name, 2)], timeout=WAIT_S)
-    with Producer({**config, "linger.ms": 0}) as producer:
-        for p in range(2):
-            producer.send(topic_name, b"g%d" % p, partition=p).result(timeout=WAIT_S)
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
-        }
-    )
-    got: set[bytes | None] = set()
-    try:
-        consumer.subscribe([topic_name])
-        wait_until(
-            lambda: bool(got.update(r.value for r in consumer.poll(0.2))) or len(got) == 2,  # type: ignore[func-returns-value]
-            WAIT_S,
-            lambda: f"read {got}",
-        )
-        consumer.commit_sync()
-    finally:
-        consumer.close(timeout=10)
-    assert got == {b"g0", b"g1"}
+    group_round_trip(gssapi_ssl_tansu.config("GSSAPI", **kerberos.keytab_config()), topic_name)
 
 
 def test_the_client_re_authenticates_with_a_new_context(

@@ -21,13 +21,15 @@ Doubles on loopback sockets:
 - :mod:`support.sasl_front_door`, :mod:`support.tls`, :mod:`support.certs`: a SASL front door, a
   TLS terminator (stunnel4) and a certificate builder, for the servers we cannot install;
 - :mod:`support.kdc`: a throw-away MIT Kerberos KDC (a child process), for the GSSAPI tests;
+- :mod:`support.service_process`: the life cycle the stunnel and KDC child processes share;
 - :mod:`support.security_fixtures`: pytest fixtures putting those in front of Tansu;
 - :mod:`support.scenarios`, :mod:`support.group_member`: fault scenarios on real brokers (also
   run by ``bench/soak.py``) and a consumer-group member in a child process.
 
 Shared helpers: ``kafka_helpers``, ``group_helpers``, ``fault_helpers``, ``admin_helpers``,
 ``cli_helpers``, ``spark_helpers``, ``record_kernels``, ``record_columns``, ``assignors_testutil``,
-``protocol_testutil``.
+``protocol_testutil``, ``secure_round_trips`` (what the TLS/SASL/Kerberos tests check once logged
+in), ``doc_blocks`` (the code blocks of README.md and docs/*.md, run as examples).
 
 The doubles' own tests are the ``test_*.py`` files of this package.
 """

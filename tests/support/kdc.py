@@ -28,27 +28,23 @@ Typical use::
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from kaflux.devbrokers.brokers import (
     _die_with_parent_prefix,
     _free_port,
-    make_workdir,
     read_log,
-    running_pid,
-    stop_process,
 )
+
+from support.service_process import ServiceProcess
 
 __all__ = ["KdcStartError", "KdcUnavailableError", "TestKdc", "kerberos_tools"]
 
@@ -95,7 +91,7 @@ def libfaketime() -> str:
     return found[0]
 
 
-class TestKdc:
+class TestKdc(ServiceProcess):
     """An MIT KDC for ``realm`` on 127.0.0.1 (see the module docstring)."""
 
     __test__ = False  # not a pytest class despite its name
@@ -113,14 +109,12 @@ class TestKdc:
         self.clock_offset = clock_offset
         if clock_offset is not None:
             self.tools["libfaketime"] = libfaketime()
-        self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-kdc-")
+        super().__init__(workdir, prefix="kaflux-kdc-")
         self.krb5_conf = self.workdir / "krb5.conf"
         self.kdc_conf = self.workdir / "kdc.conf"
         self.log_path = self.workdir / "krb5kdc.log"
         self.default_ccache = self.workdir / "default.ccache"
         self._port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.RLock()
         self._database_made = False
 
     # --- state ---
@@ -130,13 +124,6 @@ class TestKdc:
         if self._port is None:
             raise RuntimeError("the KDC has not been started yet, so it has no port")
         return self._port
-
-    @property
-    def pid(self) -> int | None:
-        return running_pid(self._proc)
-
-    def is_alive(self) -> bool:
-        return running_pid(self._proc) is not None
 
     def path(self, name: str) -> Path:
         """A file name in the KDC's work directory (for keytabs and credential caches)."""
@@ -182,7 +169,7 @@ class TestKdc:
                 self._launch()
                 failure = self._wait_ready(deadline)
                 if failure is None:
-                    _RUNNING.add(self)
+                    self._started()
                     return self
                 self.stop()
                 if "Address already in use" not in self.log_tail() or attempt == _PORT_RACE_ATTEMPTS:
@@ -190,30 +177,6 @@ class TestKdc:
                         f"krb5kdc did not start: {failure}; its log ends with:\n{self.log_tail()}"
                     )
             raise AssertionError("unreachable")
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM krb5kdc (by PID), then SIGKILL it if it has not exited after ``timeout``."""
-        with self._lock:
-            proc = self._proc
-            if proc is None:
-                return
-            stop_process(proc, timeout)
-            self._proc = None
-            _RUNNING.discard(self)
-
-    def cleanup(self) -> None:
-        """Stop the KDC and delete its work directory if this object created it."""
-        self.stop()
-        if self._owns_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
 
     # --- principals, keytabs, tickets ---
 
@@ -357,13 +320,3 @@ class TestKdc:
 def _kadmin_failed(output: str) -> bool:
     """kadmin.local exits 0 even when its query fails: look for its error lines."""
     return any(marker in output for marker in (" while ", "does not exist", "Unknown request"))
-
-
-_RUNNING: set[TestKdc] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for kdc in list(_RUNNING):
-        with contextlib.suppress(Exception):
-            kdc.stop(timeout=2.0)

@@ -24,17 +24,13 @@ Typical use::
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from kaflux.devbrokers.brokers import (
@@ -42,11 +38,10 @@ from kaflux.devbrokers.brokers import (
     _die_with_parent_prefix,
     _free_port,
     kill_process,
-    make_workdir,
     read_log,
-    running_pid,
-    stop_process,
 )
+
+from support.service_process import ServiceProcess
 
 __all__ = [
     "TlsStartError",
@@ -89,7 +84,7 @@ def stunnel_binary() -> str:
     raise TlsUnavailableError("stunnel4 is not installed (apt-get install stunnel4)")
 
 
-class TlsTerminator:
+class TlsTerminator(ServiceProcess):
     """stunnel4 on 127.0.0.1:``port`` (a free port by default) forwarding to 127.0.0.1:``upstream_port``.
 
     ``cert``/``key`` are the server certificate and its unencrypted key (PEM). ``client_ca`` turns on
@@ -115,11 +110,9 @@ class TlsTerminator:
         self._port = port
         self._port_fixed = port is not None
         self.binary = binary or stunnel_binary()
-        self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-stunnel-")
+        super().__init__(workdir, prefix="kaflux-stunnel-")
         self.config_path = self.workdir / "stunnel.conf"
         self.log_path = self.workdir / "stunnel.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.RLock()
         self._log_start = 0
 
     # --- state ---
@@ -133,13 +126,6 @@ class TlsTerminator:
     @property
     def bootstrap_servers(self) -> str:
         return f"{_HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return running_pid(self._proc)
-
-    def is_alive(self) -> bool:
-        return running_pid(self._proc) is not None
 
     def log_tail(self, max_bytes: int = 4000) -> str:
         """The end of stunnel's log (every start of this object)."""
@@ -169,7 +155,7 @@ class TlsTerminator:
                 self._launch(self.port)
                 failure = self._wait_ready(deadline)
                 if failure is None:
-                    _RUNNING.add(self)
+                    self._started()
                     return self
                 self._reap()
                 in_use = _ADDRESS_IN_USE in self._current_log()
@@ -181,30 +167,6 @@ class TlsTerminator:
                     f"log {self.log_path} ends with:\n{self.log_tail()}",
                     address_in_use=in_use,
                 )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM stunnel (by PID), then SIGKILL it if it has not exited after ``timeout`` seconds."""
-        with self._lock:
-            proc = self._proc
-            if proc is None:
-                return
-            stop_process(proc, timeout)
-            self._proc = None
-            _RUNNING.discard(self)
-
-    def cleanup(self) -> None:
-        """Stop stunnel and delete its work directory if this object created it."""
-        self.stop()
-        if self._owns_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
 
     # --- internals ---
 
@@ -318,17 +280,3 @@ def start_tansu_behind_tls(
     except BaseException:
         broker.cleanup()
         raise
-
-
-# --- stop every stunnel at exit ------------------------------------------------------------------------
-
-_RUNNING: set[TlsTerminator] = set()
-
-
-def _stop_all_at_exit() -> None:
-    for terminator in list(_RUNNING):
-        with contextlib.suppress(Exception):  # best effort at interpreter exit
-            terminator.cleanup()
-
-
-atexit.register(_stop_all_at_exit)
