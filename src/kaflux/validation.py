@@ -61,6 +61,20 @@ def check_partition_number(partition: object, what: str = "partition") -> int:
     return partition
 
 
+def is_topic_partition_pair(tp: object) -> bool:
+    """Whether ``tp`` is a (topic, partition) pair as the admin calls take it: a TopicPartition or
+    a plain 2-tuple of a non-empty topic name and a non-negative int (not a bool)."""
+    return (
+        isinstance(tp, tuple)
+        and len(tp) == 2
+        and isinstance(tp[0], str)
+        and bool(tp[0])
+        and not isinstance(tp[1], bool)
+        and isinstance(tp[1], int)
+        and tp[1] >= 0
+    )
+
+
 def check_topic_partition(tp: object, call: str) -> TopicPartition:
     """``tp`` if it is a TopicPartition of a legal topic name and a non-negative partition."""
     if not isinstance(tp, TopicPartition):

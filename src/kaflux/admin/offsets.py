@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kaflux.admin.names import NamedIntEnum
 from kaflux.errors import InvalidArgumentError
 from kaflux.structs import TopicPartition
+from kaflux.validation import is_topic_partition_pair
 
 __all__ = [
     "EARLIEST",
@@ -126,15 +127,7 @@ def offset_keys(specs: Mapping[TopicPartition, OffsetSpec], what: str) -> list[t
         raise InvalidArgumentError(f"{what}: no partitions given; pass {{TopicPartition: OffsetSpec}}")
     keys = []
     for tp, spec in specs.items():
-        if (
-            not isinstance(tp, tuple)
-            or len(tp) != 2
-            or not isinstance(tp[0], str)
-            or not tp[0]
-            or isinstance(tp[1], bool)
-            or not isinstance(tp[1], int)
-            or tp[1] < 0
-        ):
+        if not is_topic_partition_pair(tp):
             raise InvalidArgumentError(f"{what}: expected TopicPartition(topic, partition) keys, got {tp!r}")
         if not isinstance(spec, OffsetSpec):
             raise InvalidArgumentError(

@@ -60,6 +60,7 @@ from kaflux.admin.transactions import (
 from kaflux.blocking import Steps, blocking
 from kaflux.errors import InvalidArgumentError, KafkaError
 from kaflux.structs import TopicPartition
+from kaflux.validation import is_topic_partition_pair
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -78,15 +79,7 @@ def _strings(values: Iterable[str], what: str, kind: str) -> list[str]:
 def _partitions(partitions: Iterable[TopicPartition], what: str) -> list[TopicPartition]:
     checked = []
     for tp in partitions:
-        if (
-            not isinstance(tp, tuple)
-            or len(tp) != 2
-            or not isinstance(tp[0], str)
-            or not tp[0]
-            or isinstance(tp[1], bool)
-            or not isinstance(tp[1], int)
-            or tp[1] < 0
-        ):
+        if not is_topic_partition_pair(tp):
             raise InvalidArgumentError(f"{what}: expected TopicPartition(topic, partition), got {tp!r}")
         checked.append(TopicPartition(*tp))
     return checked

@@ -230,15 +230,17 @@ def test_connect_negotiates_api_versions(
     assert client.api_version(NODE, ApiKey.METADATA) == CLIENT_VERSIONS[ApiKey.METADATA][1]
 
 
+def _metadata_v4_only(version: int, request: Any) -> Any:
+    """A broker offering Metadata v0-4 and nothing else."""
+    if isinstance(request, ApiVersionsRequest):
+        return ApiVersionsResponse(api_keys=[ApiVersion(api_key=3, min_version=0, max_version=4)])
+    return default_handler(version, request)
+
+
 def test_negotiation_picks_the_highest_version_both_sides_support(
     client_factory: Callable[..., NetworkClient],
 ) -> None:
-    def old_broker(version: int, request: Any) -> Any:
-        if isinstance(request, ApiVersionsRequest):
-            return ApiVersionsResponse(api_keys=[ApiVersion(api_key=3, min_version=0, max_version=4)])
-        return default_handler(version, request)
-
-    srv = KafkaServer(old_broker)
+    srv = KafkaServer(_metadata_v4_only)
     try:
         client = client_factory(srv.port)
         connect(client)
@@ -251,12 +253,7 @@ def test_negotiation_picks_the_highest_version_both_sides_support(
 def test_a_request_needing_a_newer_version_than_the_broker_offers_fails_unsent(
     client_factory: Callable[..., NetworkClient],
 ) -> None:
-    def old_broker(version: int, request: Any) -> Any:
-        if isinstance(request, ApiVersionsRequest):
-            return ApiVersionsResponse(api_keys=[ApiVersion(api_key=3, min_version=0, max_version=4)])
-        return default_handler(version, request)
-
-    srv = KafkaServer(old_broker)
+    srv = KafkaServer(_metadata_v4_only)
     try:
         client = client_factory(srv.port)
         connect(client)
