@@ -132,8 +132,8 @@ def test_schema_guids_on_registration_lookups_and_by_guid(
 
 def _header_round_trip(
     registry: SchemaRegistryDouble, serializer: Any, deserializer_of: Any, value: Any, field: MessageField
-) -> tuple[list[tuple[str, bytes]], bytes, Any]:
-    headers: list[tuple[str, bytes]] = []
+) -> tuple[list[tuple[str, str | bytes | None]], bytes, Any]:
+    headers: list[tuple[str, str | bytes | None]] = []
     topic = "guids"
     out = serializer(value, SerializationContext(topic, field, headers))
     with SchemaRegistryClient(_conf(registry)) as fresh:  # the reader learns the schema by GUID
@@ -153,7 +153,9 @@ def test_confluent_header_framing_round_trips_all_three_formats_through_guids(
     assert guid is not None
     assert headers == [("__value_schema_id", b"\x01" + uuid.UUID(guid).bytes)]
     # no prefix: the bare Avro record (confluent-kafka's reader wants more than 5 bytes even so)
-    prefixed = AvroSerializer(client, POINT)({"x": 100000, "y": -100000}, SerializationContext("p", "value"))
+    prefixed = AvroSerializer(client, POINT)(
+        {"x": 100000, "y": -100000}, SerializationContext("p", MessageField.VALUE)
+    )
     assert out == prefixed[5:] and len(out) == 6
     assert decoded == {"x": 100000, "y": -100000}
     assert ("GET", f"/schemas/guids/{guid}") in registry.requests
@@ -164,7 +166,8 @@ def test_confluent_header_framing_round_trips_all_three_formats_through_guids(
         lambda c: JSONDeserializer(None, schema_registry_client=c), {"n": 3}, MessageField.KEY,
     )  # fmt: skip
     assert [name for name, _ in headers] == ["__key_schema_id"]
-    assert headers[0][1][:1] == b"\x01" and len(headers[0][1]) == 17
+    key_header = headers[0][1]
+    assert isinstance(key_header, bytes) and key_header[:1] == b"\x01" and len(key_header) == 17
     assert (json.loads(out), decoded) == ({"n": 3}, {"n": 3})
 
     order = order_pb2.Order(id=7, customer="c", items=["a"], total=1.5)
@@ -175,6 +178,7 @@ def test_confluent_header_framing_round_trips_all_three_formats_through_guids(
         MessageField.VALUE,
     )  # fmt: skip
     # the message indexes travel in the header after the GUID; the value is the bare message
-    assert headers[0][1][:1] == b"\x01" and headers[0][1][17:] == b"\x00"
+    pb_header = headers[0][1]
+    assert isinstance(pb_header, bytes) and pb_header[:1] == b"\x01" and pb_header[17:] == b"\x00"
     assert out == order.SerializeToString()
     assert decoded == order
