@@ -155,7 +155,7 @@ def test_confluent_kafka_header_framed_keys_and_values_are_read_by_kaflux(
         key_ser, value_ser = _peer_serializers(fmt, peer)
         producer = ck.Producer({"bootstrap.servers": tansu.bootstrap_servers})
         for i in range(COUNT):
-            headers: list[tuple[str, bytes]] = [("app", b"x")]
+            headers: list[tuple[str, str | bytes | None]] = [("app", b"x")]
             key = key_ser(_key(fmt, i), CkContext(topic_name, MessageField.KEY, headers))
             value = value_ser(_value(fmt, i), CkContext(topic_name, MessageField.VALUE, headers))
             assert value[:1] != b"\x00" or fmt == "json"  # no prefix (JSON starts with "{")
