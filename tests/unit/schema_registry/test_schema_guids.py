@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer as CkP
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as CkProtobufSerializer
 from confluent_kafka.serialization import MessageField
 from confluent_kafka.serialization import SerializationContext as CkContext
+from confluent_kafka.serialization import SerializationError as CkSerializationError
 
 from kaflux.errors import ConfigError, InvalidArgumentError, KafkaError
 from kaflux.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient, SchemaRegistryError
@@ -306,3 +307,17 @@ def test_kaflux_header_framed_records_are_read_by_confluent_kafka_s_default_dese
     assert ctx.headers is not None
     assert CkProtobufDeserializer(order_pb2.Order, PB_PEER)(pb, _ck_ctx("value", list(ctx.headers))) == order
     assert json.loads(json_data or b"") == {"id": 6, "items": ["q"]}
+
+
+def test_a_tiny_header_framed_avro_record_reads_in_kaflux_though_confluent_kafka_refuses_it(
+    client: SchemaRegistryClient, peer: ck.SchemaRegistryClient
+) -> None:
+    """confluent-kafka's AvroDeserializer wants more than 5 bytes even when the schema id is in
+    the header (a peer quirk the README names); kaflux's reader has no such floor."""
+    ctx = _ctx()
+    data = AvroSerializer(client, USER_V1, HEADER)({"name": "n"}, ctx)
+    assert data == b"\x02n"
+    assert AvroDeserializer(client)(data, ctx) == {"name": "n"}
+    assert ctx.headers is not None
+    with pytest.raises(CkSerializationError, match="6 bytes or more"):
+        CkAvroDeserializer(peer)(data, _ck_ctx("value", list(ctx.headers)))
