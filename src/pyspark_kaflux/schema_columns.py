@@ -15,6 +15,13 @@ process) resolved to the reader schema, and built into one Arrow struct array pe
 Undecodable records (no magic byte, an unknown schema id, a truncated payload) fail the query
 naming topic, partition and offset (``decode.mode=FAILFAST``, the default), or with
 ``decode.mode=PERMISSIVE`` give a null struct and keep their bytes in ``value_raw``.
+
+Only Confluent's prefix framing is decoded (magic byte 0 and the schema id before the
+payload). Records written with header framing (confluent-kafka's ``header_schema_id_serializer``,
+kaflux's ``schema.id.serializer=header``: the schema's GUID in a ``__value_schema_id`` /
+``__key_schema_id`` header, the bare payload) are not read: with ``includeHeaders=true`` they
+are recognised by that header and refused naming the framing (or, PERMISSIVE, kept raw), never
+decoded as if prefixed; without the headers column they fail as records with no magic byte.
 """
 
 from __future__ import annotations
@@ -66,6 +73,12 @@ class ResolvedFormat:
     registry: tuple[tuple[str, str], ...]
     permissive: bool
 
+
+_NO_MAGIC = (
+    "no magic byte: not written with a Schema Registry serializer's prefix framing (a record "
+    "written with header framing, its schema GUID in a __key_schema_id / __value_schema_id "
+    "header, cannot be read by this source; set includeHeaders=true to have such records named)"
+)
 
 _clients: dict[tuple[tuple[str, str], ...], SchemaRegistryClient] = {}
 _clients_lock = threading.Lock()
@@ -293,7 +306,7 @@ class AvroColumnDecoder:
     def _decode_one(self, fo: io.BytesIO, raw: bytes, start: int, end: int) -> tuple[Any, str | None]:
         """One record the fast path could not take: (the record, None) or (None, why not)."""
         if end - start < 5 or raw[start] != 0:
-            return None, "no magic byte: not written with a Schema Registry serializer"
+            return None, _NO_MAGIC
         schema_id = int.from_bytes(raw[start + 1 : start + 5], "big")
         try:
             writer = self._writer(schema_id)
@@ -349,7 +362,7 @@ class JsonColumnDecoder:
             good &= raw[at] == 0
         rows = np.flatnonzero(good)
         why: dict[int, str] = {
-            int(i): "no magic byte: not written with a Schema Registry serializer"
+            int(i): _NO_MAGIC
             for i in np.flatnonzero(~good & (column.is_valid().to_numpy(zero_copy_only=False)))
         }
         parsed = self._parse_rows(raw, starts, ends, rows, why)
@@ -463,11 +476,58 @@ class ProtobufColumnDecoder:
 _decoders: dict[ResolvedFormat, AvroColumnDecoder | JsonColumnDecoder | ProtobufColumnDecoder] = {}
 
 
+def header_framed_rows(batch: pa.RecordBatch, column: str) -> Any:
+    """A numpy mask of the rows whose ``column`` names its schema in a header (header
+    framing), or None when none does or the batch has no ``headers`` column."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from kaflux.schema_registry.wire import header_name
+
+    if "headers" not in batch.schema.names:
+        return None
+    headers = batch.column("headers")
+    entries = headers.flatten()
+    if not len(entries):
+        return None
+    hit = pc.fill_null(pc.equal(entries.field("key"), header_name(column)), False)
+    if not pc.any(hit).as_py():
+        return None
+    parents = pc.list_parent_indices(headers).to_numpy(zero_copy_only=False)
+    mask = np.zeros(len(headers), dtype=bool)
+    mask[parents[hit.to_numpy(zero_copy_only=False)]] = True
+    return mask
+
+
+def _refuse_header_framing(batch: pa.RecordBatch, fmt: ResolvedFormat, mask: Any) -> None:
+    import numpy as np
+
+    from kaflux.schema_registry.wire import header_name
+
+    i = int(np.flatnonzero(mask)[0])
+    topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py()
+    raise RecordDecodeError(
+        f"could not decode the {fmt.column} of the record at {topic}-{partition} offset "
+        f"{batch.column('offset')[i].as_py()}: its schema is named by a {header_name(fmt.column)} "
+        "header (Confluent's header framing, schema.id.serializer=header), which the kaflux Spark "
+        "source does not read; write these records with prefix framing (the default), or read "
+        "them with kaflux's Consumer and its Schema Registry deserializers (which read both). "
+        f"Set the option decode.mode=PERMISSIVE to get a null {fmt.column} and its bytes in "
+        f"{fmt.column}_raw instead"
+    )
+
+
 def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatch:
-    """``batch`` (in the source's binary schema) with its typed columns decoded."""
+    """``batch`` (in the source's binary schema) with its typed columns decoded; header-framed
+    records are refused (or, PERMISSIVE, kept raw), see the module's docstring."""
+    import pyarrow.compute as pc
+
     columns = list(batch.columns)
     names = list(batch.schema.names)
     for fmt in options.resolved_formats:
+        in_header = header_framed_rows(batch, fmt.column)
+        if in_header is not None and not fmt.permissive:
+            _refuse_header_framing(batch, fmt, in_header)
         decoder = _decoders.get(fmt)
         if decoder is None:
             if fmt.format == "avro":
@@ -478,6 +538,10 @@ def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatc
                 decoder = ProtobufColumnDecoder(fmt)
             _decoders[fmt] = decoder
         decoded, raw = decoder.decode(batch)
+        if in_header is not None:  # PERMISSIVE: null, and the bytes kept raw
+            mask = pa.array(in_header)
+            decoded = pc.if_else(mask, pa.nulls(len(decoded), decoded.type), decoded)
+            raw = pc.if_else(mask, batch.column(fmt.column), raw)
         columns[names.index(fmt.column)] = decoded
         if raw is not None:
             columns.append(raw)

@@ -343,3 +343,53 @@ def test_the_vectorised_decoder_reads_every_type_of_the_page_view() -> None:
         expected["session"] = str(expected["session"])
         expected["attributes"] = list(expected["attributes"].items())
         assert row == expected
+
+
+@pytest.mark.parametrize("kind", ["avro", "json"])
+def test_header_framed_records_are_refused_naming_the_framing_or_kept_raw(
+    registry: SchemaRegistryDouble, kind: str
+) -> None:
+    """With the headers column, a record whose value's schema GUID is in a __value_schema_id
+    header (Confluent's header framing) is never decoded as if prefixed: FAILFAST names the
+    framing, PERMISSIVE keeps its bytes. A key's header does not concern the value."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from pyspark_kaflux.schema import headers_arrow_type
+    from pyspark_kaflux.schema_columns import decode_batch, header_framed_rows
+
+    text, value = (
+        (USER_V1, {"name": "ann"}) if kind == "avro" else (ORDER_JSON_SCHEMA, {"id": 1, "items": []})
+    )
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        serializer: Any = (AvroSerializer if kind == "avro" else JsonSchemaSerializer)(client, text)
+        header_serializer: Any = (AvroSerializer if kind == "avro" else JsonSchemaSerializer)(
+            client, text, {"schema.id.serializer": "header"}
+        )
+        prefixed = serializer(value, CTX)
+        headers: list[tuple[str, bytes | None]] = []
+        bare = header_serializer(value, SerializationContext("t", "value", headers))
+        schema_id = int.from_bytes(prefixed[1:5], "big")
+    key_header = [{"key": "__key_schema_id", "value": b"\x01" + bytes(16)}]
+    header_rows = [None, [{"key": k, "value": v} for k, v in headers], None, key_header]
+    batch = pa.RecordBatch.from_arrays(
+        [*_batch([prefixed, bare, None, prefixed]).columns, pa.array(header_rows, headers_arrow_type())],
+        names=["value", "topic", "partition", "offset", "headers"],
+    )
+    assert header_framed_rows(batch, "value").tolist() == [False, True, False, False]
+    assert header_framed_rows(batch, "key").tolist() == [False, False, False, True]
+    assert header_framed_rows(_batch([prefixed]), "value") is None  # no headers column
+
+    def options(permissive: bool) -> Any:
+        return cast(
+            Any, SimpleNamespace(resolved_formats=[_format(registry, kind, text, schema_id, permissive)])
+        )
+
+    with pytest.raises(
+        RecordDecodeError, match=r"t-0 offset 1: its schema is named by a __value_schema_id header"
+    ):
+        decode_batch(batch, options(False))
+    out = decode_batch(batch, options(True))
+    expected = value if kind == "avro" else {**value, "note": None}
+    assert out.column("value").to_pylist() == [expected, None, None, expected]
+    assert out.column("value_raw").to_pylist() == [None, bare, None, None]
