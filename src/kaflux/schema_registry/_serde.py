@@ -125,6 +125,7 @@ class SchemaIdLookup:
             _framing(conf, "schema.id.serializer", "prefix", _SERIALIZER_FRAMINGS) == "header"
         )
         self._ids: dict[str, RegisteredSchema] = {}
+        self._headers: dict[tuple[str, bytes], bytes] = {}  # (GUID, indexes) -> header value
         self._lock = threading.Lock()
 
     def subject(self, ctx: SerializationContext, record_name: str | None) -> str:
@@ -175,6 +176,12 @@ class SchemaIdLookup:
                 "with the record"
             )
         name = header_name(ctx.field)
-        headers[:] = [h for h in headers if h[0] != name]
-        headers.append((name, guid_header(registered.guid, message_indexes)))
+        value = self._headers.get((registered.guid, message_indexes))
+        if value is None:
+            value = guid_header(registered.guid, message_indexes)
+            with self._lock:
+                self._headers[(registered.guid, message_indexes)] = value
+        if any(h[0] == name for h in headers):
+            headers[:] = [h for h in headers if h[0] != name]
+        headers.append((name, value))
         return payload

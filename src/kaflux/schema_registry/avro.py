@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -137,19 +138,19 @@ class AvroDeserializer(Deserializer):
         )
         self._reader = None if reader is None else parse_avro(client, reader)
         self._from_dict = from_dict
-        self._writers: dict[int | str, ParsedSchema] = {}
+        self._writers: dict[int | bytes | str, ParsedSchema] = {}
         self._lock = threading.Lock()
 
-    def writer_schema(self, schema_id: int | str) -> ParsedSchema:
-        """The parsed writer schema for ``schema_id`` (an id, or a GUID string; asked of the
-        registry once)."""
+    def writer_schema(self, schema_id: int | bytes | str) -> ParsedSchema:
+        """The parsed writer schema for ``schema_id`` (an id, or a GUID as text or its 16
+        bytes; asked of the registry once)."""
         parsed = self._writers.get(schema_id)
         if parsed is None:
-            schema = (
-                self._client.get_schema_by_guid(schema_id)
-                if isinstance(schema_id, str)
-                else self._client.get_schema(schema_id)
-            )
+            if isinstance(schema_id, int):
+                schema = self._client.get_schema(schema_id)
+            else:
+                guid = str(uuid.UUID(bytes=schema_id)) if isinstance(schema_id, bytes) else schema_id
+                schema = self._client.get_schema_by_guid(guid)
             parsed = parse_avro(self._client, schema)
             with self._lock:
                 self._writers[schema_id] = parsed

@@ -88,7 +88,7 @@ class JsonSchemaDeserializer(Deserializer):
         self._client = client
         self._validate = validate
         self._from_dict = from_dict
-        self._validators: dict[int | str, Any] = {}
+        self._validators: dict[int | bytes, Any] = {}
         self._lock = threading.Lock()
 
     def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:

@@ -80,20 +80,27 @@ def guid_header(guid: str | uuid.UUID, message_indexes: bytes = b"") -> bytes:
 class SchemaIdRead:
     """Which schema wrote a record's key or value, and where it said so.
 
-    Exactly one of ``schema_id`` and ``guid`` is set. ``header`` is the header value that
-    carried it (None: the payload's prefix did); ``end`` is the position just after the id in
-    the header value or the payload (a Protobuf payload's message indexes start there).
+    Exactly one of ``schema_id`` and ``guid_bytes`` (the GUID's 16 bytes) is set. ``header`` is
+    the header value that carried it (None: the payload's prefix did); ``end`` is the position
+    just after the id in the header value or the payload (a Protobuf payload's message indexes
+    start there).
     """
 
     schema_id: int | None
-    guid: str | None
+    guid_bytes: bytes | None
     header: bytes | None
     end: int
 
     @property
-    def key(self) -> int | str:
-        """The schema id, or the GUID string: a cache key for the writer's schema."""
-        return self.guid if self.schema_id is None else self.schema_id  # type: ignore[return-value]
+    def guid(self) -> str | None:
+        """The GUID in its canonical text form (None for a schema id)."""
+        return None if self.guid_bytes is None else str(uuid.UUID(bytes=self.guid_bytes))
+
+    @property
+    def key(self) -> int | bytes:
+        """The schema id, or the GUID's bytes: a cache key for the writer's schema that costs
+        nothing to make."""
+        return self.guid_bytes if self.schema_id is None else self.schema_id  # type: ignore[return-value]
 
     @property
     def payload_start(self) -> int:
@@ -101,7 +108,7 @@ class SchemaIdRead:
         return 0 if self.header is not None else self.end
 
 
-def _read_id(buf: bytes | memoryview, where: str) -> tuple[int | None, str | None, int]:
+def _read_id(buf: bytes | memoryview, where: str) -> tuple[int | None, bytes | None, int]:
     if not buf:
         raise FramingError(f"the {where} is empty: no magic byte")
     magic = buf[0]
@@ -117,7 +124,7 @@ def _read_id(buf: bytes | memoryview, where: str) -> tuple[int | None, str | Non
             raise FramingError(
                 f"{len(buf)} bytes are too short for a schema GUID (magic byte 1 + 16 bytes) in the {where}"
             )
-        return None, str(uuid.UUID(bytes=bytes(buf[1 : 1 + _GUID_LEN]))), 1 + _GUID_LEN
+        return None, bytes(buf[1 : 1 + _GUID_LEN]), 1 + _GUID_LEN
     raise FramingError(
         f"unknown magic byte {magic} in the {where} (expected 0: schema id, or 1: schema GUID): "
         "not written with a Schema Registry serializer"
