@@ -32,7 +32,8 @@ def test_the_guid_header_is_magic_byte_1_then_the_16_uuid_bytes_then_any_message
 def test_the_header_is_read_first_and_the_whole_payload_is_the_value() -> None:
     headers = [("trace", b"x"), (VALUE_SCHEMA_ID_HEADER, guid_header(GUID))]
     read = read_schema_id(b"\x02\x04", headers, "value")
-    assert (read.schema_id, read.guid, read.key, read.payload_start, read.end) == (None, GUID, GUID, 0, 17)
+    assert (read.schema_id, read.guid, read.payload_start, read.end) == (None, GUID, 0, 17)
+    assert read.key == read.guid_bytes == uuid.UUID(GUID).bytes  # a cache key made without text
     # the key's header is another one: a value header does not frame the key
     key_read = read_schema_id(frame(7, b"k"), headers, "key")
     assert (key_read.schema_id, key_read.guid, key_read.header, key_read.payload_start) == (7, None, None, 5)
