@@ -24,7 +24,13 @@ Field = Literal["key", "value"]
 @dataclass(frozen=True, slots=True)
 class SerializationContext:
     """What a (de)serializer knows of the record: its topic, which of its fields the bytes
-    are, and its headers (None when it has none)."""
+    are, and its headers.
+
+    On the consumer side ``headers`` is None when the record has none. On the producer side
+    (``Producer.send``, ``AsyncProducer.send``) it is always a list, which the key and value
+    serializers may append to: what it holds after them is sent with the record (a Schema
+    Registry serializer with ``schema.id.serializer="header"`` adds the schema's GUID so).
+    """
 
     topic: str
     field: Field

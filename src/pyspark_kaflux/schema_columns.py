@@ -15,6 +15,14 @@ process) resolved to the reader schema, and built into one Arrow struct array pe
 Undecodable records (no magic byte, an unknown schema id, a truncated payload) fail the query
 naming topic, partition and offset (``decode.mode=FAILFAST``, the default), or with
 ``decode.mode=PERMISSIVE`` give a null struct and keep their bytes in ``value_raw``.
+
+Records written with header framing (confluent-kafka's ``header_schema_id_serializer``,
+kaflux's ``schema.id.serializer=header``: the schema's GUID in a ``__value_schema_id`` /
+``__key_schema_id`` header, the bare payload) are decoded when the query has the headers
+column (``includeHeaders=true``): the header names the writer's schema (asked of the registry
+by GUID once per process), the whole payload is the value. Avro records framed so take the
+record-by-record path. Without the headers column they fail as records with no magic byte
+(the message says to set ``includeHeaders=true``).
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from __future__ import annotations
 import io
 import json
 import threading
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +39,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from kaflux.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
+from kaflux.schema_registry.wire import header_name
 from pyspark_kaflux.avro_types import (
     json_schema_spark_type,
     millis_arrow_type,
@@ -66,6 +77,12 @@ class ResolvedFormat:
     registry: tuple[tuple[str, str], ...]
     permissive: bool
 
+
+_NO_MAGIC = (
+    "no magic byte: not written with a Schema Registry serializer's prefix framing (if it was "
+    "written with header framing, its schema GUID in a __key_schema_id / __value_schema_id "
+    "header, set the option includeHeaders=true to read it)"
+)
 
 _clients: dict[tuple[tuple[str, str], ...], SchemaRegistryClient] = {}
 _clients_lock = threading.Lock()
@@ -194,21 +211,30 @@ class AvroColumnDecoder:
         # flat schemas decode vectorised, with no Python object per record (None: not flat)
         self._plan = compile_plan(parsed, named, self.arrow_type)
         self._reader, _ = _parse(self._client, fmt.references, fmt.schema_str, strip=True)
-        self._writers: dict[int, Any] = {fmt.schema_id: self._reader}
+        self._writers: dict[int | bytes, Any] = {fmt.schema_id: self._reader}
+        self._header = header_name(fmt.column)
         self._read = schemaless_reader
 
-    def _writer(self, schema_id: int) -> Any:
+    def _writer(self, schema_id: int | bytes) -> Any:
+        """The parsed writer schema of a schema id, or of a GUID's 16 bytes."""
         writer = self._writers.get(schema_id)
         if writer is None:
-            schema: Schema = self._client.get_schema(schema_id)
+            schema: Schema = (
+                self._client.get_schema(schema_id)
+                if isinstance(schema_id, int)
+                else self._client.get_schema_by_guid(str(uuid.UUID(bytes=schema_id)))
+            )
             refs = tuple((r.name, r.subject, r.version) for r in schema.references)
             writer, _ = _parse(self._client, refs, schema.schema_str, strip=True)
             self._writers[schema_id] = writer
         return writer
 
-    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
+    def decode(
+        self, batch: pa.RecordBatch, in_header: Mapping[int, bytes] | None = None
+    ) -> tuple[pa.Array, pa.Array | None]:
         """The decoded column of ``batch`` and, in PERMISSIVE mode, the raw bytes of the
-        records that could not be decoded (null elsewhere).
+        records that could not be decoded (null elsewhere). ``in_header``: the schema-id
+        header value of each header-framed row (:func:`header_framed_rows`).
 
         The framing (magic byte, schema id) of the whole column is checked with numpy; the
         per-record loop only decodes."""
@@ -237,6 +263,8 @@ class AvroColumnDecoder:
                 | d[at + 4].astype(np.int64)
             )
             fast &= (d[at] == 0) & (ids == self._fmt.schema_id)
+        if in_header:
+            fast[np.fromiter(in_header, dtype=np.int64, count=len(in_header))] = False
         if self._plan is not None and not (valid & ~fast).any():
             # every record is framed with the reader schema's id: decode them all at once
             payloads = np.frombuffer(raw, dtype=np.uint8)
@@ -247,6 +275,7 @@ class AvroColumnDecoder:
             # a malformed record: the loop below finds it
         # 1: framed with the reader schema's id (the common case); 0: null; 2: anything else
         codes = np.where(fast, 1, np.where(valid, 2, 0)).tolist()
+        headers = in_header or {}
         fo = io.BytesIO(raw)
         seek, tell, read, reader = fo.seek, fo.tell, self._read, self._reader
         out: list[Any] = []
@@ -268,7 +297,11 @@ class AvroColumnDecoder:
                 if bad is not None:
                     bad.append(None)
                 continue
-            record, why = self._decode_one(fo, raw, start, end)
+            header = headers.get(i)
+            if header is None:
+                record, why = self._decode_one(fo, raw, start, end)
+            else:
+                record, why = self._decode_header_framed(fo, header, start, end)
             if why is None:
                 out.append(record)
                 if bad is not None:
@@ -293,7 +326,7 @@ class AvroColumnDecoder:
     def _decode_one(self, fo: io.BytesIO, raw: bytes, start: int, end: int) -> tuple[Any, str | None]:
         """One record the fast path could not take: (the record, None) or (None, why not)."""
         if end - start < 5 or raw[start] != 0:
-            return None, "no magic byte: not written with a Schema Registry serializer"
+            return None, _NO_MAGIC
         schema_id = int.from_bytes(raw[start + 1 : start + 5], "big")
         try:
             writer = self._writer(schema_id)
@@ -303,6 +336,23 @@ class AvroColumnDecoder:
             return None, f"schema id {schema_id}: {exc!r}"
         if fo.tell() != end:
             return None, f"{end - fo.tell()} bytes left over after the record (schema id {schema_id})"
+        return record, None
+
+    def _decode_header_framed(
+        self, fo: io.BytesIO, header: bytes, start: int, end: int
+    ) -> tuple[Any, str | None]:
+        """A record whose schema is named by its header: the whole payload is the record."""
+        from kaflux.schema_registry.wire import read_schema_id
+
+        try:
+            read = read_schema_id(b"", [(self._header, header)], self._fmt.column)
+            writer = self._writer(read.key)
+            fo.seek(start)
+            record = self._read(fo, writer, self._reader)
+        except Exception as exc:  # framing, fastavro's EOF/parse and registry errors
+            return None, f"header-framed: {exc!r}"
+        if fo.tell() != end:
+            return None, f"{end - fo.tell()} bytes left over after the header-framed record"
         return record, None
 
 
@@ -329,8 +379,11 @@ class JsonColumnDecoder:
         table = pj.read_json(io.BytesIO(document), parse_options=options)
         return table.to_struct_array().combine_chunks().cast(self.arrow_type)
 
-    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
-        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records."""
+    def decode(
+        self, batch: pa.RecordBatch, in_header: Mapping[int, bytes] | None = None
+    ) -> tuple[pa.Array, pa.Array | None]:
+        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records
+        (``in_header``: the header-framed rows, whose whole payload is the JSON)."""
         import numpy as np
         import pyarrow.compute as pc
 
@@ -338,21 +391,35 @@ class JsonColumnDecoder:
         n = len(column)
         data = column.buffers()[2]
         original = b"" if data is None else data.to_pybytes()
-        raw = np.frombuffer(original, dtype=np.uint8).copy()  # its framing is blanked while parsing
+        raw = np.frombuffer(original, dtype=np.uint8)
         offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset : column.offset + n + 1]
         starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+        prefix = np.full(n, 5, dtype=np.int64)  # bytes of framing before each value's JSON
         good = (ends - starts) >= 5
         if column.null_count:
             good &= column.is_valid().to_numpy(zero_copy_only=False)
         at = np.where(good, starts, 0)
         if len(raw):
             good &= raw[at] == 0
+        header_why: dict[int, str] = {}
+        if in_header:
+            from kaflux.schema_registry.wire import FramingError, read_schema_id
+
+            rows_in_header = np.fromiter(in_header, dtype=np.int64, count=len(in_header))
+            prefix[rows_in_header] = 0
+            good[rows_in_header] = column.is_valid().to_numpy(zero_copy_only=False)[rows_in_header]
+            for i, header in in_header.items():
+                try:
+                    read_schema_id(b"", [(header_name(self._fmt.column), header)], self._fmt.column)
+                except FramingError as exc:
+                    good[i] = False
+                    header_why[i] = f"header-framed: {exc}"
         rows = np.flatnonzero(good)
         why: dict[int, str] = {
-            int(i): "no magic byte: not written with a Schema Registry serializer"
+            int(i): header_why.get(int(i), _NO_MAGIC)
             for i in np.flatnonzero(~good & (column.is_valid().to_numpy(zero_copy_only=False)))
         }
-        parsed = self._parse_rows(raw, starts, ends, rows, why)
+        parsed = self._parse_rows(raw, starts + prefix, ends, rows, why)
         if why and not self._fmt.permissive:
             i = min(why)
             topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py()
@@ -373,21 +440,24 @@ class JsonColumnDecoder:
         return decoded, pa.array(bad, type=pa.binary())
 
     def _parse_rows(self, raw: Any, starts: Any, ends: Any, rows: Any, why: dict[int, str]) -> pa.StructArray:
-        """Parse ``rows`` as one document; on an error, find the bad rows one by one (into
-        ``why``) and parse the others."""
+        """Parse ``rows`` (their JSON from ``starts``, past any framing, to ``ends``) as one
+        document; on an error, find the bad rows one by one (into ``why``) and parse the
+        others."""
         import numpy as np
+
+        newline = len(raw)
+        text = np.concatenate((raw, np.array([0x0A], dtype=np.uint8)))
 
         def document(selected: Any) -> bytes:
             if not len(selected):
                 return b""
+            # each value: a newline, then its JSON
             s, e = starts[selected], ends[selected]
-            # blank each value's framing: a newline, then spaces, before its JSON
-            for k in range(5):
-                raw[s + k] = 0x20
-            raw[s] = 0x0A
-            lengths = e - s
+            lengths = e - s + 1
             first = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-            out: bytes = raw[np.repeat(s - first, lengths) + np.arange(lengths.sum())].tobytes()
+            index = np.repeat(s - 1 - first, lengths) + np.arange(lengths.sum())
+            index[first] = newline
+            out: bytes = text[index].tobytes()
             return out
 
         try:
@@ -420,11 +490,17 @@ class ProtobufColumnDecoder:
         self.spark_type = proto_spark_type(self._class.DESCRIPTOR)
         self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
 
-    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None]:
-        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records."""
-        from kaflux.schema_registry.wire import decode_message_indexes, schema_id_of
+    def decode(
+        self, batch: pa.RecordBatch, in_header: Mapping[int, bytes] | None = None
+    ) -> tuple[pa.Array, pa.Array | None]:
+        """The decoded column and, in PERMISSIVE mode, the bytes of undecodable records
+        (``in_header``: the header-framed rows, whose message indexes follow the GUID in the
+        header and whose whole payload is the message)."""
+        from kaflux.schema_registry.wire import decode_message_indexes, header_name, read_schema_id
         from pyspark_kaflux.protobuf_columns import to_row
 
+        name = header_name(self._fmt.column)
+        headers = in_header or {}
         column = batch.column(self._fmt.column)
         parse = self._class.FromString
         out: list[Any] = []
@@ -433,8 +509,17 @@ class ProtobufColumnDecoder:
             why = None
             if data is not None:
                 try:
-                    schema_id_of(data)
-                    _, pos = decode_message_indexes(data, 5)
+                    header = headers.get(i)
+                    if header is None and data[:1] != b"\x00":
+                        raise ValueError(_NO_MAGIC)
+                    read = read_schema_id(
+                        data, None if header is None else [(name, header)], self._fmt.column
+                    )
+                    if read.header is None:
+                        _, pos = decode_message_indexes(data, read.end)
+                    else:
+                        decode_message_indexes(read.header, read.end)
+                        pos = 0
                     out.append(to_row(parse(data[pos:])))
                     if bad is not None:
                         bad.append(None)
@@ -463,11 +548,34 @@ class ProtobufColumnDecoder:
 _decoders: dict[ResolvedFormat, AvroColumnDecoder | JsonColumnDecoder | ProtobufColumnDecoder] = {}
 
 
+def header_framed_rows(batch: pa.RecordBatch, column: str) -> dict[int, bytes] | None:
+    """The rows whose ``column`` names its schema in a header (header framing), each with the
+    value of that header (the last one, as Java's ``lastHeader``), or None when no row does
+    or the batch has no ``headers`` column."""
+    import pyarrow.compute as pc
+
+    if "headers" not in batch.schema.names:
+        return None
+    headers = batch.column("headers")
+    entries = headers.flatten()
+    if not len(entries):
+        return None
+    named = pc.equal(entries.field("key"), header_name(column))
+    hit = pc.fill_null(pc.and_(named, pc.is_valid(entries.field("value"))), False)
+    if not pc.any(hit).as_py():
+        return None
+    parents = pc.filter(pc.list_parent_indices(headers), hit).to_pylist()
+    values = pc.filter(entries.field("value"), hit).to_pylist()
+    return dict(zip(parents, values, strict=True))
+
+
 def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatch:
-    """``batch`` (in the source's binary schema) with its typed columns decoded."""
+    """``batch`` (in the source's binary schema) with its typed columns decoded, prefix- or
+    (with the headers column) header-framed."""
     columns = list(batch.columns)
     names = list(batch.schema.names)
     for fmt in options.resolved_formats:
+        in_header = header_framed_rows(batch, fmt.column)
         decoder = _decoders.get(fmt)
         if decoder is None:
             if fmt.format == "avro":
@@ -477,7 +585,7 @@ def decode_batch(batch: pa.RecordBatch, options: SourceOptions) -> pa.RecordBatc
             else:
                 decoder = ProtobufColumnDecoder(fmt)
             _decoders[fmt] = decoder
-        decoded, raw = decoder.decode(batch)
+        decoded, raw = decoder.decode(batch, in_header)
         columns[names.index(fmt.column)] = decoded
         if raw is not None:
             columns.append(raw)

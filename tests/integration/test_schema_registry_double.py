@@ -4,12 +4,19 @@ SchemaRegistryClient and serializers. [test]"""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 pytest.importorskip("confluent_kafka.schema_registry")
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+    header_schema_id_serializer,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -34,9 +41,13 @@ def registry() -> Iterator[SchemaRegistryDouble]:
         yield double
 
 
+def _conf(registry: SchemaRegistryDouble) -> dict[str, str]:
+    return {"url": registry.url, "basic.auth.user.info": "alice:s3cret"}
+
+
 @pytest.fixture
 def client(registry: SchemaRegistryDouble) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry.url, "basic.auth.user.info": "alice:s3cret"}) as peer:
+    with SchemaRegistryClient(_conf(registry)) as peer:
         yield peer
 
 
@@ -98,4 +109,76 @@ def test_confluent_serializers_round_trip_all_three_formats(client: SchemaRegist
     registered = client.get_latest_version("pb-orders-value")
     assert [r.name for r in registered.schema.references] == ["common.proto"]  # type: ignore[union-attr]
     decoded = ProtobufDeserializer(order_pb2.Order, {"use.deprecated.format": False})(pb_out, ctx)
+    assert decoded == order
+
+
+def test_schema_guids_on_registration_lookups_and_by_guid(
+    registry: SchemaRegistryDouble, client: SchemaRegistryClient
+) -> None:
+    registered = client.register_schema_full_response("points-value", Schema(POINT, "AVRO"))
+    assert registered.guid is not None
+    assert str(uuid.UUID(registered.guid)) == registered.guid  # a canonical UUID
+    again = client.register_schema_full_response("other-value", Schema(POINT, "AVRO"))
+    assert (again.schema_id, again.guid) == (registered.schema_id, registered.guid)  # one per schema
+    assert client.lookup_schema("points-value", Schema(POINT, "AVRO")).guid == registered.guid
+    assert client.get_latest_version("points-value").guid == registered.guid
+    with SchemaRegistryClient(_conf(registry)) as fresh:  # nothing cached
+        assert fresh.get_schema_by_guid(registered.guid).schema_str == POINT
+        with pytest.raises(SchemaRegistryError) as info:
+            fresh.get_schema_by_guid(str(uuid.uuid4()))
+        assert (info.value.http_status_code, info.value.error_code) == (404, 40403)
+    assert ("GET", f"/schemas/guids/{registered.guid}") in registry.requests
+
+
+def _header_round_trip(
+    registry: SchemaRegistryDouble, serializer: Any, deserializer_of: Any, value: Any, field: MessageField
+) -> tuple[list[tuple[str, str | bytes | None]], bytes, Any]:
+    headers: list[tuple[str, str | bytes | None]] = []
+    topic = "guids"
+    out = serializer(value, SerializationContext(topic, field, headers))
+    with SchemaRegistryClient(_conf(registry)) as fresh:  # the reader learns the schema by GUID
+        decoded = deserializer_of(fresh)(out, SerializationContext(topic, field, headers))
+    return headers, out, decoded
+
+
+def test_confluent_header_framing_round_trips_all_three_formats_through_guids(
+    registry: SchemaRegistryDouble, client: SchemaRegistryClient
+) -> None:
+    header_conf = {"schema.id.serializer": header_schema_id_serializer}
+    headers, out, decoded = _header_round_trip(
+        registry, AvroSerializer(client, POINT, conf=header_conf), AvroDeserializer,
+        {"x": 100000, "y": -100000}, MessageField.VALUE,
+    )  # fmt: skip
+    guid = client.get_latest_version("guids-value").guid
+    assert guid is not None
+    assert headers == [("__value_schema_id", b"\x01" + uuid.UUID(guid).bytes)]
+    # no prefix: the bare Avro record (confluent-kafka's reader wants more than 5 bytes even so)
+    prefixed = AvroSerializer(client, POINT)(
+        {"x": 100000, "y": -100000}, SerializationContext("p", MessageField.VALUE)
+    )
+    assert out == prefixed[5:] and len(out) == 6
+    assert decoded == {"x": 100000, "y": -100000}
+    assert ("GET", f"/schemas/guids/{guid}") in registry.requests
+
+    schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    headers, out, decoded = _header_round_trip(
+        registry, JSONSerializer(schema, client, conf=header_conf),
+        lambda c: JSONDeserializer(None, schema_registry_client=c), {"n": 3}, MessageField.KEY,
+    )  # fmt: skip
+    assert [name for name, _ in headers] == ["__key_schema_id"]
+    key_header = headers[0][1]
+    assert isinstance(key_header, bytes) and key_header[:1] == b"\x01" and len(key_header) == 17
+    assert (json.loads(out), decoded) == ({"n": 3}, {"n": 3})
+
+    order = order_pb2.Order(id=7, customer="c", items=["a"], total=1.5)
+    pb_conf = {"use.deprecated.format": False, **header_conf}
+    headers, out, decoded = _header_round_trip(
+        registry, ProtobufSerializer(order_pb2.Order, client, pb_conf),
+        lambda c: ProtobufDeserializer(order_pb2.Order, {"use.deprecated.format": False}), order,
+        MessageField.VALUE,
+    )  # fmt: skip
+    # the message indexes travel in the header after the GUID; the value is the bare message
+    pb_header = headers[0][1]
+    assert isinstance(pb_header, bytes) and pb_header[:1] == b"\x01" and pb_header[17:] == b"\x00"
+    assert out == order.SerializeToString()
     assert decoded == order

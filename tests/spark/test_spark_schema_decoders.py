@@ -4,6 +4,7 @@ to the reader schema) and JSON (Arrow's JSON reader), good and bad records. [tes
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -343,3 +344,83 @@ def test_the_vectorised_decoder_reads_every_type_of_the_page_view() -> None:
         expected["session"] = str(expected["session"])
         expected["attributes"] = list(expected["attributes"].items())
         assert row == expected
+
+
+def _header_framed_case(registry: SchemaRegistryDouble, kind: str) -> tuple[ResolvedFormat, Any, Any, Any]:
+    """(format, serializer, header-framing serializer, a value) for ``kind``."""
+    from kaflux.schema_registry.protobuf import ProtobufSerializer
+
+    from support.protos import order_pb2
+
+    header = {"schema.id.serializer": "header"}
+    client = SchemaRegistryClient({"url": registry.url})
+    if kind == "protobuf":
+        order = order_pb2.Order(id=5, customer="c", items=["a"], total=1.5)
+        serializer: Any = ProtobufSerializer(client, order_pb2.Order)
+        framed: Any = ProtobufSerializer(client, order_pb2.Order, header)
+        serializer(order, CTX)
+        latest = client.get_latest_version("t-value")
+        refs = tuple((r.name, r.subject, r.version) for r in latest.schema.references)
+        fmt = ResolvedFormat(
+            "value", kind, latest.schema.schema_str, latest.schema_id, refs, (("url", registry.url),), False
+        )
+        return fmt, serializer, framed, order
+    text, value = (
+        (USER_V1, {"name": "ann"}) if kind == "avro" else (ORDER_JSON_SCHEMA, {"id": 1, "items": []})
+    )
+    cls: Any = AvroSerializer if kind == "avro" else JsonSchemaSerializer
+    serializer, framed = cls(client, text), cls(client, text, header)
+    schema_id = int.from_bytes(serializer(value, CTX)[1:5], "big")
+    return _format(registry, kind, text, schema_id, False), serializer, framed, value
+
+
+@pytest.mark.parametrize("kind", ["avro", "json", "protobuf"])
+def test_header_framed_records_decode_with_the_headers_column(
+    registry: SchemaRegistryDouble, kind: str
+) -> None:
+    """With the headers column, a record whose value's schema GUID is in a __value_schema_id
+    header (Confluent's header framing) decodes like a prefixed one; a key's header does not
+    concern the value; a malformed header is named (FAILFAST) or kept raw (PERMISSIVE); without
+    the headers column, the message says to include them."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from pyspark_kaflux.schema import headers_arrow_type
+    from pyspark_kaflux.schema_columns import decode_batch, header_framed_rows
+
+    fmt, serializer, framed, value = _header_framed_case(registry, kind)
+    prefixed = serializer(value, CTX)
+    headers: list[tuple[str, bytes | None]] = []
+    bare = framed(value, SerializationContext("t", "value", headers))
+    assert prefixed[:1] == b"\x00" and bare == prefixed[5:] if kind != "protobuf" else bare == prefixed[6:]
+    malformed = [{"key": "__value_schema_id", "value": b"\x02" + bytes(16)}]
+    key_only = [{"key": "__key_schema_id", "value": b"\x01" + bytes(16)}]
+    header_rows = [None, [{"key": k, "value": v} for k, v in headers], None, key_only, malformed]
+    values = [prefixed, bare, None, prefixed, bare]
+    batch = pa.RecordBatch.from_arrays(
+        [*_batch(values).columns, pa.array(header_rows, headers_arrow_type())],
+        names=["value", "topic", "partition", "offset", "headers"],
+    )
+    assert header_framed_rows(batch, "value") == {1: headers[0][1], 4: malformed[0]["value"]}
+    assert header_framed_rows(batch, "key") == {3: key_only[0]["value"]}
+    assert header_framed_rows(_batch([prefixed]), "value") is None  # no headers column
+
+    def options(permissive: bool) -> Any:
+        return SimpleNamespace(resolved_formats=[replace(fmt, permissive=permissive)])
+
+    with pytest.raises(
+        RecordDecodeError, match=r"t-0 offset 4 as .*unknown magic byte 2 in the __value_schema_id header"
+    ):
+        decode_batch(batch, options(False))
+    out = decode_batch(batch, options(True))
+    decoded = out.column("value").to_pylist()
+    assert decoded[4] is None
+    assert out.column("value_raw").to_pylist() == [None, None, None, None, bare]
+    assert decoded[0] == decoded[1] == decoded[3] is not None and decoded[2] is None
+    if kind == "avro":
+        assert decoded[1] == value
+    # the first four alone: nothing to refuse
+    assert decode_batch(batch.slice(0, 4), options(False)).column("value").to_pylist() == decoded[:4]
+    without_headers = _batch([prefixed, bare])
+    with pytest.raises(RecordDecodeError, match=r"t-0 offset 1 as .*no magic byte.*includeHeaders=true"):
+        decode_batch(without_headers, options(False))

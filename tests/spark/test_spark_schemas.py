@@ -309,3 +309,34 @@ def test_each_query_takes_the_latest_schema_when_it_starts(
         client.register_schema(f"{topic_name}-value", Schema(USER_V2))
     second = _read(spark_session, noida, registry, topic_name)
     assert [r.value.asDict() for r in second.collect()] == [{"name": "ann", "age": -1}]
+
+
+def test_header_framed_avro_from_confluent_kafka_reads_with_the_headers_column(
+    spark_session: Any, noida: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    """A topic mixing prefix framing and confluent-kafka's header framing (the schema GUID in
+    a __value_schema_id header): with includeHeaders=true every value decodes, exactly;
+    without the headers column the header-framed ones fail, saying to include them."""
+    from confluent_kafka.schema_registry import header_schema_id_serializer
+
+    create_topic(noida.bootstrap_servers, topic_name, 1)
+    with CkRegistry({"url": registry.url}) as peer:
+        prefixed = CkAvroSerializer(peer, PAGE_VIEW_STR)
+        in_header = CkAvroSerializer(
+            peer, PAGE_VIEW_STR, conf={"schema.id.serializer": header_schema_id_serializer}
+        )
+        producer = ck.Producer({"bootstrap.servers": noida.bootstrap_servers})
+        for i in range(COUNT):
+            headers: list[tuple[str, str | bytes | None]] = []
+            serializer = in_header if i % 2 else prefixed
+            value = serializer(page_view(i), CkContext(topic_name, MessageField.VALUE, headers))
+            producer.produce(topic_name, value, headers=headers)
+        assert producer.flush(20) == 0
+    df = _read(spark_session, noida, registry, topic_name, includeHeaders="true")
+    rows = df.orderBy("offset").collect()
+    assert [_collected(r.value) for r in rows] == [_as_spark(page_view(i)) for i in range(COUNT)]
+    assert [[h.key for h in r.headers or []] for r in rows[:2]] == [[], ["__value_schema_id"]]
+    with pytest.raises(
+        Exception, match=rf"{topic_name}-0 offset 1 as Avro: no magic byte.*includeHeaders=true"
+    ):
+        _read(spark_session, noida, registry, topic_name).collect()

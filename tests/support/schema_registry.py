@@ -8,6 +8,9 @@ REST API (the subset the clients use) on a free loopback port, from memory:
   ``DELETE /subjects/{s}``;
 * ``GET /schemas/ids/{id}`` (``?format=serialized`` is accepted: schemas are returned as they
   were registered), ``GET /schemas/ids/{id}/versions``, ``/subjects``, ``GET /schemas/types``;
+* ``GET /schemas/guids/{guid}``: each schema also has a GUID (a random UUID, as the registry
+  assigns), returned with its id by registration, look-up and version answers; the header
+  framing of confluent-kafka's serializers carries it;
 * ``GET``/``PUT /config`` and ``/config/{s}``; ``POST /compatibility/subjects/{s}/versions/{v}``.
 
 Like the real registry, one schema (same type, same canonical text, same references) gets one
@@ -30,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -113,6 +117,7 @@ class SchemaRegistryDouble:
         self._lock = threading.Lock()
         self._schemas: list[dict[str, Any]] = []  # index = id - 1
         self._ids: dict[tuple[str, str, str], int] = {}
+        self._guids: dict[str, int] = {}  # GUID -> schema id
         self._subjects: dict[str, list[int]] = {}  # subject -> schema id per version (1-based)
         self._config: dict[str | None, str] = {None: "BACKWARD"}
         self._failures: list[int] = []
@@ -227,7 +232,8 @@ class SchemaRegistryDouble:
             if n == 3 and path[2] == "versions" and method == "GET":
                 return list(range(1, len(self._versions(subject)) + 1))
             if n == 3 and path[2] == "versions" and method == "POST":
-                return {"id": self._register(subject, request)}
+                schema_id = self._register(subject, request)
+                return {"id": schema_id, "guid": self._schema(schema_id)["guid"]}
             if n == 4 and path[2] == "versions" and method == "GET":
                 return self._version(subject, path[3])
         if head == "schemas":
@@ -237,7 +243,7 @@ class SchemaRegistryDouble:
                 schema_id = int(path[2])
                 schema = self._schema(schema_id)
                 if n == 3:
-                    return self._schema_body(schema)
+                    return {**self._schema_body(schema), "guid": schema["guid"]}
                 uses = [
                     (s, v + 1)
                     for s, ids in self._subjects.items()
@@ -248,6 +254,12 @@ class SchemaRegistryDouble:
                     return [{"subject": s, "version": v} for s, v in uses]
                 if path[3] == "subjects":
                     return sorted({s for s, _ in uses})
+            if n == 3 and path[1] == "guids" and method == "GET":
+                schema_id = self._guids.get(path[2].lower(), 0)
+                if not schema_id:
+                    raise _HttpError(404, 40403, f"Schema {path[2]} not found")
+                schema = self._schema(schema_id)
+                return {**self._schema_body(schema), "guid": schema["guid"]}
         if head == "config":
             subject = path[1] if n == 2 else None  # type: ignore[assignment]
             if method == "GET":
@@ -316,6 +328,7 @@ class SchemaRegistryDouble:
             "subject": subject,
             "version": number,
             "id": schema_id,
+            "guid": self._schema(schema_id)["guid"],
             **self._schema_body(self._schema(schema_id)),
         }
 
@@ -360,7 +373,8 @@ class SchemaRegistryDouble:
                     f'for subject "{subject}": {why}',
                 )
         if schema_id is None:
+            candidate["guid"] = guid = str(uuid.uuid4())
             self._schemas.append(candidate)
-            schema_id = self._ids[key] = len(self._schemas)
+            schema_id = self._ids[key] = self._guids[guid] = len(self._schemas)
         versions.append(schema_id)
         return schema_id

@@ -258,6 +258,10 @@ class Producer(Closeable):
             tm.fail_if_not_ready_for_send()
         if headers is not None:
             headers = _header_list(headers) if headers else None
+        if headers is None and (self._key_takes_context or self._value_takes_context):
+            # a context-aware serializer may add a header (a Schema Registry serializer with
+            # schema.id.serializer=header adds the schema's GUID): give it a list to add to
+            headers = []
         if self._key_serializer is not None:
             key = (
                 self._key_serializer(key, SerializationContext(topic, "key", headers))
@@ -274,6 +278,8 @@ class Producer(Closeable):
             )
         if value is not None and type(value) is not bytes:
             value = _coerce("value", value)
+        if headers is not None and not headers:
+            headers = None
         size = 0 if value is None else len(value)
         if key is not None:
             size += len(key)

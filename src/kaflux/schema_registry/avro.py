@@ -2,9 +2,11 @@
 
 :class:`AvroSerializer` and :class:`AvroDeserializer` write and read exactly the bytes
 confluent-kafka's ``AvroSerializer`` / ``AvroDeserializer`` do: a magic byte, the schema id,
-then the record in Avro's binary encoding. Named types from other subjects (Avro schema
-references) are resolved through the registry. Records read with a ``reader_schema_str``
-are resolved from the writer's schema (fields added with a default get the default).
+then the record in Avro's binary encoding; or, with ``schema.id.serializer="header"``, the
+bare record and the schema's GUID in a record header (read either way by default). Named
+types from other subjects (Avro schema references) are resolved through the registry.
+Records read with a ``reader_schema_str`` are resolved from the writer's schema (fields
+added with a default get the default).
 Logical types (decimal, date, time and timestamp millis/micros, uuid) map to Python's
 ``Decimal``, ``date``, ``time``, ``datetime`` and ``UUID``, as fastavro does.
 """
@@ -14,14 +16,14 @@ from __future__ import annotations
 import io
 import json
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from kaflux.schema_registry._serde import SchemaIdLookup
+from kaflux.schema_registry._serde import SchemaIdLookup, read_id, use_headers
 from kaflux.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
-from kaflux.schema_registry.wire import schema_id_of
 from kaflux.serialization import Deserializer, SerializationContext, SerializationError, Serializer
 
 ParsedSchema = Any
@@ -63,8 +65,10 @@ class AvroSerializer(Serializer):
     """Serialises Python values (dicts for records) with an Avro schema, registering it.
 
     ``conf``: ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``,
-    ``subject.name.strategy`` (see :mod:`kaflux.schema_registry._serde`). ``to_dict(obj, ctx)``
-    turns application objects into the dicts Avro writes.
+    ``subject.name.strategy``, ``schema.id.serializer`` (``"prefix"``, the default, or
+    ``"header"``: the schema's GUID goes in the record's headers, which needs the producer's
+    context; see :mod:`kaflux.schema_registry._serde`). ``to_dict(obj, ctx)`` turns
+    application objects into the dicts Avro writes.
     """
 
     def __init__(
@@ -97,13 +101,16 @@ class AvroSerializer(Serializer):
         if self._to_dict is not None:
             value = self._to_dict(value, ctx)
         out = io.BytesIO()
-        out.write(b"\x00" + registered.schema_id.to_bytes(4, "big"))
+        if not self._ids.header_framing:
+            out.write(b"\x00" + registered.schema_id.to_bytes(4, "big"))
         try:
             schemaless_writer(out, parsed, value)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise SerializationError(
                 f"{ctx.topic} {ctx.field}: the value does not match the Avro schema: {exc!r}"
             ) from exc
+        if self._ids.header_framing:
+            return self._ids.frame(registered, out.getvalue(), ctx)
         return out.getvalue()
 
 
@@ -112,7 +119,9 @@ class AvroDeserializer(Deserializer):
 
     With ``reader_schema_str`` records are resolved to that schema (Avro schema evolution);
     otherwise each is read with its writer's schema. ``from_dict(dict, ctx)`` turns the
-    decoded dict into an application object.
+    decoded dict into an application object. The writer's schema is named by the record's
+    ``__key_schema_id`` / ``__value_schema_id`` header (a GUID) if it has one, else by the
+    payload's prefix; ``conf={"schema.id.deserializer": "prefix"}`` ignores the headers.
     """
 
     def __init__(
@@ -120,21 +129,29 @@ class AvroDeserializer(Deserializer):
         client: SchemaRegistryClient,
         reader_schema_str: str | Schema | None = None,
         from_dict: Callable[[Any, SerializationContext | None], Any] | None = None,
+        conf: Mapping[str, object] | None = None,
     ) -> None:
+        self._headers_first = use_headers(conf, "Avro")
         self._client = client
         reader = (
             Schema(reader_schema_str, "AVRO") if isinstance(reader_schema_str, str) else reader_schema_str
         )
         self._reader = None if reader is None else parse_avro(client, reader)
         self._from_dict = from_dict
-        self._writers: dict[int, ParsedSchema] = {}
+        self._writers: dict[int | bytes | str, ParsedSchema] = {}
         self._lock = threading.Lock()
 
-    def writer_schema(self, schema_id: int) -> ParsedSchema:
-        """The parsed writer schema for ``schema_id`` (asked of the registry once)."""
+    def writer_schema(self, schema_id: int | bytes | str) -> ParsedSchema:
+        """The parsed writer schema for ``schema_id`` (an id, or a GUID as text or its 16
+        bytes; asked of the registry once)."""
         parsed = self._writers.get(schema_id)
         if parsed is None:
-            parsed = parse_avro(self._client, self._client.get_schema(schema_id))
+            if isinstance(schema_id, int):
+                schema = self._client.get_schema(schema_id)
+            else:
+                guid = str(uuid.UUID(bytes=schema_id)) if isinstance(schema_id, bytes) else schema_id
+                schema = self._client.get_schema_by_guid(guid)
+            parsed = parse_avro(self._client, schema)
             with self._lock:
                 self._writers[schema_id] = parsed
         return parsed
@@ -142,11 +159,12 @@ class AvroDeserializer(Deserializer):
     def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        writer = self._writers.get(schema_id_of(data))
+        read = read_id(data, ctx, self._headers_first)
+        writer = self._writers.get(read.key)
         if writer is None:
-            writer = self.writer_schema(schema_id_of(data))
+            writer = self.writer_schema(read.key)
         buf = io.BytesIO(data)
-        buf.seek(5)
+        buf.seek(read.payload_start)
         value = schemaless_reader(buf, writer, self._reader)
         if buf.tell() != len(data):
             raise SerializationError(f"{len(data) - buf.tell()} bytes left over after the Avro record")

@@ -5,8 +5,8 @@ deadline (``timeout`` seconds): transient failures (connection errors, HTTP 408,
 move on to the next URL of ``url`` and, when every URL failed, retry after a jittered backoff
 that never passes the deadline. Other 4xx answers raise :class:`SchemaRegistryError` at once.
 
-Ids, schemas and registrations are cached (a registered schema never changes), so a serializer
-in its steady state makes no request. No credential (basic auth, bearer token, URL user info,
+Ids, GUIDs, schemas and registrations are cached (a registered schema never changes), so a
+serializer in its steady state makes no request. No credential (basic auth, bearer token, URL user info,
 key password) appears in an error, a log line or ``repr``.
 """
 
@@ -18,13 +18,15 @@ import logging
 import random
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from kaflux.errors import ConfigError, KafkaError
+from kaflux.errors import ConfigError, InvalidArgumentError, KafkaError
+from kaflux.schema_registry.wire import FramingError, canonical_guid
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +97,26 @@ class Schema:
 
 @dataclass(frozen=True, slots=True)
 class RegisteredSchema:
-    """A schema as registered under a subject: its id and version (None when not known)."""
+    """A schema as registered under a subject: its id and version (None when not known), and
+    its GUID (None from a registry too old to assign GUIDs; header framing needs it)."""
 
     schema_id: int
     subject: str
     version: int | None
     schema: Schema
+    guid: str | None = None
+
+
+def _guid(answer: Mapping[str, Any]) -> str | None:
+    raw = answer.get("guid")
+    if raw is None:
+        return None
+    try:
+        return canonical_guid(str(raw))
+    except FramingError:
+        raise SchemaRegistryError(
+            200, -1, f"the registry answered with a malformed schema GUID {str(raw)[:60]!r}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +314,7 @@ class SchemaRegistryClient:
         self._urllib3 = urllib3
         self._lock = threading.Lock()
         self._by_id: _Lru[int, Schema] = _Lru(cfg.cache_capacity)
+        self._by_guid: _Lru[str, Schema] = _Lru(cfg.cache_capacity)
         self._registered: _Lru[tuple[str, Schema], RegisteredSchema] = _Lru(cfg.cache_capacity)
         self._latest: dict[str, tuple[float, RegisteredSchema]] = {}
         self._versions: _Lru[tuple[str, int], RegisteredSchema] = _Lru(cfg.cache_capacity)
@@ -326,8 +343,8 @@ class SchemaRegistryClient:
     def register_schema_full_response(
         self, subject: str, schema: Schema, normalize: bool = False
     ) -> RegisteredSchema:
-        """Register ``schema`` under ``subject``; its id (version None: the registry's answer
-        to a registration carries only the id)."""
+        """Register ``schema`` under ``subject``; its id and GUID (version None: the registry's
+        answer to a registration carries only those)."""
         with self._lock:
             cached = self._registered.get((subject, schema))
         if cached is not None:
@@ -335,10 +352,10 @@ class SchemaRegistryClient:
         answer = self._request(
             "POST", f"/subjects/{_q(subject)}/versions", schema.to_request(), {"normalize": normalize}
         )
-        registered = RegisteredSchema(int(answer["id"]), subject, answer.get("version"), schema)
-        with self._lock:
-            self._registered.put((subject, schema), registered)
-            self._by_id.setdefault(registered.schema_id, schema)
+        registered = RegisteredSchema(
+            int(answer["id"]), subject, answer.get("version"), schema, _guid(answer)
+        )
+        self._remember(subject, schema, registered)
         return registered
 
     def lookup_schema(self, subject: str, schema: Schema, normalize: bool = False) -> RegisteredSchema:
@@ -351,11 +368,18 @@ class SchemaRegistryClient:
         answer = self._request(
             "POST", f"/subjects/{_q(subject)}", schema.to_request(), {"normalize": normalize}
         )
-        registered = RegisteredSchema(int(answer["id"]), subject, int(answer["version"]), schema)
+        registered = RegisteredSchema(
+            int(answer["id"]), subject, int(answer["version"]), schema, _guid(answer)
+        )
+        self._remember(subject, schema, registered)
+        return registered
+
+    def _remember(self, subject: str, schema: Schema, registered: RegisteredSchema) -> None:
         with self._lock:
             self._registered.put((subject, schema), registered)
             self._by_id.setdefault(registered.schema_id, schema)
-        return registered
+            if registered.guid is not None:
+                self._by_guid.setdefault(registered.guid, schema)
 
     def get_schema(self, schema_id: int, fmt: str | None = None) -> Schema:
         """The schema with this id (cached: ids never change). ``fmt="serialized"`` asks for a
@@ -368,9 +392,48 @@ class SchemaRegistryClient:
             cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
-        schema = Schema.from_response(self._request("GET", f"/schemas/ids/{int(schema_id)}"))
+        answer = self._request("GET", f"/schemas/ids/{int(schema_id)}")
+        schema = Schema.from_response(answer)
+        guid = _guid(answer)
         with self._lock:
             self._by_id.put(schema_id, schema)
+            if guid is not None:
+                self._by_guid.put(guid, schema)
+        return schema
+
+    def get_schema_by_guid(self, guid: str | uuid.UUID, fmt: str | None = None) -> Schema:
+        """The schema with this GUID (``GET /schemas/guids/{guid}``; cached: a GUID names one
+        schema forever). Header-framed records name their writer's schema so.
+
+        Raises:
+            InvalidArgumentError: ``guid`` is not a UUID.
+            SchemaRegistryError: the registry has no schema with this GUID (HTTP 404, code
+                40403), or could not be reached before the deadline.
+        """
+        try:
+            key = canonical_guid(guid)
+        except FramingError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        if fmt is not None:
+            return Schema.from_response(self._request("GET", f"/schemas/guids/{key}", None, {"format": fmt}))
+        with self._lock:
+            cached = self._by_guid.get(key)
+        if cached is not None:
+            return cached
+        try:
+            answer = self._request("GET", f"/schemas/guids/{key}")
+        except SchemaRegistryError as exc:
+            if exc.http_status != 404:
+                raise
+            raise SchemaRegistryError(
+                exc.http_status,
+                exc.error_code,
+                f"{exc.detail}: no schema has GUID {key} in this registry; was the record written "
+                "against another Schema Registry (check the url)?",
+            ) from None
+        schema = Schema.from_response(answer)
+        with self._lock:
+            self._by_guid.put(key, schema)
         return schema
 
     def get_latest_version(self, subject: str) -> RegisteredSchema:
@@ -447,10 +510,12 @@ class SchemaRegistryClient:
     def _registered_from(self, answer: Mapping[str, Any]) -> RegisteredSchema:
         schema = Schema.from_response(answer)
         registered = RegisteredSchema(
-            int(answer["id"]), str(answer["subject"]), int(answer["version"]), schema
+            int(answer["id"]), str(answer["subject"]), int(answer["version"]), schema, _guid(answer)
         )
         with self._lock:
             self._by_id.put(registered.schema_id, schema)
+            if registered.guid is not None:
+                self._by_guid.put(registered.guid, schema)
             self._versions.put((registered.subject, int(answer["version"])), registered)
         return registered
 

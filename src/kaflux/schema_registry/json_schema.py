@@ -2,8 +2,10 @@
 
 :class:`JsonSchemaSerializer` validates each value against its schema before it is sent
 (nothing invalid reaches the topic), then writes the magic byte, the schema id and the value
-as compact UTF-8 JSON, as confluent-kafka's ``JSONSerializer`` does. :class:`JsonSchemaDeserializer`
-reads the writer's schema by id and validates what it reads.
+as compact UTF-8 JSON, as confluent-kafka's ``JSONSerializer`` does (or, with
+``schema.id.serializer="header"``, the bare JSON and the schema's GUID in a record header).
+:class:`JsonSchemaDeserializer` reads the writer's schema by id or GUID and validates what it
+reads.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 import jsonschema
 
-from kaflux.schema_registry._serde import SchemaIdLookup
+from kaflux.schema_registry._serde import SchemaIdLookup, read_id, use_headers, writer_schema
 from kaflux.schema_registry.client import Schema, SchemaRegistryClient
-from kaflux.schema_registry.wire import schema_id_of
 from kaflux.serialization import Deserializer, SerializationContext, SerializationError, Serializer
 
 
@@ -32,7 +33,9 @@ class JsonSchemaSerializer(Serializer):
     """Validates values against ``schema_str`` and serialises them as JSON.
 
     ``conf``: ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``,
-    ``subject.name.strategy`` (the schema's ``title`` is its record name).
+    ``subject.name.strategy`` (the schema's ``title`` is its record name),
+    ``schema.id.serializer`` (``"prefix"``, the default, or ``"header"``; see
+    :mod:`kaflux.schema_registry._serde`).
     """
 
     def __init__(
@@ -65,40 +68,45 @@ class JsonSchemaSerializer(Serializer):
             )
         registered = self._ids.registered(self._ids.subject(ctx, self._name), self._schema)
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        return b"\x00" + registered.schema_id.to_bytes(4, "big") + text.encode()
+        return self._ids.frame(registered, text.encode(), ctx)
 
 
 class JsonSchemaDeserializer(Deserializer):
     """Reads JSON values written by any Schema Registry JSON Schema serializer, validating
-    each against its writer's schema (``validate=False`` skips that)."""
+    each against its writer's schema (``validate=False`` skips that). The schema is named by
+    the record's schema-id header (a GUID) if it has one, else by the payload's prefix;
+    ``conf={"schema.id.deserializer": "prefix"}`` ignores the headers."""
 
     def __init__(
         self,
         client: SchemaRegistryClient,
         validate: bool = True,
         from_dict: Callable[[Any, SerializationContext | None], Any] | None = None,
+        conf: Mapping[str, object] | None = None,
     ) -> None:
+        self._headers_first = use_headers(conf, "JSON Schema")
         self._client = client
         self._validate = validate
         self._from_dict = from_dict
-        self._validators: dict[int, Any] = {}
+        self._validators: dict[int | bytes, Any] = {}
         self._lock = threading.Lock()
 
     def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        schema_id = schema_id_of(data)
-        value = json.loads(data[5:])
+        read = read_id(data, ctx, self._headers_first)
+        value = json.loads(data[read.payload_start :])
         if self._validate:
-            validator = self._validators.get(schema_id)
+            validator = self._validators.get(read.key)
             if validator is None:
-                validator = _validator(self._client.get_schema(schema_id).schema_str)
+                validator = _validator(writer_schema(self._client, read).schema_str)
                 with self._lock:
-                    self._validators[schema_id] = validator
+                    self._validators[read.key] = validator
             error = jsonschema.exceptions.best_match(validator.iter_errors(value))
             if error is not None:
+                which = f"id {read.schema_id}" if read.guid is None else f"GUID {read.guid}"
                 raise SerializationError(
-                    f"the value does not match its JSON Schema (id {schema_id}): {error.message}"
+                    f"the value does not match its JSON Schema ({which}): {error.message}"
                 )
         if self._from_dict is not None:
             return self._from_dict(value, ctx)

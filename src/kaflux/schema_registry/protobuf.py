@@ -4,8 +4,10 @@
 (the serialized ``FileDescriptorProto``, base64), after registering each file it imports
 under the file's name, and references them: the schema, its id and the bytes are the same as
 confluent-kafka's ``ProtobufSerializer``. The payload is the magic byte, the schema id, the
-message's index path in its file, then the message. :class:`ProtobufDeserializer` needs only
-the generated class.
+message's index path in its file, then the message; with ``schema.id.serializer="header"``
+the payload is the bare message and a record header holds the schema's GUID then the index
+path, as confluent-kafka's ``header_schema_id_serializer`` writes. :class:`ProtobufDeserializer`
+needs only the generated class, and reads either framing.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from kaflux.errors import ConfigError
-from kaflux.schema_registry._serde import SchemaIdLookup
+from kaflux.schema_registry._serde import SchemaIdLookup, read_id, use_headers
 from kaflux.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
-from kaflux.schema_registry.wire import decode_message_indexes, encode_message_indexes, schema_id_of
+from kaflux.schema_registry.wire import decode_message_indexes, encode_message_indexes
 from kaflux.serialization import Deserializer, SerializationContext, SerializationError, Serializer
 
 #: ``reference.subject.name.strategy``: the subject an imported file is registered under
@@ -53,7 +55,9 @@ class ProtobufSerializer(Serializer):
 
     ``conf``: ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``,
     ``subject.name.strategy``, ``reference.subject.name.strategy`` (default: the file name)
-    and ``skip.known.types`` (default True: ``google/protobuf/*`` imports are not registered).
+    and ``skip.known.types`` (default True: ``google/protobuf/*`` imports are not registered),
+    ``schema.id.serializer`` (``"prefix"``, the default, or ``"header"``; see
+    :mod:`kaflux.schema_registry._serde`).
     """
 
     def __init__(
@@ -106,20 +110,27 @@ class ProtobufSerializer(Serializer):
             )
         registered = self._ids.registered(self._ids.subject(ctx, self._name), schema)
         payload: bytes = value.SerializeToString()
-        return b"\x00" + registered.schema_id.to_bytes(4, "big") + self._prefix_indexes + payload
+        return self._ids.frame(registered, payload, ctx, self._prefix_indexes)
 
 
 class ProtobufDeserializer(Deserializer):
-    """Reads messages of ``message_class`` written by any Schema Registry Protobuf serializer."""
+    """Reads messages of ``message_class`` written by any Schema Registry Protobuf serializer,
+    prefix- or header-framed (``conf={"schema.id.deserializer": "prefix"}`` ignores the
+    headers)."""
 
-    def __init__(self, message_class: type[Message]) -> None:
+    def __init__(self, message_class: type[Message], conf: Mapping[str, object] | None = None) -> None:
+        self._headers_first = use_headers(conf, "Protobuf")
         self._class = message_class
 
     def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        schema_id_of(data)
-        _, pos = decode_message_indexes(data, 5)
+        read = read_id(data, ctx, self._headers_first)
+        if read.header is not None:
+            decode_message_indexes(read.header, read.end)
+            pos = 0
+        else:
+            _, pos = decode_message_indexes(data, read.end)
         try:
             return self._class.FromString(data[pos:])
         except DecodeError as exc:
