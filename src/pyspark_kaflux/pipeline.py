@@ -284,9 +284,28 @@ def start_query(
     )
 
 
-def watch(query: Any, producer: EventProducer, total: int, timeout_s: float) -> int:
-    """Print progress until every produced event went through the query; returns the rows read."""
+def end_offsets(progress: Any) -> dict[tuple[str, int], int]:
+    """The offsets up to which a micro-batch read, per partition, from its progress report (our
+    source's ``{topic: {partition: offset}}``, as a JSON string or, on Spark Connect, a dict)."""
+    ends: dict[tuple[str, int], int] = {}
+    for source in progress.sources:
+        offsets = source.endOffset
+        if isinstance(offsets, str):
+            offsets = json.loads(offsets)
+        for topic, partitions in (offsets or {}).items():
+            for partition, offset in partitions.items():
+                ends[(topic, int(partition))] = int(offset)
+    return ends
+
+
+def watch(query: Any, producer: EventProducer, total: int, timeout_s: float, base: int) -> int:
+    """Print progress until every produced event went through the query; returns the rows read.
+
+    Rows read are counted by offsets (how far the last micro-batch read, less ``base``: where
+    the query started), not by summing ``numInputRows``: Spark counts the rows of a task that
+    ran again after its executor was lost twice there, while the output has them once."""
     rows = 0
+    read_to: dict[tuple[str, int], int] = {}
     seen_batches: set[int] = set()
     deadline = time.monotonic() + timeout_s
     last_print = 0.0
@@ -294,11 +313,11 @@ def watch(query: Any, producer: EventProducer, total: int, timeout_s: float) -> 
         if query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {query.exception()}")
         for progress in query.recentProgress:
-            # Attributes, not progress["numInputRows"]: a Spark Connect progress report has no
-            # top-level totals, and the attributes sum its sources instead.
             if progress.batchId not in seen_batches:
                 seen_batches.add(progress.batchId)
-                rows += progress.numInputRows
+                for tp, offset in end_offsets(progress).items():
+                    read_to[tp] = max(offset, read_to.get(tp, offset))
+        rows = sum(read_to.values()) - base if read_to else 0
         if time.monotonic() - last_print >= 2:
             last = query.lastProgress
             rate = (last.processedRowsPerSecond or 0.0) if last is not None else 0.0
@@ -453,6 +472,9 @@ def _run(spark: Any, bootstrap: str, args: argparse.Namespace, output: Path) -> 
     client = client_settings(bootstrap, args)
     with AdminClient(client) as admin:
         admin.create_topics([NewTopic(args.topic, args.partitions)], timeout=30, exist_ok=True)
+        # startingOffsets=earliest: the query starts at the log start of each partition
+        (topic,) = admin.describe_topics([args.topic], timeout=30).values()
+        base = sum(p.low_watermark for p in topic.partitions)
     registry = registry_settings(args)
     if registry is not None:  # the reader schema is the subject's latest version when the query starts
         from kaflux.schema_registry import Schema, SchemaRegistryClient
@@ -467,7 +489,7 @@ def _run(spark: Any, bootstrap: str, args: argparse.Namespace, output: Path) -> 
         started = time.monotonic()
         producer.start()
         print(f"streaming {args.records:,} page views through Spark into {output} ...", flush=True)
-        rows = watch(query, producer, args.records, args.timeout)
+        rows = watch(query, producer, args.records, args.timeout, base)
     finally:
         query.stop()
     elapsed = time.monotonic() - started

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kaflux.devbrokers import Broker
-from pyspark_kaflux.pipeline import parse_args, run
+from pyspark_kaflux.pipeline import end_offsets, parse_args, run, watch
 
 PROGRESS = re.compile(r"produced\s+([\d,]+)\s+read\s+([\d,]+) / ([\d,]+)")
 
@@ -71,3 +73,48 @@ def test_an_output_directory_given_is_kept(
     code, printed = _run(spark_session, noida.bootstrap_servers, argv)
     assert code == 0, printed
     assert (out / "aggregates").is_dir() and "removed the temporary output" not in printed
+
+
+class _Done:
+    """A producer that has sent ``sent`` events and finished."""
+
+    warmup = 0
+    error = None
+    failed = 0
+
+    def __init__(self, sent: int) -> None:
+        self.sent = sent
+        self.warmed_up = SimpleNamespace(is_set=lambda: True, set=lambda: None)
+
+    def is_alive(self) -> bool:
+        return False
+
+
+def _progress(batch: int, rows: int, ends: dict[str, dict[str, int]] | str) -> Any:
+    offsets = ends if isinstance(ends, dict) else json.loads(ends)
+    return SimpleNamespace(
+        batchId=batch,
+        numInputRows=rows,
+        sources=[SimpleNamespace(endOffset=json.dumps(offsets))],
+        processedRowsPerSecond=0.0,
+    )
+
+
+def test_rows_read_are_counted_by_offsets_not_by_spark_s_row_metric() -> None:
+    """A micro-batch whose task ran again on another executor reports its rows twice in
+    numInputRows (500 rows of batch 1 here), while its offsets, and the output, have them once:
+    the job counts by offsets, from where the query started (base 100: the log start)."""
+    reports = [
+        _progress(0, 1000, {"page-views": {"0": 600, "1": 500}}),
+        _progress(1, 2500, {"page-views": {"0": 1600, "1": 1500}}),  # 2,000 read, 2,500 counted
+    ]
+    query = SimpleNamespace(
+        exception=lambda: None,
+        recentProgress=reports,
+        lastProgress=reports[-1],
+        awaitTermination=lambda timeout: None,
+    )
+    assert watch(query, _Done(3000), 3000, timeout_s=5.0, base=100) == 3000  # type: ignore[arg-type]
+    assert end_offsets(reports[1]) == {("page-views", 0): 1600, ("page-views", 1): 1500}
+    spark_connect = SimpleNamespace(sources=[SimpleNamespace(endOffset={"t": {"3": 7}})])
+    assert end_offsets(spark_connect) == {("t", 3): 7}
