@@ -90,10 +90,15 @@ def test_a_full_buffer_blocks_send_for_max_block_ms_then_raises(proxy: ProxiedBr
         "buffer.memory": 64 * 1024,
         "batch.size": 16384,
         "max.block.ms": 1000,
-        "linger.ms": 0,
+        # Batches leave only when full, so each holds ~16 records: with linger.ms=0 the network
+        # thread may send a batch after each of the first records (each keeping a 16 KiB chunk
+        # of the buffer), and how many fit would depend on thread scheduling (34 once in CI).
+        "linger.ms": 60_000,
     }
     with Producer(config) as producer:
-        producer.send(topic, b"warm-up").result(WAIT_S)
+        warm_up = producer.send(topic, b"warm-up")
+        producer.flush(WAIT_S)
+        warm_up.result(WAIT_S)
         proxy.proxy.stall()  # the broker stops answering: nothing frees the buffer
         sent = 0
         started = time.monotonic()
