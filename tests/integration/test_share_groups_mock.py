@@ -435,7 +435,10 @@ def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
         metrics = consumer.metrics()
         fetch = metrics["consumer-share-fetch-manager-metrics"]
         assert fetch["records-consumed-total"] >= 2 and fetch["fetch-total"] >= 1
+        assert fetch["records-consumed-rate"] > 0 and fetch["fetch-rate"] > 0
+        assert fetch["fetch-latency-max"] >= fetch["fetch-latency-avg"] > 0  # ShareFetch long-polls
         assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] >= 1
+        assert metrics["consumer-share-coordinator-metrics"]["heartbeat-rate"] > 0
         assert metrics["kaflux-share-consumer-metrics"]["records-returned"] == 2
         consumer.unsubscribe()
         assert consumer.subscription() == set()

@@ -26,6 +26,9 @@ from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
 from kaflux.consumer.share.membership import ShareMembershipManager, TopicNames
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError
+from kaflux.metrics.clients import ShareMetrics
+from kaflux.metrics.registry import MetricsRegistry
+from kaflux.metrics.stats import MetricConfig
 from kaflux.network.backoff import RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
@@ -107,8 +110,15 @@ class ShareRig:
             request_metadata=lambda topics: self._metadata(),
             on_fatal=self.errors.append,
         )
+        #: the network thread's metrics, as ShareConsumer wires them
+        self.metrics = MetricsRegistry(MetricConfig(samples=2, window_ms=30_000))
+        share_metrics = ShareMetrics(self.metrics)
         self.heartbeat = ShareHeartbeatRequestManager(
-            self.membership, self.coordinator, share_settings(self.group.group_id), exact_backoff()
+            self.membership,
+            self.coordinator,
+            share_settings(self.group.group_id),
+            exact_backoff(),
+            on_heartbeat=share_metrics.heartbeat_sent,
         )
         self.membership.add_poll_listener(self.heartbeat.reset_poll_timer)
         self.consume = ShareConsumeRequestManager(
@@ -122,6 +132,7 @@ class ShareRig:
             on_error=self.errors.append,
             topic_ids=self.membership.topic_id,
             max_poll_records=100,
+            metrics=share_metrics,
         )
 
     def _metadata(self) -> None:

@@ -198,6 +198,8 @@ class ShareGroupParts:
     coordinator: CoordinatorRequestManager
     #: fatal group errors, for the application
     on_fatal: Callable[[KafkaError], None]
+    #: called with ``now_ms`` for each heartbeat sent (the share consumer's metrics)
+    on_heartbeat: Callable[[int], None] | None = None
 
 
 def build_share_group(parts: ShareGroupParts) -> tuple[ShareMembershipManager, ShareHeartbeatRequestManager]:
@@ -217,7 +219,9 @@ def build_share_group(parts: ShareGroupParts) -> tuple[ShareMembershipManager, S
         request_metadata=lambda topics: network.metadata.request_update(),
         on_fatal=parts.on_fatal,
     )
-    heartbeat = ShareHeartbeatRequestManager(membership, parts.coordinator, settings, network.retry_backoff)
+    heartbeat = ShareHeartbeatRequestManager(
+        membership, parts.coordinator, settings, network.retry_backoff, on_heartbeat=parts.on_heartbeat
+    )
     membership.add_poll_listener(heartbeat.reset_poll_timer)
     return membership, heartbeat
 

@@ -10,7 +10,9 @@ thread's :class:`~kaflux.metrics.registry.MetricsRegistry`:
   :class:`CoordinatorMetrics` (``consumer-coordinator-metrics``: commits, rebalances,
   heartbeats), :class:`NetworkMetrics` (bytes and requests per client and per broker);
 * network thread of the producer: :class:`ProducerMetrics` (``producer-metrics`` and
-  ``producer-topic-metrics``) and :class:`NetworkMetrics`.
+  ``producer-topic-metrics``) and :class:`NetworkMetrics`;
+* network thread of the share consumer: :class:`ShareMetrics`
+  (``consumer-share-fetch-manager-metrics`` and ``consumer-share-coordinator-metrics``).
 
 Where kaflux measures something differently from Java, the class says so.
 """
@@ -30,6 +32,8 @@ FETCH_MANAGER_METRICS = "consumer-fetch-manager-metrics"
 COORDINATOR_METRICS = "consumer-coordinator-metrics"
 PRODUCER_METRICS = "producer-metrics"
 PRODUCER_TOPIC_METRICS = "producer-topic-metrics"
+SHARE_FETCH_MANAGER_METRICS = "consumer-share-fetch-manager-metrics"
+SHARE_COORDINATOR_METRICS = "consumer-share-coordinator-metrics"
 #: kaflux's own counters (no Java equivalent)
 KAFLUX_CONSUMER_METRICS = "kaflux-consumer-metrics"
 KAFLUX_PRODUCER_METRICS = "kaflux-producer-metrics"
@@ -197,6 +201,63 @@ class FetchMetrics:
         self._size.record(size, now_ms)
         self._records.record(records, now_ms)
         self._throttle.record(throttle_ms, now_ms)
+
+
+class ShareMetrics:
+    """A share consumer's network thread, as Kafka's metrics go: each count a windowed
+    per-second ``-rate`` beside its cumulative ``-total``.
+
+    ``consumer-share-fetch-manager-metrics``: fetch-rate / fetch-total (ShareFetch requests
+    sent), fetch-latency-avg / -max (ms, sent to answered), records-consumed-rate / -total
+    (records acquired), bytes-consumed-rate / -total (record data received),
+    acknowledgements-send-rate / -total (acknowledgements sent in ShareFetch and
+    ShareAcknowledge requests), acknowledgements-error-rate / -total (those that failed).
+    ``consumer-share-coordinator-metrics``: heartbeat-rate / heartbeat-total (ShareGroupHeartbeat
+    requests sent)."""
+
+    def __init__(self, registry: MetricsRegistry) -> None:
+        group = SHARE_FETCH_MANAGER_METRICS
+        self._fetches = registry.sensor("share-fetches").add_meter(
+            group, "fetch-rate", "fetch-total", count=True
+        )
+        self._latency = (
+            registry.sensor("share-fetch-latency")
+            .add_avg(group, "fetch-latency-avg")
+            .add_max(group, "fetch-latency-max")
+        )
+        self._records = registry.sensor("share-records").add_meter(
+            group, "records-consumed-rate", "records-consumed-total"
+        )
+        self._bytes = registry.sensor("share-bytes").add_meter(
+            group, "bytes-consumed-rate", "bytes-consumed-total"
+        )
+        self._acks = registry.sensor("share-acks").add_meter(
+            group, "acknowledgements-send-rate", "acknowledgements-send-total"
+        )
+        self._ack_errors = registry.sensor("share-ack-errors").add_meter(
+            group, "acknowledgements-error-rate", "acknowledgements-error-total"
+        )
+        self._heartbeats = registry.sensor("share-heartbeats").add_meter(
+            SHARE_COORDINATOR_METRICS, "heartbeat-rate", "heartbeat-total", count=True
+        )
+
+    def fetch_sent(self, acknowledgements: int, now_ms: int) -> None:
+        self._fetches.record(1, now_ms)
+        self._acks.record(acknowledgements, now_ms)
+
+    def acknowledge_sent(self, acknowledgements: int, now_ms: int) -> None:
+        self._acks.record(acknowledgements, now_ms)
+
+    def fetch_answered(self, latency_ms: int, records: int, size: int, now_ms: int) -> None:
+        self._latency.record(latency_ms, now_ms)
+        self._records.record(records, now_ms)
+        self._bytes.record(size, now_ms)
+
+    def acknowledgements_failed(self, count: int, now_ms: int) -> None:
+        self._ack_errors.record(count, now_ms)
+
+    def heartbeat_sent(self, now_ms: int) -> None:
+        self._heartbeats.record(1, now_ms)
 
 
 class CoordinatorMetrics:

@@ -42,6 +42,8 @@ from kaflux.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kaflux.metrics.clients import ShareMetrics
+from kaflux.metrics.registry import MetricsRegistry
 from kaflux.network.requests import (
     MAX_POLL_TIMEOUT_MS,
     ClientResponse,
@@ -152,6 +154,7 @@ class ShareConsumeRequestManager(RequestManager):
         fetch_max_bytes: int = 52_428_800,
         max_poll_records: int = 500,
         buffer_max_bytes: int = 64 * 1024 * 1024,
+        metrics: ShareMetrics | None = None,
     ) -> None:
         self._membership = membership
         self._leaders = leaders
@@ -170,12 +173,9 @@ class ShareConsumeRequestManager(RequestManager):
         #: per broker: deliveries made, and deliveries the application settled
         self._delivered: dict[int, int] = {}
         self._settled: dict[int, int] = {}
-        # counters for metrics()
-        self.fetches_sent = 0
-        self.acknowledgements_sent = 0
-        self.acknowledgement_errors = 0
-        self.records_fetched = 0
-        self.bytes_fetched = 0
+        self._metrics = metrics if metrics is not None else ShareMetrics(MetricsRegistry())
+        #: the latest time this manager saw (a poll's or a response's), for recording metrics
+        self._now_ms = 0
 
     # -- from the application (events) -----------------------------------------------------------
 
@@ -228,6 +228,7 @@ class ShareConsumeRequestManager(RequestManager):
     # -- request manager ---------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> PollResult:
+        self._now_ms = max(self._now_ms, now_ms)
         by_node: dict[int, list[TopicPartition]] = {}
         if not self._closing:
             unknown = False
@@ -319,8 +320,7 @@ class ShareConsumeRequestManager(RequestManager):
             ],
         )
         session.in_flight = True
-        self.fetches_sent += 1
-        self.acknowledgements_sent += sum(len(a) for a in pending.values())
+        self._metrics.fetch_sent(sum(len(a) for a in pending.values()), self._now_ms)
         sent_epoch = session.epoch
 
         def handle(response: ClientResponse[sf.ShareFetchResponse]) -> None:
@@ -359,7 +359,7 @@ class ShareConsumeRequestManager(RequestManager):
             topics=list(topics.values()),
         )
         session.in_flight = True
-        self.acknowledgements_sent += sum(len(a) for a in pending.values())
+        self._metrics.acknowledge_sent(sum(len(a) for a in pending.values()), self._now_ms)
         sent_epoch = epoch
 
         def handle(response: ClientResponse[sa.ShareAcknowledgeResponse]) -> None:
@@ -398,6 +398,7 @@ class ShareConsumeRequestManager(RequestManager):
         response: ClientResponse[sf.ShareFetchResponse],
     ) -> None:
         session.in_flight = False
+        self._now_ms = max(self._now_ms, response.received_ms)
         if response.error is not None:
             self._reset(session, response.error)
             self._finish(node, pending, commits, {}, response.error)
@@ -416,6 +417,7 @@ class ShareConsumeRequestManager(RequestManager):
         errors: dict[TopicPartition, KafkaError | None] = {}
         answered: set[TopicPartition] = set()
         fetched: list[ShareCompletedFetch] = []
+        records = size = 0
         names = {self._topic_ids(tp.topic): tp.topic for tp in wanted | set(pending)}
         for topic in body.responses:
             name = names.get(topic.topic_id)
@@ -441,13 +443,15 @@ class ShareConsumeRequestManager(RequestManager):
                     acquired = [
                         (a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records
                     ]
-                    self.records_fetched += sum(last - first + 1 for first, last, _ in acquired)
+                    records += sum(last - first + 1 for first, last, _ in acquired)
                     if not fetched:
                         self._delivered[node] = self._delivered.get(node, 0) + 1
                     fetched.append(
                         ShareCompletedFetch(tp, node, part.records, acquired, self._delivered[node])
                     )
-                    self.bytes_fetched += 0 if part.records is None else len(part.records)
+                    size += 0 if part.records is None else len(part.records)
+        latency_ms = response.received_ms - response.request.created_ms
+        self._metrics.fetch_answered(latency_ms, records, size, response.received_ms)
         if fetched:
             self._buffer.add(fetched)
         errors.update(_unanswered(pending, answered, node, "ShareFetch"))
@@ -464,6 +468,7 @@ class ShareConsumeRequestManager(RequestManager):
         response: ClientResponse[sa.ShareAcknowledgeResponse],
     ) -> None:
         session.in_flight = False
+        self._now_ms = max(self._now_ms, response.received_ms)
         error = response.error
         if isinstance(error, UnsupportedVersionError) and renew:
             error = UnsupportedVersionError(
@@ -521,7 +526,7 @@ class ShareConsumeRequestManager(RequestManager):
         by_error: dict[int, tuple[KafkaError | None, dict[TopicPartition, Acknowledgements]]] = {}
         for tp, tp_error in outcome.items():
             if tp_error is not None:
-                self.acknowledgement_errors += len(pending[tp])
+                self._metrics.acknowledgements_failed(len(pending[tp]), self._now_ms)
             by_error.setdefault(id(tp_error), (tp_error, {}))[1][tp] = pending[tp]
         for tp_error, acks_by_tp in by_error.values():
             self._on_acknowledged(acks_by_tp, tp_error)

@@ -65,6 +65,9 @@ from kaflux.errors import (
     KafkaError,
     WakeupError,
 )
+from kaflux.metrics.clients import ShareMetrics
+from kaflux.metrics.registry import MetricsRegistry
+from kaflux.metrics.stats import MetricConfig
 from kaflux.network.backoff import RequestState
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
@@ -143,9 +146,15 @@ class ShareConsumer(Closeable):
         coordinator = CoordinatorRequestManager(
             config_.group_id, RequestState(backoff), network.cluster, self._post_error
         )
+        # The network thread's metrics: recorded there, measured there for metrics()
+        metric_config = MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
+        network_metrics = MetricsRegistry(metric_config)
+        share_metrics = ShareMetrics(network_metrics)
         # The network thread's: this thread reaches them only through events.
         membership, heartbeat = build_share_group(
-            ShareGroupParts(config_, _member_id(), network, coordinator, self._post_error)
+            ShareGroupParts(
+                config_, _member_id(), network, coordinator, self._post_error, share_metrics.heartbeat_sent
+            )
         )
         consume = ShareConsumeRequestManager(
             membership,
@@ -160,8 +169,9 @@ class ShareConsumer(Closeable):
             fetch_max_bytes=config_.fetch_max_bytes,
             max_poll_records=config_.max_poll_records,
             buffer_max_bytes=config_.fetch_buffer_max_bytes,
+            metrics=share_metrics,
         )
-        processor = ShareEventProcessor(membership, consume, heartbeat, network.metadata)
+        processor = ShareEventProcessor(membership, consume, heartbeat, network.metadata, network_metrics)
         self._thread = NetworkThread(
             f"kaflux-share-consumer-network-{self.client_id}",
             network.delegate,
@@ -572,11 +582,15 @@ class ShareConsumer(Closeable):
 
     @blocking
     def metrics(self, timeout: float = 0.5) -> Steps[dict[str, dict[str, float]]]:
-        """Counters with Java's share consumer names, ``{group: {name: value}}``:
-        ``consumer-share-fetch-manager-metrics`` (``fetch-total``, ``records-consumed-total``,
-        ``bytes-consumed-total``, ``acknowledgements-send-total``, ``acknowledgements-error-total``)
-        and ``consumer-share-coordinator-metrics`` (``heartbeat-total``, ``assigned-partitions``),
-        plus ``kaflux-share-consumer-metrics`` (``records-returned``). Any thread may call it."""
+        """The share consumer's metrics with Java's names, ``{group: {name: value}}``:
+        ``consumer-share-fetch-manager-metrics`` (``fetch-rate`` / ``fetch-total``,
+        ``fetch-latency-avg`` / ``-max``, ``records-consumed-rate`` / ``-total``,
+        ``bytes-consumed-rate`` / ``-total``, ``acknowledgements-send-rate`` / ``-total``,
+        ``acknowledgements-error-rate`` / ``-total``) and ``consumer-share-coordinator-metrics``
+        (``heartbeat-rate`` / ``heartbeat-total``, ``assigned-partitions``), plus
+        ``kaflux-share-consumer-metrics`` (``records-returned``). Rates are per second over
+        ``metrics.num.samples`` windows of ``metrics.sample.window.ms``
+        (:class:`~kaflux.metrics.clients.ShareMetrics`). Any thread may call it."""
         out: dict[str, dict[str, float]] = {}
         if not self._closed:
             event = ShareMetricsEvent(self._deadline_ms(timeout))

@@ -18,11 +18,13 @@ from kaflux.consumer.member_state import MemberState
 from kaflux.consumer.share.acknowledgements import Acknowledgements
 from kaflux.consumer.share.consume_request_manager import ShareCommit, ShareConsumeRequestManager
 from kaflux.errors import KafkaTimeoutError
+from kaflux.metrics.clients import SHARE_COORDINATOR_METRICS
 from kaflux.structs import TopicPartition
 
 if TYPE_CHECKING:
     from kaflux.consumer.share.heartbeat import ShareHeartbeatRequestManager
     from kaflux.consumer.share.membership import ShareMembershipManager
+    from kaflux.metrics.registry import MetricsRegistry
     from kaflux.network.metadata_manager import MetadataManager
 
 AcksByNode = dict[int, dict[TopicPartition, Acknowledgements]]
@@ -78,11 +80,14 @@ class ShareEventProcessor:
         consume: ShareConsumeRequestManager,
         heartbeat: ShareHeartbeatRequestManager,
         metadata: MetadataManager,
+        metrics: MetricsRegistry | None = None,
     ) -> None:
         self._membership = membership
         self._consume = consume
         self._heartbeat = heartbeat
         self._metadata = metadata
+        #: the network thread's metrics, which metrics() measures
+        self._metrics_registry = metrics
         self._pending: list[CompletableEvent] = []
         self._leaving: list[ShareLeaveEvent] = []
 
@@ -111,25 +116,16 @@ class ShareEventProcessor:
         elif isinstance(event, ShareGroupStateEvent):
             complete(event.future, membership.group_state())
         elif isinstance(event, ShareMetricsEvent):
-            complete(event.future, self._metrics())
+            complete(event.future, self._metrics(now_ms))
         else:
             raise TypeError(f"unknown share consumer event {type(event).__name__}")
 
-    def _metrics(self) -> dict[str, dict[str, float]]:
-        consume = self._consume
-        return {
-            "consumer-share-fetch-manager-metrics": {
-                "fetch-total": float(consume.fetches_sent),
-                "records-consumed-total": float(consume.records_fetched),
-                "bytes-consumed-total": float(consume.bytes_fetched),
-                "acknowledgements-send-total": float(consume.acknowledgements_sent),
-                "acknowledgements-error-total": float(consume.acknowledgement_errors),
-            },
-            "consumer-share-coordinator-metrics": {
-                "heartbeat-total": float(self._heartbeat.heartbeats_sent),
-                "assigned-partitions": float(len(self._membership.assigned_partitions())),
-            },
-        }
+    def _metrics(self, now_ms: int) -> dict[str, dict[str, float]]:
+        snapshot = {} if self._metrics_registry is None else self._metrics_registry.snapshot(now_ms)
+        out = {group: dict(values) for group, values in snapshot.items()}
+        coordinator = out.setdefault(SHARE_COORDINATOR_METRICS, {})
+        coordinator["assigned-partitions"] = float(len(self._membership.assigned_partitions()))
+        return out
 
     def _check_left(self) -> None:
         if not self._leaving:

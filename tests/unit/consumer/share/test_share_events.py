@@ -40,7 +40,13 @@ def _setup() -> tuple[ShareRig, ShareEventProcessor, FakeMetadata]:
     group.create_topic("jobs", 2)
     rig = ShareRig(group)
     metadata = FakeMetadata()
-    processor = ShareEventProcessor(rig.membership, rig.consume, rig.heartbeat, metadata)  # type: ignore[arg-type]
+    processor = ShareEventProcessor(
+        rig.membership,
+        rig.consume,
+        rig.heartbeat,
+        metadata,  # type: ignore[arg-type]
+        rig.metrics,
+    )
     return rig, processor, metadata
 
 
@@ -101,18 +107,44 @@ def test_close_sends_the_last_acknowledgements_with_the_sessions_close() -> None
     assert commit.future.result(0) == {P0: None}
 
 
+def _measure(processor: ShareEventProcessor, now_ms: int) -> dict[str, dict[str, float]]:
+    event = ShareMetricsEvent(now_ms + 10_000)
+    processor.process(event, now_ms)
+    return event.future.result(0)
+
+
 def test_metrics_count_what_the_managers_did() -> None:
     rig, processor, _ = _setup()
     rig.join(["jobs"])
     rig.group.produce(P0, b"a", b"b")
     rig.pump()
-    event = ShareMetricsEvent(10_000)
-    processor.process(event, 0)
-    metrics = event.future.result(0)
-    assert metrics["consumer-share-fetch-manager-metrics"]["records-consumed-total"] == 2
-    assert metrics["consumer-share-fetch-manager-metrics"]["fetch-total"] == 2  # one per broker
+    metrics = _measure(processor, rig.now_ms)
+    fetch = metrics["consumer-share-fetch-manager-metrics"]
+    assert fetch["records-consumed-total"] == 2
+    assert fetch["bytes-consumed-total"] > 0
+    assert fetch["fetch-total"] == 2  # one per broker
     assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] == 1
     assert metrics["consumer-share-coordinator-metrics"]["assigned-partitions"] == 2
+
+
+def test_each_total_has_a_per_second_rate_over_the_sample_windows() -> None:
+    """Kafka's -rate beside each -total: what was recorded per second of the windows measured
+    (2 windows of 30 s here, Java's defaults), with injected time."""
+    rig, processor, _ = _setup()
+    rig.join(["jobs"])
+    rig.group.produce(P0, *[b"r%d" % i for i in range(30)])
+    rig.pump()  # the records are fetched now
+    rig.advance(10_000)
+    metrics = _measure(processor, rig.now_ms)
+    fetch = metrics["consumer-share-fetch-manager-metrics"]
+    assert fetch["records-consumed-total"] == 30
+    # Java's Rate: the 10 s since the first sample, plus the full windows it lacks to span
+    # num.samples - 1 of them (one window of 30 s): 30 records / 40 s
+    assert fetch["records-consumed-rate"] == pytest.approx(30 / 40.0)
+    assert 0 < fetch["fetch-rate"] <= fetch["fetch-total"] / 40.0
+    assert metrics["consumer-share-coordinator-metrics"]["heartbeat-rate"] > 0
+    assert fetch["fetch-latency-max"] >= fetch["fetch-latency-avg"] >= 0
+    assert fetch["acknowledgements-error-total"] == 0 and fetch["acknowledgements-error-rate"] == 0
 
 
 def test_blocking_events_fail_at_their_deadline_and_at_close() -> None:
