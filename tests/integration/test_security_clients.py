@@ -21,7 +21,7 @@ from kaflux.errors import AuthenticationError, SslAuthenticationError
 from kaflux.network.sasl import unsecured_jwt
 
 from support.group_helpers import WAIT_S
-from support.secure_round_trips import group_round_trip, kaflux_round_trip
+from support.secure_round_trips import group_round_trip, kaflux_round_trip, produce_across_sessions
 from support.security_fixtures import SecureTansu
 
 pytestmark = pytest.mark.integration
@@ -160,15 +160,7 @@ def test_the_client_re_authenticates_before_its_session_ends(
 ) -> None:
     double = make_sasl_tansu(session_lifetime_ms=1500)
     assert double.door is not None
-    config = double.config("SCRAM-SHA-256")
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic_name, 1)], timeout=WAIT_S)
-    with Producer({**config, "linger.ms": 0}) as producer:
-        start = time.monotonic()
-        sent = 0
-        while time.monotonic() - start < 4.0:  # keeps using its connections across sessions
-            producer.send(topic_name, b"r%d" % sent, partition=0).result(timeout=WAIT_S)
-            sent += 1
+    sent = produce_across_sessions(double.config("SCRAM-SHA-256"), topic_name)
     reauths = [r for r in double.door.logins() if r.reauthentication]
     assert reauths and all(r.success for r in reauths)
     assert sent > 10

@@ -20,7 +20,7 @@ from kaflux.errors import AuthenticationError, ConfigError
 
 from support.group_helpers import WAIT_S
 from support.kdc import TestKdc
-from support.secure_round_trips import group_round_trip, kaflux_round_trip
+from support.secure_round_trips import group_round_trip, kaflux_round_trip, produce_across_sessions
 from support.security_fixtures import KerberosRealm, SecureTansu
 
 pytestmark = pytest.mark.integration
@@ -127,15 +127,7 @@ def test_the_client_re_authenticates_with_a_new_context(
     )
     door = double.door
     assert door is not None
-    config = double.config("GSSAPI", **kerberos.keytab_config())
-    with AdminClient(config) as admin:
-        admin.create_topics([NewTopic(topic_name, 1)], timeout=WAIT_S)
-    with Producer({**config, "linger.ms": 0}) as producer:
-        start = time.monotonic()
-        sent = 0
-        while time.monotonic() - start < 4.0:  # keeps using its connections across sessions
-            producer.send(topic_name, b"r%d" % sent, partition=0).result(timeout=WAIT_S)
-            sent += 1
+    sent = produce_across_sessions(double.config("GSSAPI", **kerberos.keytab_config()), topic_name)
     reauths = [r for r in door.logins() if r.reauthentication]
     assert reauths, "no re-authentication within 4 s of 1.5 s sessions"
     for record in reauths:

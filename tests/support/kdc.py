@@ -41,7 +41,6 @@ from typing import Self
 from kaflux.devbrokers.brokers import (
     _die_with_parent_prefix,
     _free_port,
-    read_log,
 )
 
 from support.service_process import ServiceProcess
@@ -109,10 +108,9 @@ class TestKdc(ServiceProcess):
         self.clock_offset = clock_offset
         if clock_offset is not None:
             self.tools["libfaketime"] = libfaketime()
-        super().__init__(workdir, prefix="kaflux-kdc-")
+        super().__init__(workdir, prefix="kaflux-kdc-", log_name="krb5kdc.log")
         self.krb5_conf = self.workdir / "krb5.conf"
         self.kdc_conf = self.workdir / "kdc.conf"
-        self.log_path = self.workdir / "krb5kdc.log"
         self.default_ccache = self.workdir / "default.ccache"
         self._port: int | None = None
         self._database_made = False
@@ -144,9 +142,6 @@ class TestKdc(ServiceProcess):
             "KRB5_KTNAME": f"FILE:{self.workdir / 'no-default.keytab'}",
             "KRB5RCACHEDIR": str(self.workdir),
         }
-
-    def log_tail(self, max_bytes: int = 4000) -> str:
-        return read_log(self.log_path, max_bytes=max_bytes)
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.is_alive() else "stopped"

@@ -4,6 +4,7 @@ secured listener. [test]"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -66,3 +67,17 @@ def group_round_trip(config: dict[str, Any], topic: str) -> None:
     finally:
         consumer.close(timeout=10)
     assert got == {b"g0", b"g1"}
+
+
+def produce_across_sessions(config: dict[str, Any], topic: str, seconds: float = 4.0) -> int:
+    """Create ``topic`` and produce to it, one record at a time, for ``seconds``: the producer
+    keeps using its connections while their SASL sessions expire (KIP-368). Returns the count."""
+    with AdminClient(config) as admin:
+        admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
+    sent = 0
+    with Producer({**config, "linger.ms": 0}) as producer:
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            producer.send(topic, b"r%d" % sent, partition=0).result(timeout=WAIT_S)
+            sent += 1
+    return sent

@@ -13,17 +13,23 @@ import threading
 from types import TracebackType
 from typing import Self
 
-from kaflux.devbrokers.brokers import make_workdir, running_pid, stop_process
+from kaflux.devbrokers.brokers import make_workdir, read_log, running_pid, stop_process
 
 
 class ServiceProcess:
-    """A server child process a test starts and stops. Subclasses implement :meth:`start`
-    (launching :attr:`_proc` under :attr:`_lock`, then calling :meth:`_started`)."""
+    """A server child process a test starts and stops, logging to ``workdir/log_name``.
+    Subclasses implement :meth:`start` (launching :attr:`_proc` under :attr:`_lock`, then
+    calling :meth:`_started`)."""
 
-    def __init__(self, workdir: str | os.PathLike[str] | None, *, prefix: str) -> None:
+    def __init__(self, workdir: str | os.PathLike[str] | None, *, prefix: str, log_name: str) -> None:
         self.workdir, self._owns_workdir = make_workdir(workdir, prefix=prefix)
+        self.log_path = self.workdir / log_name
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
+
+    def log_tail(self, max_bytes: int = 4000) -> str:
+        """The end of the process's log (every start of this object)."""
+        return read_log(self.log_path, max_bytes=max_bytes)
 
     @property
     def pid(self) -> int | None:

@@ -110,9 +110,8 @@ class TlsTerminator(ServiceProcess):
         self._port = port
         self._port_fixed = port is not None
         self.binary = binary or stunnel_binary()
-        super().__init__(workdir, prefix="kaflux-stunnel-")
+        super().__init__(workdir, prefix="kaflux-stunnel-", log_name="stunnel.log")
         self.config_path = self.workdir / "stunnel.conf"
-        self.log_path = self.workdir / "stunnel.log"
         self._log_start = 0
 
     # --- state ---
@@ -126,10 +125,6 @@ class TlsTerminator(ServiceProcess):
     @property
     def bootstrap_servers(self) -> str:
         return f"{_HOST}:{self.port}"
-
-    def log_tail(self, max_bytes: int = 4000) -> str:
-        """The end of stunnel's log (every start of this object)."""
-        return read_log(self.log_path, max_bytes=max_bytes)
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.is_alive() else "stopped"
