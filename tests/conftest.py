@@ -29,6 +29,7 @@ import gc
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -48,6 +49,9 @@ from kaflux.devbrokers.mock_cluster import MockCluster
 pytest.register_assert_rewrite("support")
 pytest_plugins = ["support.security_fixtures"]
 from support.security_fixtures import SECURITY_FIXTURES  # noqa: E402
+
+if TYPE_CHECKING:
+    from support.schema_registry import SchemaRegistryDouble
 
 _BROKER_FIXTURES = (
     frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida", "mock_cluster"})
@@ -101,6 +105,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # a stall every thread of a test that measures time would feel.)
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture
+def registry() -> Iterator[SchemaRegistryDouble]:
+    """A Schema Registry double (no users) for one test; a module needing users overrides it."""
+    from support.schema_registry import SchemaRegistryDouble  # its test extras: imported on use
+
+    with SchemaRegistryDouble() as double:
+        yield double
 
 
 def _session_broker(kind: str) -> Iterator[Broker]:

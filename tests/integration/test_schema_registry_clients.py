@@ -4,7 +4,6 @@ against confluent-kafka's producer and consumer, and bad records surfacing from 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,12 +27,6 @@ from confluent_kafka.serialization import SerializationContext as CkContext  # n
 
 pytestmark = pytest.mark.integration
 WAIT_S = 20.0
-
-
-@pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
 
 
 def _create(broker: Broker, topic: str) -> None:

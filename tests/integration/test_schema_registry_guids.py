@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -110,12 +110,6 @@ def _peer_deserializer(fmt: str, peer: Any) -> Callable[..., Any]:
     if fmt == "json":
         return CkJsonDeserializer(None, schema_registry_client=peer)
     return CkProtobufDeserializer(order_pb2.Order, PB_PEER)
-
-
-@pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
 
 
 def _create(broker: Broker, topic: str) -> None:

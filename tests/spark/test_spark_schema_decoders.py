@@ -3,7 +3,6 @@ to the reader schema) and JSON (Arrow's JSON reader), good and bad records. [tes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -25,12 +24,6 @@ from support.schema_fixtures import ORDER_JSON_SCHEMA, USER_V1, USER_V2
 from support.schema_registry import SchemaRegistryDouble
 
 CTX = SerializationContext("t", "value")
-
-
-@pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
 
 
 def _batch(values: list[bytes | None]) -> pa.RecordBatch:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,12 +28,6 @@ from confluent_kafka.serialization import SerializationContext as CkContext  # n
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 COUNT = 40
-
-
-@pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
 
 
 def _produce_page_views(

@@ -39,18 +39,6 @@ PB_PEER = {"use.deprecated.format": False}
 
 
 @pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
-
-
-@pytest.fixture
-def client(registry: SchemaRegistryDouble) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry.url}) as kaflux_client:
-        yield kaflux_client
-
-
-@pytest.fixture
 def fresh(registry: SchemaRegistryDouble) -> Iterator[SchemaRegistryClient]:
     """A second client, with nothing cached: a reader that learns schemas from the registry."""
     with SchemaRegistryClient({"url": registry.url, "retries.wait.ms": 1}) as kaflux_client:

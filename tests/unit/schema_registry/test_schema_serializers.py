@@ -41,18 +41,6 @@ CK_CTX = CkContext("views", MessageField.VALUE)
 
 
 @pytest.fixture
-def registry() -> Iterator[SchemaRegistryDouble]:
-    with SchemaRegistryDouble() as double:
-        yield double
-
-
-@pytest.fixture
-def client(registry: SchemaRegistryDouble) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry.url}) as kaflux_client:
-        yield kaflux_client
-
-
-@pytest.fixture
 def peer(registry: SchemaRegistryDouble) -> Iterator[ck.SchemaRegistryClient]:
     with ck.SchemaRegistryClient({"url": registry.url}) as peer_client:
         yield peer_client
