@@ -366,7 +366,7 @@ def main() -> None:
     chosen = [c.strip() for c in args.clients.split(",") if c.strip()] or list(CONSUMERS + PRODUCERS)
     consumers = [c for c in chosen if c in CONSUMERS and args.part in ("consume", "both")]
     producers = [c for c in chosen if c in PRODUCERS and args.part in ("produce", "both")]
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
     from kaflux.records import KERNEL
 
     broker = None

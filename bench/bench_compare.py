@@ -179,7 +179,7 @@ def main() -> None:
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
         parser.error(f"unknown clients {unknown}; choose from {list(CLIENTS)}")
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
     from kaflux.records import KERNEL
 
     broker = None

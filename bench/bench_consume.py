@@ -131,7 +131,7 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
 
     broker = None
     bootstrap = args.bootstrap_servers

@@ -287,7 +287,7 @@ def main() -> int:
 
     import contextlib
 
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
 
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap_servers

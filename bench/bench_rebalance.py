@@ -594,7 +594,7 @@ def _fmt(values: list[float], scale: str) -> str:
 
 def run_setup(setup: Setup, args: argparse.Namespace) -> list[RoundResult]:
     from kaflux import AdminClient, NewTopic
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
 
     mock: MockServer | None = None
     broker = None

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
-from kaflux.devbrokers.brokers import start_broker  # noqa: E402
+from kaflux.devbrokers.kinds import start_broker  # noqa: E402
 from kaflux.schema_registry import SchemaRegistryClient  # noqa: E402
 from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from kaflux.serialization import SerializationContext  # noqa: E402

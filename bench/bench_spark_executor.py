@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_consume import produce
 
 from kaflux import Consumer, TopicPartition
-from kaflux.devbrokers.brokers import start_broker
+from kaflux.devbrokers.kinds import start_broker
 from pyspark_kaflux import client_cache
 from pyspark_kaflux.offsets import OffsetRange
 from pyspark_kaflux.options import parse_source_options

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_consume import produce
 
-from kaflux.devbrokers.brokers import start_broker
+from kaflux.devbrokers.kinds import start_broker
 from pyspark_kaflux.pipeline import spark_session
 
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp"]

@@ -6,7 +6,10 @@
 #                                      (the TLS terminator of the TLS/SASL_SSL tests), and MIT
 #                                      Kerberos' KDC, admin tools, kinit and libkrb5-dev (the KDC of
 #                                      the GSSAPI tests; python-gssapi builds against libkrb5-dev),
-#                                      and faketime (a KDC with a wrong clock)
+#                                      and faketime (a KDC with a wrong clock); a JDK 17 and Maven,
+#                                      and Apache Kafka's jars (4.4.0, and 3.9.2 for version
+#                                      negotiation) resolved by Maven into ~/.m2 and
+#                                      ~/.cache/kaflux/kafka (a second run reuses them offline)
 #   --dry-run (after the above)        print the plan, install nothing
 # Prints the venv's python path on the last line of stdout; everything else goes to stderr.
 set -euo pipefail
@@ -15,6 +18,8 @@ PY=${PYTHON:-python3}
 VENV=.venv
 PROFILE=run
 EXTRAS=spark,broker
+# Apache Kafka versions the tests run: the reference broker, and the newest 3.x for negotiation.
+KAFKA_VERSIONS="4.4.0 3.9.2"
 DRY_RUN=0
 for arg in "$@"; do
   case "$arg" in
@@ -26,7 +31,8 @@ done
 if [ "$DRY_RUN" = 1 ]; then
   echo "profile: $PROFILE"
   echo "pip: -e .[$EXTRAS]"
-  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', stunnel4 (if missing), krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime (if missing)')"
+  echo "apt: openjdk-17-jre-headless (if no java)$([ "$PROFILE" = test ] && echo ', openjdk-17-jdk-headless and maven (if no javac/mvn), stunnel4 (if missing), krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime (if missing)')"
+  [ "$PROFILE" = test ] && echo "kafka jars: $KAFKA_VERSIONS (Maven Central, into ~/.m2 and ~/.cache/kaflux/kafka)"
   exit 0
 fi
 # Reinstall when the packaging or the compiled kernel's sources change.
@@ -49,6 +55,11 @@ apt_install() {  # apt_install "PACKAGE..." WHY
 if ! command -v java >/dev/null 2>&1; then
   apt_install openjdk-17-jre-headless "Java 17, for PySpark" \
     || { say "no Java found and no apt-get; install a Java 17 runtime"; exit 1; }
+fi
+
+if [ "$PROFILE" = test ] && ! { command -v javac && command -v mvn; } >/dev/null 2>&1; then
+  apt_install "openjdk-17-jdk-headless maven" "a JDK and Maven: Apache Kafka's jars and the Java client harness" \
+    || { say "no javac/mvn and no apt-get; install a JDK 17 and Maven 3"; exit 1; }
 fi
 
 if [ "$PROFILE" = test ] && ! command -v stunnel4 >/dev/null 2>&1; then
@@ -80,5 +91,10 @@ if ! stamp_ok "$PROFILE" && ! { [ "$PROFILE" = run ] && stamp_ok test; }; then
   "$VENV/bin/python" -m compileall -q src >/dev/null
   echo "$want" > "$VENV/.kaflux-installed-$PROFILE"
   say "installed"
+fi
+if [ "$PROFILE" = test ]; then
+  # Apache Kafka's jars: resolved once with Maven (strict checksums), then found in the cache.
+  "$VENV/bin/python" -m kaflux.devbrokers resolve $KAFKA_VERSIONS >&2 \
+    || { say "could not get Apache Kafka's jars (above); the tests need them"; exit 1; }
 fi
 echo "$VENV/bin/python"

@@ -2,9 +2,11 @@
 
 Brokers (see :mod:`kaflux.devbrokers.brokers` and docs/brokers.md for their defects):
 
-- ``tansu`` / ``noida``: one started broker each for the whole session, stopped at the end.
-- ``broker``: parametrized over both (ids ``tansu`` and ``noida``), reusing the session brokers. A
-  session broker found dead (e.g. a test crashed it) is restarted first; Tansu then comes back empty.
+- ``kafka``: Apache Kafka 4.4 (a KRaft single node), the reference broker. ``tansu`` / ``noida``:
+  the stand-ins. One started broker each for the whole session, stopped at the end.
+- ``broker``: parametrized over all three (ids ``kafka``, ``tansu`` and ``noida``), reusing the
+  session brokers. A session broker found dead (e.g. a test crashed it) is restarted first; Tansu
+  then comes back empty.
 - ``fresh_broker(kind)`` / ``fresh_tansu()``: factories for a private broker that the test may kill or
   restart; stopped and deleted when the test ends.
 
@@ -19,6 +21,9 @@ When the test runs with ``broker`` = ``tansu`` it becomes a strict xfail: it mus
 failing the run (XPASS(strict)) once the broker is fixed, so the marker gets removed. With other
 brokers it runs normally. Several markers may be stacked; the broker name must be in ``BROKER_KINDS``.
 
+With ``CI=true`` a skipped test fails the run (a missing Java, Kafka jar, stunnel4 or KDC must not
+make tests vanish from a green run), unless it is marked ``ci_may_skip(reason)``.
+
 Tests that use any broker fixture get the ``integration`` marker automatically; mark them explicitly
 too, so that ``-m "not integration"`` is obvious from the file.
 """
@@ -26,21 +31,21 @@ too, so that ``-m "not integration"`` is obvious from the file.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kaflux.devbrokers.brokers import (
-    BROKER_KINDS,
     Broker,
     BrokerUnavailableError,
     NoidaBroker,
     TansuBroker,
-    start_broker,
 )
+from kaflux.devbrokers.kinds import BROKER_KINDS, start_broker
 from kaflux.devbrokers.mock_cluster import MockCluster
 
 # The test-support package (tests/support): its asserts are rewritten like the tests' own. The TLS/SASL
@@ -54,11 +59,15 @@ if TYPE_CHECKING:
     from support.schema_registry import SchemaRegistryDouble
 
 _BROKER_FIXTURES = (
-    frozenset({"tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida", "mock_cluster"})
+    frozenset({"kafka", "tansu", "noida", "broker", "fresh_broker", "fresh_tansu", "fresh_noida"})
+    | {"mock_cluster"}
     | SECURITY_FIXTURES
 )
 
 _START_TIMEOUT = 30.0
+# Apache Kafka's JVM: about 10 s alone, longer while the other xdist worker keeps a core busy.
+_KAFKA_START_TIMEOUT = 180.0
+_IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -69,6 +78,28 @@ def pytest_configure(config: pytest.Config) -> None:
         "broker_defect(broker_name, reason): strict xfail of this test when its `broker` fixture "
         f"parameter is broker_name (one of {', '.join(BROKER_KINDS)}); runs normally on other brokers",
     )
+    config.addinivalue_line(
+        "markers", "ci_may_skip(reason): this test may skip under CI=true (any other skip fails CI)"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome: Any = yield
+    report: pytest.TestReport = outcome.get_result()
+    if (
+        _IN_CI
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("ci_may_skip") is None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under CI=true, which needs every tool installed: {reason}\n"
+            "(bash scripts/bootstrap.sh --test installs them; mark a test ci_may_skip only if it "
+            "can never run here)"
+        )
 
 
 def _defect_args(mark: pytest.Mark) -> tuple[str, str]:
@@ -118,13 +149,19 @@ def registry() -> Iterator[SchemaRegistryDouble]:
 
 def _session_broker(kind: str) -> Iterator[Broker]:
     try:
-        broker = start_broker(kind, timeout=_START_TIMEOUT)
+        broker = start_broker(kind, timeout=_KAFKA_START_TIMEOUT if kind == "kafka" else _START_TIMEOUT)
     except BrokerUnavailableError as e:
         pytest.skip(f"{kind} broker not available: {e}")
     try:
         yield broker
     finally:
         broker.cleanup()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[Broker]:
+    """Apache Kafka 4.4, a KRaft single node, shared by the whole session."""
+    yield from _session_broker("kafka")
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +207,7 @@ def fresh_broker() -> Iterator[Callable[[str], Broker]]:
 
     def make(kind: str) -> Broker:
         try:
-            broker = start_broker(kind, timeout=_START_TIMEOUT)
+            broker = start_broker(kind, timeout=_KAFKA_START_TIMEOUT if kind == "kafka" else _START_TIMEOUT)
         except BrokerUnavailableError as e:
             pytest.skip(f"{kind} broker not available: {e}")
         started.append(broker)

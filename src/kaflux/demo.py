@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from kaflux import AdminClient, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
-from kaflux.devbrokers.brokers import start_broker
+from kaflux.devbrokers.kinds import start_broker
 from kaflux.errors import KafkaTimeoutError, TransactionAbortableError
 
 PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/checkout", "/help"]

@@ -167,7 +167,7 @@ def cluster(bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from kaflux.devbrokers.brokers import start_broker
+    from kaflux.devbrokers.kinds import start_broker
 
     print("starting an embedded noida-db broker on 127.0.0.1 ...", flush=True)
     with start_broker("noida") as broker:

@@ -17,12 +17,11 @@ import pytest
 
 from kaflux.devbrokers import brokers
 from kaflux.devbrokers.brokers import (
-    BROKER_KINDS,
     Broker,
     BrokerStartError,
     TansuBroker,
-    start_broker,
 )
+from kaflux.devbrokers.kinds import BROKER_KINDS, start_broker
 
 pytestmark = pytest.mark.integration
 
@@ -207,7 +206,7 @@ def test_taken_port_fails_at_the_deadline() -> None:
 
 def test_unknown_kind() -> None:
     with pytest.raises(ValueError, match="unknown broker kind"):
-        start_broker("kafka")
+        start_broker("zookeeper")
 
 
 _CHILD = """
@@ -215,7 +214,7 @@ import sys
 from kaflux.devbrokers import brokers
 if sys.argv[1] == "atexit":
     brokers._die_with_parent_prefix = lambda: []  # leave the atexit hook as the only safety net
-broker = brokers.start_broker("tansu")
+broker = brokers.TansuBroker().start()
 print(broker.pid, broker.port, broker.workdir, flush=True)
 if sys.argv[1] == "os_exit":
     import os

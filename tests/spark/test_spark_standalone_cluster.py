@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kaflux import Producer
-from kaflux.devbrokers.brokers import start_broker
+from kaflux.devbrokers.kinds import start_broker
 
 from support.scenarios import create_topic
 from support.spark_cluster import StandaloneCluster, java_home

@@ -40,7 +40,9 @@ from typing import Self
 
 from kaflux.devbrokers.brokers import (
     _die_with_parent_prefix,
-    _free_port,
+)
+from kaflux.devbrokers.brokers import (
+    free_port as _free_port,
 )
 
 from support.service_process import ServiceProcess

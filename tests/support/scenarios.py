@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, Self
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from kaflux.devbrokers.brokers import Broker, NoidaBroker, TansuBroker, start_broker
+from kaflux.devbrokers.brokers import Broker, NoidaBroker, TansuBroker
+from kaflux.devbrokers.kinds import start_broker
 from kaflux.errors import KafkaError
 from kaflux.structs import RecordMetadata
 

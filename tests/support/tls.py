@@ -36,9 +36,11 @@ from typing import Self
 from kaflux.devbrokers.brokers import (
     TansuBroker,
     _die_with_parent_prefix,
-    _free_port,
     kill_process,
     read_log,
+)
+from kaflux.devbrokers.brokers import (
+    free_port as _free_port,
 )
 
 from support.service_process import ServiceProcess

