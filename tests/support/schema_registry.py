@@ -22,7 +22,8 @@ version not found, 40403 schema not found, 409 incompatible, 42201 invalid schem
 
 ``users`` turns on HTTP basic auth; :attr:`requests` lists every request served
 (``(method, path)``), so tests can assert that a steady state makes none;
-:meth:`fail_next` answers the next requests with a 5xx to exercise retries.
+:meth:`fail_next` answers the next requests with a 5xx to exercise retries; :meth:`hang` makes
+it accept requests and not answer them (an outage) until :meth:`recover`.
 
 It was proven first with confluent-kafka's own ``SchemaRegistryClient`` and serializers
 (``tests/integration/test_schema_registry_double.py``).
@@ -121,6 +122,8 @@ class SchemaRegistryDouble:
         self._subjects: dict[str, list[int]] = {}  # subject -> schema id per version (1-based)
         self._config: dict[str | None, str] = {None: "BACKWARD"}
         self._failures: list[int] = []
+        self._answering = threading.Event()
+        self._answering.set()
         double = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -132,13 +135,17 @@ class SchemaRegistryDouble:
             def _handle(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                double._answering.wait(60)  # hang(): hold the request until recover()
                 status, payload = double._serve(method, self.path, self.headers.get("Authorization"), body)
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", _JSON)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", _JSON)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (after a hang)
+                    self.close_connection = True
 
             def do_GET(self) -> None:
                 self._handle("GET")
@@ -168,6 +175,7 @@ class SchemaRegistryDouble:
         self.close()
 
     def close(self) -> None:
+        self._answering.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
@@ -181,6 +189,14 @@ class SchemaRegistryDouble:
         """Answer the next ``count`` requests with ``status`` (a transient server error)."""
         with self._lock:
             self._failures.extend([status] * count)
+
+    def hang(self) -> None:
+        """Accept requests and answer none of them (an outage) until :meth:`recover`."""
+        self._answering.clear()
+
+    def recover(self) -> None:
+        """Answer again, the held requests included."""
+        self._answering.set()
 
     # --- the REST API -------------------------------------------------------------------------------------
 

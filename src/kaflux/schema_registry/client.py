@@ -30,6 +30,9 @@ from kaflux.schema_registry.wire import FramingError, canonical_guid
 
 log = logging.getLogger(__name__)
 
+#: ``timeout``: seconds per call, retries included (a deserializer waits this long at most
+#: inside ``poll()`` when the registry does not answer)
+DEFAULT_TIMEOUT_S = 10.0
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _JSON = "application/vnd.schemaregistry.v1+json"
 _K = TypeVar("_K")
@@ -240,7 +243,7 @@ def _parse_config(config: Mapping[str, object]) -> _Config:
         certificate_location=cert,
         key_location=key_file,
         key_password=_optional_str(config, "ssl.key.password"),
-        timeout_s=_number(config, "timeout", 30.0, 0.001),
+        timeout_s=_number(config, "timeout", DEFAULT_TIMEOUT_S, 0.001),
         max_retries=int(_number(config, "max.retries", 2, 0)),
         retries_wait_ms=int(_number(config, "retries.wait.ms", 1000, 0)),
         retries_max_wait_ms=int(_number(config, "retries.max.wait.ms", 20000, 0)),
@@ -289,7 +292,7 @@ class SchemaRegistryClient:
     ``bearer.auth.token`` or ``bearer.auth.custom.provider.function`` (a callable returning the
     token), ``bearer.auth.logical.cluster``, ``bearer.auth.identity.pool.id``,
     ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
-    ``ssl.key.password``, ``timeout`` (seconds per call, retries included; default 30),
+    ``ssl.key.password``, ``timeout`` (seconds per call, retries included; default 10),
     ``max.retries`` (2), ``retries.wait.ms`` (1000), ``retries.max.wait.ms`` (20000),
     ``cache.capacity`` (1000), ``cache.latest.ttl.sec`` (latest versions are cached this long;
     default: until :meth:`clear_latest_caches`).
@@ -569,7 +572,10 @@ class SchemaRegistryClient:
                 except urllib3.exceptions.HTTPError as exc:
                     # the exception's text may name the URL; show the host only
                     last = SchemaRegistryError(
-                        -1, -1, f"{method} {path} at {base}: could not connect ({type(exc).__name__})"
+                        -1,
+                        -1,
+                        f"the Schema Registry at {base} did not answer {method} {path} "
+                        f"({type(exc).__name__}; timeout={cfg.timeout_s:g}s)",
                     )
                     log.warning(
                         "Schema Registry %s %s at %s failed: %s", method, path, base, type(exc).__name__
