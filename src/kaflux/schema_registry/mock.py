@@ -1,4 +1,4 @@
-"""An in-memory Schema Registry for users' tests: ``mock://`` URLs. [pure: no I/O]
+"""An in-memory Schema Registry for users' tests: ``mock://`` URLs. [app: no I/O, thread-safe]
 
 ``SchemaRegistryClient({"url": "mock://my-scope"})`` (and :class:`AsyncSchemaRegistryClient`)
 talk to an :class:`InMemorySchemaRegistry` instead of a server: no network, no thread. Every
