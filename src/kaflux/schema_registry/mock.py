@@ -34,6 +34,8 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from kaflux.schema_registry._core import Answer, Send
+
 _LEVELS = (
     "NONE",
     "BACKWARD",
@@ -125,6 +127,11 @@ class InMemorySchemaRegistry:
                 return exc.status, {"error_code": exc.code, "message": exc.message}
             except (ValueError, KeyError, TypeError) as exc:
                 return 422, {"error_code": 42201, "message": f"Invalid request: {exc}"}
+
+    def answer(self, send: Send) -> Answer:
+        """Answer a client's request (what a ``mock://`` client does instead of HTTP)."""
+        status, payload = self.handle(send.call.method, send.call.target, send.data)
+        return Answer(status, json.dumps(payload).encode())
 
     def _route(self, method: str, path: list[str], query: dict[str, str], request: Any) -> Any:
         head = path[0] if path else ""
