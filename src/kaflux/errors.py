@@ -322,6 +322,20 @@ def _rebuild_deserialization_error(
     return RecordDeserializationError(message, topic=topic, partition=partition, offset=offset, origin=origin)
 
 
+def deserialization_error(
+    exc: Exception, *, topic: str, partition: int, offset: int, origin: Literal["key", "value"] | None
+) -> RecordDeserializationError | DeserializerUnavailableError:
+    """The error for a deserializer that raised ``exc`` on a record: an outage (``exc`` is a
+    retriable KafkaError, e.g. the Schema Registry did not answer) or a bad record."""
+    if isinstance(exc, KafkaError) and exc.retriable:
+        return DeserializerUnavailableError(
+            str(exc), topic=topic, partition=partition, offset=offset, origin=origin
+        )
+    return RecordDeserializationError(
+        repr(exc), topic=topic, partition=partition, offset=offset, origin=origin
+    )
+
+
 class DeserializerUnavailableError(KafkaError):
     """A deserializer could not reach a service it needs (a Schema Registry that did not
     answer, or answered with a transient error) for a fetched record: nothing is wrong with

@@ -44,6 +44,7 @@ from kaflux.errors import (
     DeserializerUnavailableError,
     KafkaError,
     RecordDeserializationError,
+    deserialization_error,
 )
 from kaflux.records import CONTROL_ABORT, ConsumerRecord, active_kernel
 from kaflux.records.interface import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
@@ -564,17 +565,9 @@ class CompletedFetch:
                 return deserializer(data, SerializationContext(self.tp.topic, field, record.headers or None))
             return deserializer(data)
         except Exception as exc:
-            if isinstance(exc, KafkaError) and exc.retriable:
-                # an outage (e.g. the Schema Registry did not answer), not bad data
-                raise DeserializerUnavailableError(
-                    str(exc),
-                    topic=self.tp.topic,
-                    partition=self.tp.partition,
-                    offset=record.offset,
-                    origin="key" if is_key else "value",
-                ) from exc
-            raise RecordDeserializationError(
-                repr(exc),
+            # an outage (the Schema Registry did not answer) or bad data
+            raise deserialization_error(
+                exc,
                 topic=self.tp.topic,
                 partition=self.tp.partition,
                 offset=record.offset,

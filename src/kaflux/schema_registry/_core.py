@@ -1,4 +1,4 @@
-"""The Schema Registry client's sans-I/O core, shared by the sync and asyncio clients. [pure]
+"""The Schema Registry client's sans-I/O core, shared by the sync and asyncio clients. [app: no I/O]
 
 Theory of operation. Every client call (register, get a schema by id, ...) is written once here,
 as a generator of :class:`HttpCall` descriptions: it yields the REST request it needs, is sent

@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kaflux.schema_registry import mock
 from kaflux.schema_registry._core import (
     Answer,
     HttpCall,
@@ -40,6 +39,7 @@ from kaflux.schema_registry._core import (
     parse_config,
 )
 from kaflux.schema_registry.client import log_answer
+from kaflux.schema_registry.mock import scope as mock_scope
 
 
 def _httpx() -> Any:
@@ -73,7 +73,7 @@ class AsyncSchemaRegistryClient:
     def __init__(self, config: Mapping[str, object]) -> None:
         cfg = parse_config(config)
         self._core = RegistryCore(cfg, time.monotonic)
-        self._mock = None if cfg.mock_scope is None else mock.scope(cfg.mock_scope)
+        self._mock = None if cfg.mock_scope is None else mock_scope(cfg.mock_scope)
         self._http: Any = None
         self._httpx: Any = None
         if self._mock is None:

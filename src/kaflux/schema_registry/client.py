@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kaflux.schema_registry import mock
 from kaflux.schema_registry._core import (
     DEFAULT_TIMEOUT_S,
     TRANSIENT_STATUS,
@@ -43,6 +42,7 @@ from kaflux.schema_registry._core import (
     exchange,
     parse_config,
 )
+from kaflux.schema_registry.mock import scope as mock_scope
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -105,7 +105,7 @@ class SchemaRegistryClient:
     def __init__(self, config: Mapping[str, object]) -> None:
         cfg = parse_config(config)
         self._core = RegistryCore(cfg, time.monotonic)
-        self._mock = None if cfg.mock_scope is None else mock.scope(cfg.mock_scope)
+        self._mock = None if cfg.mock_scope is None else mock_scope(cfg.mock_scope)
         self._http: Any = None
         if self._mock is None:
             import urllib3  # the schema-registry extra
