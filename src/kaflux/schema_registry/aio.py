@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import ssl
 import time
 import uuid
@@ -42,16 +43,13 @@ from kaflux.schema_registry.client import log_answer
 from kaflux.schema_registry.mock import scope as mock_scope
 
 
-def _httpx() -> Any:
-    try:
-        return importlib.import_module("httpx2")
-    except ImportError:
-        try:
-            return importlib.import_module("httpx")
-        except ImportError:
-            raise ImportError(
-                "AsyncSchemaRegistryClient needs httpx2 (or httpx): pip install 'kaflux[schema-registry]'"
-            ) from None
+def _httpx_name() -> str:
+    for name in ("httpx2", "httpx"):
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise ImportError(
+        "AsyncSchemaRegistryClient needs httpx2 (or httpx): pip install 'kaflux[schema-registry]'"
+    )
 
 
 class AsyncSchemaRegistryClient:
@@ -76,16 +74,10 @@ class AsyncSchemaRegistryClient:
         self._mock = None if cfg.mock_scope is None else mock_scope(cfg.mock_scope)
         self._http: Any = None
         self._httpx: Any = None
-        if self._mock is None:
-            self._httpx = httpx = _httpx()
-            verify: ssl.SSLContext | bool = True
-            if cfg.ca_location is not None or cfg.certificate_location is not None:
-                context = ssl.create_default_context(cafile=cfg.ca_location)
-                if cfg.certificate_location is not None:
-                    context.load_cert_chain(cfg.certificate_location, cfg.key_location, cfg.key_password)
-                verify = context
-            # the deadline is the core's (asyncio.timeout per attempt), not httpx's per-read one
-            self._http = httpx.AsyncClient(verify=verify, timeout=None, follow_redirects=False)
+        # importing httpx and loading the CA certificates take a blocking second: they happen
+        # on the first request, in a worker thread (see _connect), never on the loop
+        self._httpx_name = None if self._mock is not None else _httpx_name()
+        self._connecting: asyncio.Lock | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -186,20 +178,50 @@ class AsyncSchemaRegistryClient:
         except StopIteration as stop:
             return stop.value
 
+    def _open(self) -> tuple[Any, Any]:
+        """httpx and its client (blocking: run in a worker thread)."""
+        cfg = self._core.config
+        assert self._httpx_name is not None
+        httpx = importlib.import_module(self._httpx_name)
+        verify: ssl.SSLContext | bool = True
+        if cfg.ca_location is not None or cfg.certificate_location is not None:
+            context = ssl.create_default_context(cafile=cfg.ca_location)
+            if cfg.certificate_location is not None:
+                context.load_cert_chain(cfg.certificate_location, cfg.key_location, cfg.key_password)
+            verify = context
+        elif not any(url.startswith("https:") for url in cfg.urls):
+            verify = False  # plain HTTP: no certificates to load
+        # the deadline is the core's (asyncio.timeout per attempt), not httpx's per-read one
+        return httpx, httpx.AsyncClient(verify=verify, timeout=None, follow_redirects=False)
+
+    async def _connect(self) -> Any:
+        if self._http is None:
+            if self._connecting is None:
+                self._connecting = asyncio.Lock()
+            async with self._connecting:
+                if self._http is None:
+                    self._httpx, self._http = await asyncio.to_thread(self._open)
+        return self._http
+
     async def _send(self, send: Send) -> Answer | NoAnswer:
         if self._mock is not None:
             return self._mock.answer(send)
         outcome: Answer | NoAnswer
         try:
             async with asyncio.timeout(send.timeout_s):
-                response = await self._http.request(
+                http = self._http if self._http is not None else await self._connect()
+                response = await http.request(
                     send.call.method,
                     send.base + send.call.target,
                     content=send.data,
                     headers=dict(send.headers),
                 )
             outcome = Answer(response.status_code, response.content)
-        except (TimeoutError, self._httpx.HTTPError) as exc:
+        except TimeoutError as exc:
+            outcome = NoAnswer(type(exc).__name__)
+        except Exception as exc:
+            if self._httpx is None or not isinstance(exc, self._httpx.HTTPError):
+                raise
             outcome = NoAnswer(type(exc).__name__)
         log_answer(send, outcome)
         return outcome
