@@ -47,7 +47,10 @@ async def deserialize(
     """``records`` with their keys and values awaited through ``key`` / ``value`` (see the
     module's docstring for a failure)."""
     done: dict[TopicPartition, list[ConsumerRecord]] = {}
-    partitions = [(tp, records.records(tp)) for tp in records.partitions()]
+    by_partition: dict[TopicPartition, list[ConsumerRecord]] = {}
+    for record in records:  # in the order poll() returned them
+        by_partition.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+    partitions = list(by_partition.items())
     for n, (tp, batch) in enumerate(partitions):
         out = done[tp] = []
         for record in batch:
