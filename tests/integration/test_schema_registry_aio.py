@@ -72,6 +72,12 @@ def test_async_serdes_round_trip_and_the_sync_deserializer_reads_the_same_record
         assert got == users
 
 
+#: The shared 2-core test machine alone stalls an idle event loop by more than 50 ms now and then
+#: (57 ms measured over 2 s at load 18), so the loop-lag test makes up to this many attempts and
+#: passes when one stays under 50 ms; a loop that our code blocks fails every attempt.
+LAG_ATTEMPTS = 3
+
+
 def test_a_slow_registry_does_not_stall_the_loop_while_poll_decodes_a_new_schema(
     tansu: Broker, registry: SchemaRegistryDouble
 ) -> None:
@@ -80,7 +86,7 @@ def test_a_slow_registry_does_not_stall_the_loop_while_poll_decodes_a_new_schema
     topic = create_topic(tansu.bootstrap_servers)
     order = {"id": 1, "items": ["x"]}
 
-    async def main() -> tuple[list[Any], float]:
+    async def produce() -> None:
         async with AsyncSchemaRegistryClient({"url": registry.url}) as client:
             serializer = AsyncJsonSchemaSerializer(client, ORDER_JSON_SCHEMA)
             async with AsyncProducer(
@@ -88,6 +94,8 @@ def test_a_slow_registry_does_not_stall_the_loop_while_poll_decodes_a_new_schema
             ) as p:
                 await p.send(topic, order)
                 await p.flush(WAIT_S)
+
+    async def attempt() -> tuple[list[Any], float, float]:
         lag = 0.0
         done = asyncio.Event()
 
@@ -107,17 +115,26 @@ def test_a_slow_registry_does_not_stall_the_loop_while_poll_decodes_a_new_schema
             timer = threading.Timer(2.0, registry.recover)
             timer.start()
             ticks = asyncio.create_task(ticker())
+            start = time.monotonic()
             try:
                 values = await _read(consumer, 1)
             finally:
                 timer.cancel()
+                registry.recover()
                 done.set()
                 await ticks
-        return values, lag
+        return values, time.monotonic() - start, lag
 
-    values, lag = run(main())
-    assert values == [order]
-    assert lag < 0.05, f"the loop was blocked for {lag * 1000:.0f} ms"
+    run(produce())
+    lags = []
+    for _ in range(LAG_ATTEMPTS):
+        values, took, lag = run(attempt())
+        assert values == [order]
+        assert took >= 1.9  # poll() did wait for the registry
+        lags.append(lag)
+        if lag < 0.05:
+            break
+    assert min(lags) < 0.05, f"the loop was blocked for {[round(x * 1000) for x in lags]} ms"
 
 
 def test_an_outage_raises_the_outage_error_and_the_record_comes_after_recovery(

@@ -92,6 +92,12 @@ def test_a_hanging_registry_is_given_up_on_at_the_timeout(registry: SchemaRegist
     assert error.retriable and f"the Schema Registry at {registry.url} did not answer" in str(error)
 
 
+#: The shared 2-core test machine alone stalls an idle event loop by more than 50 ms now and then
+#: (57 ms measured over 2 s at load 18), so a loop-lag test makes up to this many attempts and
+#: passes when one stays under 50 ms; a loop that our code blocks fails every attempt.
+LAG_ATTEMPTS = 3
+
+
 def test_a_slow_registry_does_not_block_the_loop_while_a_new_schema_is_fetched(
     registry: SchemaRegistryDouble,
 ) -> None:
@@ -100,10 +106,8 @@ def test_a_slow_registry_does_not_block_the_loop_while_a_new_schema_is_fetched(
     ctx = SerializationContext("views", "value", [])
     with SchemaRegistryClient({"url": registry.url}) as writer:
         data = AvroSerializer(writer, PAGE_VIEW_STR)(page_view(5), ctx)
-    registry.hang()
-    answer_after = threading.Timer(2.0, registry.recover)
 
-    async def main() -> tuple[Any, float, float]:
+    async def attempt() -> tuple[Any, float, float]:
         lag = 0.0
         done = asyncio.Event()
 
@@ -116,19 +120,29 @@ def test_a_slow_registry_does_not_block_the_loop_while_a_new_schema_is_fetched(
 
         ticks = asyncio.create_task(ticker())
         await asyncio.sleep(0.05)
-        async with AsyncSchemaRegistryClient({"url": registry.url, "timeout": 10}) as client:
-            start = time.monotonic()
-            answer_after.start()
-            value = await AsyncAvroDeserializer(client)(data, ctx)
-            took = time.monotonic() - start
-        done.set()
-        await ticks
+        registry.hang()
+        answer_after = threading.Timer(2.0, registry.recover)
+        try:
+            async with AsyncSchemaRegistryClient(
+                {"url": registry.url, "timeout": 10}
+            ) as client:  # nothing cached
+                start = time.monotonic()
+                answer_after.start()
+                value = await AsyncAvroDeserializer(client)(data, ctx)
+                took = time.monotonic() - start
+        finally:
+            answer_after.cancel()
+            registry.recover()
+            done.set()
+            await ticks
         return value, took, lag
 
-    try:
-        value, took, lag = asyncio.run(main())
-    finally:
-        answer_after.cancel()
-    assert value == page_view(5)
-    assert took >= 1.9  # it did wait for the registry
-    assert lag < 0.05, f"the loop was blocked for {lag * 1000:.0f} ms"
+    lags = []
+    for _ in range(LAG_ATTEMPTS):
+        value, took, lag = asyncio.run(attempt())
+        assert value == page_view(5)
+        assert took >= 1.9  # it did wait for the registry
+        lags.append(lag)
+        if lag < 0.05:
+            break
+    assert min(lags) < 0.05, f"the loop was blocked for {[round(x * 1000) for x in lags]} ms"
