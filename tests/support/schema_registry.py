@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,7 +50,14 @@ class SchemaRegistryDouble:
     """An in-memory Schema Registry on ``127.0.0.1``; use as a context manager or call
     :meth:`close`."""
 
-    def __init__(self, users: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        users: dict[str, str] | None = None,
+        tls: tuple[str, str] | None = None,
+        client_ca: str | None = None,
+    ) -> None:
+        """``tls``: serve HTTPS with this (certificate, key); ``client_ca``: and require a
+        client certificate signed by this CA (mutual TLS)."""
         self.users = users
         self.requests: list[tuple[str, str]] = []
         #: the Authorization header of each request (None when absent)
@@ -99,6 +107,14 @@ class SchemaRegistryDouble:
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            if client_ca is not None:
+                context.load_verify_locations(client_ca)
+                context.verify_mode = ssl.CERT_REQUIRED
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self.url = f"https://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
             target=lambda: self._server.serve_forever(0.05), name="schema-registry-double", daemon=True
         )
