@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonschema
 
-from kaflux.schema_registry._core import RegistryCore, Schema, Steps
+from kaflux.schema_registry._core import RegisteredSchema, RegistryCore, Schema, Steps
 from kaflux.schema_registry._serde import SchemaIdLookup, read_id, use_headers, writer_schema
 from kaflux.schema_registry.aio import AsyncSchemaRegistryClient
 from kaflux.schema_registry.client import SchemaRegistryClient
@@ -68,6 +68,9 @@ class _JsonWriting:
 
     def _steps(self, value: Any, ctx: SerializationContext) -> Steps[bytes]:
         registered = yield from self._ids.registered(self._ids.subject(ctx, self._name), self._schema)
+        return self._encode(value, ctx, registered)
+
+    def _encode(self, value: Any, ctx: SerializationContext, registered: RegisteredSchema) -> bytes:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         return self._ids.frame(registered, text.encode(), ctx)
 
@@ -94,7 +97,11 @@ class JsonSchemaSerializer(_JsonWriting, Serializer):
     def __call__(self, value: Any, ctx: SerializationContext) -> bytes | None:
         if value is None:
             return None
-        return self._client.run(self._steps(self._checked(value, ctx), ctx))
+        value = self._checked(value, ctx)
+        registered = self._ids.cached(self._ids.subject(ctx, self._name))
+        if registered is not None:
+            return self._encode(value, ctx, registered)
+        return self._client.run(self._steps(value, ctx))
 
 
 class AsyncJsonSchemaSerializer(_JsonWriting):
@@ -113,7 +120,11 @@ class AsyncJsonSchemaSerializer(_JsonWriting):
     async def __call__(self, value: Any, ctx: SerializationContext) -> bytes | None:
         if value is None:
             return None
-        return await self._client.run(self._steps(self._checked(value, ctx), ctx))
+        value = self._checked(value, ctx)
+        registered = self._ids.cached(self._ids.subject(ctx, self._name))
+        if registered is not None:
+            return self._encode(value, ctx, registered)
+        return await self._client.run(self._steps(value, ctx))
 
 
 class _JsonReading:

@@ -23,7 +23,7 @@ from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from kaflux.errors import ConfigError
-from kaflux.schema_registry._core import RegistryCore, Schema, SchemaReference, Steps
+from kaflux.schema_registry._core import RegisteredSchema, RegistryCore, Schema, SchemaReference, Steps
 from kaflux.schema_registry._serde import SchemaIdLookup, read_id, use_headers
 from kaflux.schema_registry.aio import AsyncSchemaRegistryClient
 from kaflux.schema_registry.client import SchemaRegistryClient
@@ -106,6 +106,12 @@ class _ProtobufWriting:
             refs = yield from self._references(ctx, self._file)
             schema = self._schema = Schema(_schema_text(self._file), "PROTOBUF", refs)
         registered = yield from self._ids.registered(self._ids.subject(ctx, self._name), schema)
+        return self._encode(value, ctx, registered)
+
+    def _cached(self, ctx: SerializationContext) -> RegisteredSchema | None:
+        return None if self._schema is None else self._ids.cached(self._ids.subject(ctx, self._name))
+
+    def _encode(self, value: Any, ctx: SerializationContext, registered: RegisteredSchema) -> bytes:
         payload: bytes = value.SerializeToString()
         return self._ids.frame(registered, payload, ctx, self._prefix_indexes)
 
@@ -133,6 +139,9 @@ class ProtobufSerializer(_ProtobufWriting, Serializer):
         if value is None:
             return None
         self._checked(value, ctx)
+        registered = self._cached(ctx)
+        if registered is not None:
+            return self._encode(value, ctx, registered)
         return self._client.run(self._steps(value, ctx))
 
 
@@ -152,6 +161,9 @@ class AsyncProtobufSerializer(_ProtobufWriting):
         if value is None:
             return None
         self._checked(value, ctx)
+        registered = self._cached(ctx)
+        if registered is not None:
+            return self._encode(value, ctx, registered)
         return await self._client.run(self._steps(value, ctx))
 
 
