@@ -68,6 +68,17 @@ def test_mock_urls_are_accepted_and_clients_of_one_scope_share_one_registry(url:
     drop_scope(url[len("mock://") :] + "-other")
 
 
+def test_new_client_as_confluent_kafka_spells_it(url: str) -> None:
+    with SchemaRegistryClient.new_client({"url": url}) as client:
+        client.register_schema("users-value", Schema(USER_V1))
+
+    async def main() -> list[str]:
+        async with AsyncSchemaRegistryClient.new_client({"url": url}) as client:
+            return await client.get_subjects()
+
+    assert asyncio.run(main()) == ["users-value"]
+
+
 def test_dropping_a_scope_starts_it_afresh(url: str) -> None:
     with SchemaRegistryClient({"url": url}) as client:
         client.register_schema("users-value", Schema(USER_V1))
