@@ -19,7 +19,7 @@ from kaflux.schema_registry import AsyncSchemaRegistryClient, SchemaRegistryClie
 from kaflux.schema_registry.avro import AsyncAvroDeserializer, AsyncAvroSerializer, AvroDeserializer
 from kaflux.schema_registry.json_schema import AsyncJsonSchemaDeserializer, AsyncJsonSchemaSerializer
 
-from support.aio_helpers import WAIT_S, create_topic, run
+from support.aio_helpers import LOOPS, WAIT_S, create_topic, run
 from support.schema_fixtures import ORDER_JSON_SCHEMA, USER_V1
 from support.schema_registry import SchemaRegistryDouble
 
@@ -38,8 +38,9 @@ async def _read(consumer: AsyncConsumer, count: int) -> list[Any]:
     return values
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_async_serdes_round_trip_and_the_sync_deserializer_reads_the_same_records(
-    tansu: Broker, registry: SchemaRegistryDouble
+    tansu: Broker, registry: SchemaRegistryDouble, loop: str
 ) -> None:
     topic = create_topic(tansu.bootstrap_servers)
     users = [{"name": f"u{i}"} for i in range(50)]
@@ -59,7 +60,7 @@ def test_async_serdes_round_trip_and_the_sync_deserializer_reads_the_same_record
                 consumer.assign([TopicPartition(topic, 0)])
                 return await _read(consumer, len(users))
 
-    assert run(main()) == users
+    assert run(main(), loop) == users
     with (
         SchemaRegistryClient({"url": registry.url}) as sync_client,
         Consumer(_config(tansu), value_deserializer=AvroDeserializer(sync_client)) as sync,
