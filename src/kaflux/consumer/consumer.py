@@ -405,6 +405,8 @@ class Consumer(OffsetCalls, Closeable):
             WakeupError: wakeup() was called.
             NoOffsetForPartitionError, OffsetOutOfRangeError: no position and auto.offset.reset=none.
             CorruptRecordError, RecordDeserializationError: a bad record (seek past it).
+            DeserializerUnavailableError: a deserializer's service (the Schema Registry) did
+                not answer; the record stays, the next poll() reads it again.
             KafkaError: any other error found by the network thread.
         """
         records = yield from self._poll_with(timeout, self._collector.collect, _num_records, "poll()")
