@@ -9,6 +9,8 @@ as the API reference is built, so the sources keep one style and the site shows 
   becomes a fenced code block.
 * A broker error class of :mod:`kaflux.errors` declared with its ``code`` and ``description``
   only gets those as its docstring (``Error code 3, UNKNOWN_TOPIC_OR_PARTITION: ...``).
+* A method of a :mod:`kaflux.aio` client without a docstring gets its sync twin's (the aio
+  clients have the sync clients' API), saying that it is awaited.
 
 tests/docs/test_api_reference.py builds the site and fails on any reST left in it.
 """
@@ -16,6 +18,8 @@ tests/docs/test_api_reference.py builds the site and fails on any reST left in i
 from __future__ import annotations
 
 import html
+import importlib
+import inspect
 import re
 import textwrap
 from typing import Any
@@ -23,6 +27,13 @@ from typing import Any
 import griffe
 
 import kaflux.errors
+
+#: aio class path -> its sync twin (module, class)
+TWINS: dict[str, tuple[str, str]] = {
+    "kaflux.aio.consumer.AsyncConsumer": ("kaflux.consumer.consumer", "Consumer"),
+    "kaflux.aio.producer.AsyncProducer": ("kaflux.producer.producer", "Producer"),
+    "kaflux.aio.share.AsyncShareConsumer": ("kaflux.consumer.share.consumer", "ShareConsumer"),
+}
 
 ROLE = re.compile(r":(?:py:)?(?P<role>[a-z]+):`(?P<body>[^`]+)`")
 
@@ -100,12 +111,34 @@ def broker_error_docstring(path: str) -> str | None:
     return f"Error code {cls.code}, `{name}` ({retriable}): {cls.description}."
 
 
+def twin_docstring(path: str) -> str | None:
+    """The docstring of an aio client's member: its sync twin's, saying whether it is awaited."""
+    owner, _, member = path.rpartition(".")
+    if owner not in TWINS or member.startswith("_"):
+        return None
+    module, name = TWINS[owner]
+    twin = getattr(importlib.import_module(module), name)
+    doc = inspect.getdoc(getattr(twin, member, None))
+    if not doc:
+        return None
+    aio_module, _, aio_name = owner.rpartition(".")
+    aio = getattr(importlib.import_module(aio_module), aio_name)
+    value = inspect.getattr_static(aio, member, None)
+    if inspect.iscoroutinefunction(value):
+        how = f"`{name}.{member}()` as a coroutine (awaited on the event loop)"
+    elif isinstance(value, property):
+        how = f"`{name}.{member}`"
+    else:
+        how = f"`{name}.{member}()` (a plain method: it only changes or reads local state)"
+    return f"{how}: {doc}"
+
+
 class DocstringsToMarkdown(griffe.Extension):
     """Rewrites every docstring griffe loads (see the module's docstring)."""
 
     def on_object(self, *, obj: griffe.Object, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
-        if obj.docstring is None and obj.is_class:
-            text = broker_error_docstring(obj.path)
+        if obj.docstring is None:
+            text = broker_error_docstring(obj.path) if obj.is_class else twin_docstring(obj.path)
             if text is not None:
                 obj.docstring = griffe.Docstring(text, parent=obj)
         if obj.docstring is not None:
