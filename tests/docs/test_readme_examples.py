@@ -82,7 +82,8 @@ def test_the_tour_runs_as_pasted(tmp_path: Path) -> None:
     whole = Block(TOUR[0].line, "bash", tour_script(TOUR), "run")
     out = run_child(["bash", "-c", whole.code], whole, tmp_path, env, timeout=300)
     # what the tour's comments promise
-    assert out.count('"topic": "orders"') == 11, out  # kaflux consume ... -n 11: JSON lines
+    assert out.count('{"topic":"orders"') == 11, out  # kaflux consume ... -n 11: JSON lines
     assert "read back b'{\"id\": 10}'" in out, out
     assert "['orders']" in out, out
     assert re.search(r"^orders \d 10$", out, re.MULTILINE), out  # billing committed all ten
+    assert '"total_lag": 1' in out, out  # kaflux groups lag billing: the asyncio record
