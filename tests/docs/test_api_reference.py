@@ -170,7 +170,7 @@ def has_docstring(module_name: str, name: str) -> bool:
         if issubclass(value, BrokerError) and "description" in vars(value):
             return True
         doc = vars(value).get("__doc__")
-        return bool(doc) and not doc.startswith(f"{value.__name__}(")
+        return isinstance(doc, str) and bool(doc) and not doc.startswith(f"{value.__name__}(")
     return bool(value.__doc__)
 
 
