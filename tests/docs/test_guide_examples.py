@@ -55,7 +55,11 @@ PAGES = (
     "docs/installing.md",
     "docs/development.md",
 )
-#: addresses the README uses for "your broker"
+#: the Schema Registry address and user of docs/schema-registry.md's example, which runs against
+#: the tests' registry double
+REGISTRY_PLACEHOLDER = "https://registry:8081"
+REGISTRY_USER = "user:password"
+#: addresses the guides use for "your broker"
 PLACEHOLDERS = ("127.0.0.1:9092", "broker:9092", "host:9092")
 
 PRELUDE = """
@@ -122,7 +126,18 @@ def python_program(block: Block, bootstrap: str) -> str:
 def test_python_example(block: Block, noida: Broker, tmp_path: Path) -> None:
     program = python_program(block, noida.bootstrap_servers)
     env = child_env(KAFLUX_BOOTSTRAP_SERVERS=noida.bootstrap_servers)
-    run_child([sys.executable, "-c", program], block, tmp_path, env, timeout=120)
+    if REGISTRY_PLACEHOLDER not in program:
+        run_child([sys.executable, "-c", program], block, tmp_path, env, timeout=120)
+        return
+    # the Schema Registry guide's example: against the registry double, with the example's user
+    from support.schema_registry import SchemaRegistryDouble
+
+    user, password = REGISTRY_USER.split(":")
+    with SchemaRegistryDouble(users={user: password}) as double:
+        program = program.replace(REGISTRY_PLACEHOLDER, double.url)
+        out = run_child([sys.executable, "-c", program], block, tmp_path, env, timeout=120)
+        assert double.requests and all(a is not None for a in double.authorizations), double.requests
+    assert out.strip().endswith(repr([{"user": "ann", "page": "/"}])), out
 
 
 @pytest.mark.parametrize("block", BASH, ids=[f"{b.source}:{b.line}" for b in BASH])
