@@ -29,7 +29,11 @@ _INT_MAX = 2**31 - 1
 #: A new setting says what it means with ``doc=`` in its declaration.
 _MEANINGS: dict[str, str] = {
     "client.id": "A name for this client in broker logs and metrics (default: generated).",
-    "client.rack": "The rack of this client, for fetching from the closest replica (KIP-392).",
+    "client.rack": (
+        "The rack of this client, sent with fetches and group membership (rack-aware assignment). "
+        "Fetching from the closest replica (KIP-392) is not implemented: kaflux ignores a "
+        "broker's preferred read replica and always fetches from the leader."
+    ),
     "request.timeout.ms": (
         "How long to wait for a broker's answer before failing the request and closing the connection."
     ),

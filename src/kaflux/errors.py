@@ -212,7 +212,7 @@ class CommitFailedError(KafkaError):
         "the group rebalanced, so its partitions may now belong to another member. The consumer rejoins on "
         "its next poll(). If the time between polls is the cause, increase max.poll.interval.ms or reduce "
         "max.poll.records so that each batch is processed in time, or process long batches with the "
-        "pause-and-poll pattern (README: 'Long processing')"
+        "pause-and-poll pattern (docs/clients.md: 'Long processing')"
     )
 
     def __init__(

@@ -115,7 +115,7 @@ class Producer(Closeable):
             producer.send("orders", b'{"id": 1}', key=b"customer-7")
             producer.flush(10.0)
 
-    Transactions (see the README, "Exactly once")::
+    Transactions (see docs/clients.md, "Exactly once")::
 
         producer = Producer({"bootstrap.servers": ..., "transactional.id": "billing-1"})
         producer.init_transactions()
@@ -245,7 +245,7 @@ class Producer(Closeable):
             RecordTooLargeError: the record is larger than max.request.size or buffer.memory.
             InvalidTxnStateError: a transactional producer outside a transaction.
             ProducerFencedError / TransactionAbortableError / ...: an earlier fatal or
-                abortable error (see the README's "Exactly once").
+                abortable error (see docs/clients.md, "Exactly once").
             TypeError: an argument of the wrong type (key, value, headers, partition, timestamp).
             InvalidTopicError: ``topic`` is not a legal topic name (checked before any request).
             InvalidArgumentError (a ValueError): a negative or missing partition, or a timestamp
