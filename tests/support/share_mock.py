@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Self
 
 _READY = "KAFLUX-SHARE-MOCK "
+_GROUP_ID_NOT_FOUND = 69
 
 
 class ShareMockCluster:
@@ -104,7 +105,7 @@ class ShareMockCluster:
         return answer.split()[1:]
 
     def members(self, group: str) -> list[str]:
-        """The member ids of share group ``group``, as the mock knows them."""
+        """The member ids of share group ``group``, as the mock knows them (none before one joins)."""
         return self._command(f"members {group}")
 
     def set_leader(self, topic: str, partition: int, broker: int) -> None:
@@ -206,6 +207,8 @@ def _serve(
         err = lib.rd_kafka_mock_sharegroup_get_member_ids(
             cluster, group, ctypes.byref(ids), ctypes.byref(count)
         )
+        if err == _GROUP_ID_NOT_FOUND:
+            return []  # no member joined yet
         if err:
             raise ValueError(f"get_member_ids: error {err}")
         return [(ids[i] or b"").decode() for i in range(count.value)]  # the strings leak: a test child

@@ -142,6 +142,8 @@ class _Session:
     asked: int = 0
     #: the broker cannot take ShareAcquireMode (ShareFetch v1): batch_optimized is all it knows
     no_acquire_mode: bool = False
+    #: its last ShareFetch acquired nothing: it asks for one record while others have some
+    idle: bool = False
     pending: dict[TopicPartition, Acknowledgements] = field(default_factory=dict)
     #: pending acknowledgements must go now (a commit, or a RENEW), not wait for a fetch
     urgent: bool = False
@@ -291,15 +293,24 @@ class ShareConsumeRequestManager(RequestManager):
         return PollResult(MAX_POLL_TIMEOUT_MS, unsent)
 
     def _split(self, budget: int, nodes: list[int]) -> list[tuple[int, int]]:
-        """``budget`` records over ``nodes`` as evenly as can be, each asked for at least one;
-        the remainder (or, with fewer records than brokers, the turn to fetch) goes round."""
+        """``budget`` records over ``nodes``: a broker whose last fetch acquired nothing asks for
+        one record while another had some (it is asked again, for a share, once it has some);
+        the others share the rest as evenly as can be, the remainder (or, with fewer records
+        than brokers, the turn to fetch) going round."""
         if budget <= 0 or not nodes:
             return []
         start = self._turn % len(nodes)
         self._turn += 1
         ordered = nodes[start:] + nodes[:start]
+        idle = [n for n in ordered if self._sessions[n].idle]
+        busy = [n for n in ordered if not self._sessions[n].idle]
+        asks: list[tuple[int, int]] = []
+        if busy and idle:
+            asks = [(node, 1) for node in idle[: max(0, budget - len(busy))]]
+            budget -= len(asks)
+            ordered = busy
         share, extra = divmod(budget, len(ordered))
-        asks = [(node, share + (1 if i < extra else 0)) for i, node in enumerate(ordered)]
+        asks += [(node, share + (1 if i < extra else 0)) for i, node in enumerate(ordered)]
         return [(node, n) for node, n in asks if n > 0]
 
     def poll_on_close(self, now_ms: int) -> PollResult:
@@ -523,6 +534,7 @@ class ShareConsumeRequestManager(RequestManager):
                         ShareCompletedFetch(tp, node, part.records, acquired, self._delivered[node])
                     )
                     size += 0 if part.records is None else len(part.records)
+        session.idle = records == 0
         latency_ms = response.received_ms - response.request.created_ms
         self._metrics.fetch_answered(latency_ms, records, size, response.received_ms)
         if fetched:

@@ -409,3 +409,20 @@ def test_a_v1_broker_is_fetched_from_in_batch_optimized_mode_with_the_acknowledg
     assert [(b.first_offset, b.last_offset) for b in batches] == [(0, 2)]
     assert rig.group.state_of(P0, 0) == (ARCHIVED, 1)
     assert rig.acknowledged == [({P0: {0, 1, 2}}, None)]
+
+
+def test_a_broker_that_had_nothing_asks_for_one_record_while_another_has_some() -> None:
+    rig = _rig(10)
+    rig.group.produce(P1, *_values(30))
+    first = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert first == {0: 5, 1: 5}
+    rig.take_all()  # broker 0 acquired nothing, broker 1 five
+    second = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert second == {0: 1, 1: 9}  # still 10 between them
+    rig.take_all()
+    rig.group.produce(P0, *_values(3))  # broker 0 has records again: its one comes back...
+    third = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert third == {0: 1, 1: 9}
+    rig.take_all()
+    fourth = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert sorted(fourth.values()) == [5, 5]  # ...and it shares again
