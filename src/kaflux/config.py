@@ -913,7 +913,22 @@ class ShareConsumerConfig(CommonConfig):
         doc="implicit: each poll() or commit accepts the records the previous poll() returned; "
         "explicit: every record must be acknowledged before the next poll()",
     )
-    max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
+    share_acquire_mode: str = _setting(
+        "share.acquire.mode",
+        "batch_optimized",
+        kind="str",
+        choices=("batch_optimized", "record_limit"),
+        doc="KIP-1206: record_limit: the broker acquires at most max.poll.records per fetch "
+        "(ShareFetch v2, Kafka 4.2+; a broker without it is fetched from in batch_optimized "
+        "mode); batch_optimized: it may round up to the end of a record batch",
+    )
+    max_poll_records: int = _setting(
+        "max.poll.records",
+        500,
+        low=1,
+        high=_INT_MAX,
+        doc="the most records one poll() returns, and the most a member acquires at a time",
+    )
     fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
     fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
     fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)

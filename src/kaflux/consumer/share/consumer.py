@@ -169,6 +169,7 @@ class ShareConsumer(Closeable):
             fetch_max_bytes=config_.fetch_max_bytes,
             max_poll_records=config_.max_poll_records,
             buffer_max_bytes=config_.fetch_buffer_max_bytes,
+            acquire_mode=config_.share_acquire_mode,
             metrics=share_metrics,
         )
         processor = ShareEventProcessor(membership, consume, heartbeat, network.metadata, network_metrics)
