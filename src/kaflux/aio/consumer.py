@@ -15,7 +15,7 @@ positions advance only for records returned.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from re import Pattern
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -28,6 +28,7 @@ from kaflux.consumer.consumer import METRICS_TIMEOUT_S, Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+from kaflux.interceptors import ConsumerInterceptor
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
 
 if TYPE_CHECKING:
@@ -69,13 +70,15 @@ class AsyncConsumer:
         config: Mapping[str, object],
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        interceptors: Sequence[ConsumerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (the sync consumer's keys) and start the network thread.
+        ``interceptors``: as :class:`kaflux.Consumer`'s (their hooks run on the loop's thread).
 
         Raises:
             ConfigError: a key is unknown, a value has the wrong type or is out of range.
         """
-        self._consumer = Consumer(config, key_deserializer, value_deserializer)
+        self._consumer = Consumer(config, key_deserializer, value_deserializer, interceptors)
         self._guard = LoopGuard("AsyncConsumer")
         self._closed = False
         self._batch: Iterator[ConsumerRecord] = iter(())

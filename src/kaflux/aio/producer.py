@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 from kaflux.aio.driver import FutureAwaitable, LoopGuard
 from kaflux.config import ProducerConfig
 from kaflux.errors import KafkaTimeoutError
+from kaflux.interceptors import ProducerInterceptor
 from kaflux.producer.futures import DeliveryCallback
 from kaflux.producer.producer import METRICS_TIMEOUT_S, Headers, Producer, Serializer
 from kaflux.structs import OffsetAndMetadata, PartitionInfo, RecordMetadata, TopicPartition
@@ -48,16 +49,22 @@ class AsyncProducer:
         config: Mapping[str, object],
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        interceptors: Sequence[ProducerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (the sync producer's keys) and start the network thread.
+        ``interceptors``: as :class:`kaflux.Producer`'s (``on_send`` runs on the loop's thread).
 
         Raises:
             ConfigError: a key is unknown, a value invalid, or settings conflict.
         """
         self._max_block_s = ProducerConfig.from_dict(config).max_block_ms / 1000
-        # The sync producer serializes (plain functions or context-aware serializers alike).
+        # The sync producer serializes (plain functions or context-aware serializers alike) and
+        # runs the interceptors (its send() is the intercepting one when there are some).
         self._producer = Producer(
-            {**config, "max.block.ms": 0}, key_serializer=key_serializer, value_serializer=value_serializer
+            {**config, "max.block.ms": 0},
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            interceptors=interceptors,
         )
         self._guard = LoopGuard("AsyncProducer")
         self._topics: set[str] = set()
