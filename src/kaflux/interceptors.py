@@ -79,7 +79,8 @@ class ProducerInterceptor:
 
     def configure(self, config: Mapping[str, object]) -> None:
         """Called once with the client's configuration, for interceptors made from
-        ``interceptor.classes`` (instances passed in ``interceptors=`` are not configured)."""
+        ``interceptor.classes`` or by a registered factory (instances passed in
+        ``interceptors=`` are not configured)."""
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
         """Return the record to send: ``record`` itself (changed or not) or another one."""
@@ -121,7 +122,7 @@ class ConsumerInterceptor:
 
     def configure(self, config: Mapping[str, object]) -> None:
         """Called once with the client's configuration, for interceptors made from
-        ``interceptor.classes``."""
+        ``interceptor.classes`` or by a registered factory."""
 
     def on_consume(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         """Return the records ``poll()`` hands the application (``records`` itself, or a
@@ -158,8 +159,9 @@ _factories: list[InterceptorFactory] = []
 
 def register_interceptor_factory(factory: InterceptorFactory) -> None:
     """Give every client created from now on the interceptor ``factory(kind, client)``
-    returns (``kind`` one of ``producer``, ``consumer``, ``share-consumer``; ``client`` the
-    sync client being made, its ``client_id`` set, not started yet; None: no interceptor).
+    returns, configured with the client's configuration. ``kind`` is ``producer``,
+    ``consumer`` or ``share-consumer``; ``client`` the sync client being made (its
+    ``client_id`` set, not started yet); the factory returns None for no interceptor.
     Clients already created are not changed."""
     if factory not in _factories:
         _factories.append(factory)
@@ -231,6 +233,7 @@ def load_interceptors(
             )
             continue
         if isinstance(made_by, base):
+            made_by.configure(dict(config))
             found.append(made_by)
     return found
 
