@@ -200,3 +200,52 @@ def test_interceptor_classes_config_gives_a_consumer_its_interceptor(broker: Bro
         assert type(consumer._interceptors.interceptors[0]).__name__ == "Interceptor"
     finally:
         consumer.close(WAIT_S)
+
+
+def test_share_consumers_sync_and_asyncio_run_on_consume_and_on_acknowledge() -> None:
+    from kaflux import ShareConsumer
+    from kaflux.aio import AsyncShareConsumer
+
+    from support.share_mock import ShareMockCluster
+
+    topic = f"kx-share-interceptors-{time.time_ns()}"
+    with ShareMockCluster(auto_offset_reset="earliest") as cluster:
+        with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as producer:
+            for value in (b"a", b"drop", b"c"):
+                producer.send(topic, value, partition=0)
+            producer.flush(WAIT_S)
+        config = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic}"}
+        recording = RecordingConsumerInterceptor()
+        consumer = ShareConsumer(config, interceptors=[recording])
+        consumer.subscribe([topic])
+        try:
+            got: list[bytes] = []
+            deadline = time.monotonic() + WAIT_S
+            while len(recording.consumed) < 3 and time.monotonic() < deadline:
+                got += [r.value for r in consumer.poll(0.5)]
+            assert got == [b"a", b"c"]
+            assert [r.delivery_count for r in recording.consumed] == [1, 1, 1]
+            results = consumer.commit_sync(WAIT_S)  # accepts the three (implicit mode)
+            assert results == {TopicPartition(topic, 0): None}
+            assert recording.acknowledged == [({TopicPartition(topic, 0): {0, 1, 2}}, None)]
+        finally:
+            consumer.close(WAIT_S)
+        assert recording.closed == 1
+
+        with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as producer:
+            producer.send(topic, b"d", partition=0).result(WAIT_S)
+        in_loop = RecordingConsumerInterceptor()
+
+        async def scenario() -> list[bytes]:
+            values: list[bytes] = []
+            async with AsyncShareConsumer(
+                {**config, "group.id": f"g2-{topic}"}, interceptors=[in_loop]
+            ) as aconsumer:
+                aconsumer.subscribe([topic])
+                deadline = time.monotonic() + WAIT_S
+                while len(in_loop.consumed) < 4 and time.monotonic() < deadline:
+                    values += [r.value for r in await aconsumer.poll(0.5)]
+            return values
+
+        assert run(scenario()) == [b"a", b"c", b"d"]
+    assert in_loop.closed == 1
