@@ -46,9 +46,6 @@ __all__ = [
 
 log = logging.getLogger("kaflux.interceptors")
 
-#: what a client names itself as when asking the registered factories for interceptors
-CLIENT_KINDS = ("producer", "consumer", "share-consumer")
-
 
 @dataclass(slots=True)
 class ProducerRecord:
