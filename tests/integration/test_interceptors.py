@@ -18,8 +18,12 @@ from kaflux.devbrokers.brokers import Broker
 from kaflux.structs import OffsetAndMetadata
 
 from support.aio_helpers import run
-from support.interceptors import CountingProducerInterceptor, RaisingEverywhere, RecordingConsumerInterceptor
 from support.kafka_helpers import create_topic
+from support.recording_interceptors import (
+    CountingProducerInterceptor,
+    RaisingEverywhere,
+    RecordingConsumerInterceptor,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -192,7 +196,7 @@ def test_arrow_paths_run_the_batch_hooks(broker: Broker, topic_name: str) -> Non
 def test_interceptor_classes_config_gives_a_consumer_its_interceptor(broker: Broker, topic_name: str) -> None:
     consumer = Consumer(
         _consumer_config(
-            broker, f"g-{topic_name}", **{"interceptor.classes": "support.interceptors.Interceptor"}
+            broker, f"g-{topic_name}", **{"interceptor.classes": "support.recording_interceptors.Interceptor"}
         )
     )
     try:

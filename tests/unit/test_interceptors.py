@@ -28,7 +28,7 @@ from kaflux.interceptors import (
 from kaflux.records import ConsumerRecord
 from kaflux.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 
-from support.interceptors import CountingProducerInterceptor, NotAnInterceptor
+from support.recording_interceptors import CountingProducerInterceptor, NotAnInterceptor
 
 # nothing listens here: the producer's network thread never connects within these tests
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "max.block.ms": 100}
@@ -134,8 +134,11 @@ def test_on_acknowledge_reaches_share_interceptors_only() -> None:
     [
         ("nodots", "not a dotted class path"),
         ("no_such_module_kx.Thing", "cannot import module 'no_such_module_kx'"),
-        ("support.interceptors.Missing", "has no class 'Missing'"),
-        ("support.interceptors.NotAnInterceptor", "is not a subclass of kaflux.ProducerInterceptor"),
+        ("support.recording_interceptors.Missing", "has no class 'Missing'"),
+        (
+            "support.recording_interceptors.NotAnInterceptor",
+            "is not a subclass of kaflux.ProducerInterceptor",
+        ),
     ],
 )
 def test_a_bad_interceptor_class_path_is_a_config_error_naming_the_key(path: str, says: str) -> None:
@@ -150,7 +153,7 @@ def test_interceptor_classes_are_made_and_configured_with_the_client_config() ->
         "producer",
         SimpleNamespace(client_id="p-1"),
         None,
-        ["support.interceptors.CountingProducerInterceptor"],
+        ["support.recording_interceptors.CountingProducerInterceptor"],
         {"bootstrap.servers": "x:1", "client.id": "p-1"},
     )
     assert len(found) == 1
