@@ -113,6 +113,27 @@ def test_auto_commit_reports_to_on_commit_on_the_polling_thread(broker: Broker, 
     assert recording.closed == 1
 
 
+def test_the_auto_commit_of_close_reaches_on_commit(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for i in range(4):
+            producer.send(topic_name, b"%d" % i)
+        producer.flush(WAIT_S)
+    recording = RecordingConsumerInterceptor()
+    config = _consumer_config(
+        broker, f"g-{topic_name}", **{"enable.auto.commit": True, "auto.commit.interval.ms": 600_000}
+    )
+    consumer = Consumer(config, interceptors=[recording])
+    consumer.subscribe([topic_name])
+    try:
+        assert len(_poll_until(consumer, 4)) == 4
+        assert recording.commits == []  # the interval is far off: nothing committed yet
+    finally:
+        consumer.close(WAIT_S)  # leaving the group commits the consumed positions first
+    assert recording.commits == [{TopicPartition(topic_name, 0): OffsetAndMetadata(4)}]
+    assert recording.closed == 1
+
+
 def test_interceptors_that_raise_everywhere_break_nothing(
     broker: Broker, topic_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
