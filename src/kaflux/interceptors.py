@@ -94,9 +94,10 @@ class ProducerInterceptor:
     def on_record_acknowledgement(
         self, record: ProducerRecord, metadata: RecordMetadata | None, error: KafkaError | None
     ) -> None:
-        """kaflux's :meth:`on_acknowledgement` that also gets the record :meth:`on_send`
-        returned (the same object), to pair the two (a tracing span, say). What the producer
-        calls; by default it calls :meth:`on_acknowledgement`."""
+        """kaflux's :meth:`on_acknowledgement` that also gets the record this interceptor's
+        :meth:`on_send` returned (the same object, whatever later interceptors did), to pair
+        the two (a tracing span, say). What the producer calls; by default it calls
+        :meth:`on_acknowledgement`."""
         self.on_acknowledgement(metadata, error)
 
     def on_batch_acknowledgement(self, metadata: BatchMetadata | None, error: BaseException | None) -> None:
@@ -269,23 +270,31 @@ class ProducerInterceptors(_Chain[ProducerInterceptor]):
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
         """Each interceptor's :meth:`ProducerInterceptor.on_send`, each given the previous one's
-        record; one that raises or returns no ProducerRecord is skipped."""
+        record; one that raises or returns no ProducerRecord is skipped. The record to send."""
+        return self.on_send_each(record)[-1]
+
+    def on_send_each(self, record: ProducerRecord) -> list[ProducerRecord]:
+        """:meth:`on_send`, returning the record after each interceptor (the last one is the
+        record to send), so that each acknowledgement can be paired with the record that
+        interceptor returned (:meth:`on_acknowledgement`)."""
+        after: list[ProducerRecord] = []
         for interceptor in self.interceptors:
             try:
                 result = interceptor.on_send(record)
             except Exception:
                 self._failed(interceptor, "on_send")
-                continue
-            if isinstance(result, ProducerRecord):
-                record = result
             else:
-                log.warning(
-                    "%s: interceptor %s.on_send returned %s, not a ProducerRecord; skipped",
-                    self.client_id,
-                    type(interceptor).__name__,
-                    type(result).__name__,
-                )
-        return record
+                if isinstance(result, ProducerRecord):
+                    record = result
+                else:
+                    log.warning(
+                        "%s: interceptor %s.on_send returned %s, not a ProducerRecord; skipped",
+                        self.client_id,
+                        type(interceptor).__name__,
+                        type(result).__name__,
+                    )
+            after.append(record)
+        return after
 
     def on_send_batch(self, topic: str, batch: Any) -> Any:
         """Each interceptor's :meth:`ProducerInterceptor.on_send_batch`, in order."""
@@ -300,11 +309,12 @@ class ProducerInterceptors(_Chain[ProducerInterceptor]):
         return batch
 
     def on_acknowledgement(
-        self, record: ProducerRecord, metadata: RecordMetadata | None, error: KafkaError | None
+        self, records: list[ProducerRecord], metadata: RecordMetadata | None, error: KafkaError | None
     ) -> None:
         """Each interceptor's :meth:`ProducerInterceptor.on_record_acknowledgement` (by
-        default its ``on_acknowledgement``)."""
-        for interceptor in self.interceptors:
+        default its ``on_acknowledgement``), with the record it returned from ``on_send``
+        (``records``: what :meth:`on_send_each` returned)."""
+        for interceptor, record in zip(self.interceptors, records, strict=True):
             try:
                 interceptor.on_record_acknowledgement(record, metadata, error)
             except Exception:

@@ -88,7 +88,7 @@ def test_a_raising_on_send_is_logged_and_the_record_goes_on_as_the_previous_inte
 def test_a_raising_on_acknowledgement_does_not_stop_the_next_interceptor() -> None:
     counting = CountingProducerInterceptor()
     chain = ProducerInterceptors("p-1", [Raising(), counting])
-    chain.on_acknowledgement(ProducerRecord("t"), RecordMetadata("t", 0, 5, 1), None)
+    chain.on_acknowledgement([ProducerRecord("t")] * 2, RecordMetadata("t", 0, 5, 1), None)
     assert counting.acknowledged == [(RecordMetadata("t", 0, 5, 1), None)]
 
 
@@ -217,3 +217,25 @@ def test_registered_factories_apply_to_clients_created_afterwards_only() -> None
     assert before == [] and gone == [] and consumer_side == []
     assert len(after) == 1 and isinstance(after[0], CountingProducerInterceptor)
     assert made == [("producer", "p-1"), ("consumer", "c-1")]
+
+
+def test_each_interceptor_is_acknowledged_with_the_record_it_returned() -> None:
+    paired: list[tuple[str, bytes]] = []
+
+    class Replacing(ProducerInterceptor):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_send(self, record: ProducerRecord) -> ProducerRecord:
+            return ProducerRecord(record.topic, self.name.encode())  # a new object
+
+        def on_record_acknowledgement(
+            self, record: ProducerRecord, metadata: RecordMetadata | None, error: KafkaError | None
+        ) -> None:
+            paired.append((self.name, record.value))
+
+    chain = ProducerInterceptors("p-1", [Replacing("a"), Raising(), Replacing("b")])
+    seen = chain.on_send_each(ProducerRecord("t", b"original"))
+    assert [r.value for r in seen] == [b"a", b"a", b"b"]
+    chain.on_acknowledgement(seen, RecordMetadata("t", 0, 0, 0), None)
+    assert paired == [("a", b"a"), ("b", b"b")]

@@ -356,11 +356,12 @@ class Producer(Closeable):
         assert interceptors is not None
         if headers is not None and not isinstance(headers, list):
             headers = _header_list(headers)
-        record = interceptors.on_send(ProducerRecord(topic, value, key, headers, partition, timestamp))
+        seen = interceptors.on_send_each(ProducerRecord(topic, value, key, headers, partition, timestamp))
+        record = seen[-1]
         acknowledge = interceptors.on_acknowledgement
 
         def delivered(metadata: RecordMetadata, error: KafkaError | None) -> None:
-            acknowledge(record, metadata, error)
+            acknowledge(seen, metadata, error)
             if callback is not None:
                 callback(metadata, error)
 
@@ -377,7 +378,7 @@ class Producer(Closeable):
             )
         except Exception as exc:
             error = exc if isinstance(exc, KafkaError) else KafkaError(f"{type(exc).__name__}: {exc}")
-            acknowledge(record, None, error)
+            acknowledge(seen, None, error)
             raise
 
     def _too_large(
