@@ -690,6 +690,14 @@ class ConsumerConfig(CommonConfig):
 
     CLIENT_KIND: ClassVar[str] = "consumer"
 
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ConsumerInterceptor subclasses), each made with no "
+        "arguments, then configure(config); see kaflux.interceptors",
+    )
+
     group_id: str | None = _setting("group.id", None, kind="optional_str")
     group_instance_id: str | None = _setting("group.instance.id", None, kind="optional_str")
     group_protocol: str = _setting("group.protocol", "classic", kind="str", choices=("classic", "consumer"))
@@ -781,6 +789,14 @@ class ProducerConfig(CommonConfig):
     """Producer settings (Java's ``ProducerConfig``)."""
 
     CLIENT_KIND: ClassVar[str] = "producer"
+
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ProducerInterceptor subclasses), each made with no "
+        "arguments, then configure(config); see kaflux.interceptors",
+    )
 
     receive_buffer_bytes: int = _setting("receive.buffer.bytes", 32768, low=-1, high=_INT_MAX)
     acks: str = _setting("acks", "all", kind="str", choices=("all", "-1", "0", "1"))
@@ -903,6 +919,14 @@ class ShareConsumerConfig(CommonConfig):
     """Share consumer settings (Java's ``ShareConsumerConfig``, KIP-932)."""
 
     CLIENT_KIND: ClassVar[str] = "share consumer"
+
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ShareConsumerInterceptor subclasses), each "
+        "made with no arguments, then configure(config); see kaflux.interceptors",
+    )
 
     group_id: str = _setting("group.id", "", kind="str", doc="required: the share group to join")
     share_acknowledgement_mode: str = _setting(
