@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
-from kaflux.cli.main import CliError, client_options, client_settings
+from kaflux.cli.main import CliError, client_options_without_timeout, client_settings
 from kaflux.cli.output import progress, record_writer, timestamp_callback
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
 from kaflux.structs import TopicPartition
@@ -121,9 +121,10 @@ def _start_at(from_beginning: bool, offset: int | None, from_time: int | None) -
     "--timeout",
     type=click.FloatRange(min=0),
     metavar="SECONDS",
-    help="Stop after this long without a record (an error if -n was not reached).",
+    help="Stop after this long without a record (an error if -n was not reached); also how long "
+    "to wait for a broker to accept a connection (default: 5).",
 )
-@client_options
+@client_options_without_timeout
 def consume(
     topic: str,
     partition: int | None,
@@ -143,6 +144,8 @@ def consume(
     """
     start = _start_at(from_beginning, offset, from_time)
     settings = client_settings()
+    if timeout is not None:
+        settings.timeout = timeout
     extra: dict[str, object] = {}
     given = settings.merged()
     group = group or given.get("group.id") or None
@@ -161,6 +164,7 @@ def consume(
     consumer = Consumer(config)
     interrupted = False
     try:
+        settings.ensure_reachable()
         if group is not None:
             listener = (
                 None if start.kind in ("default", "beginning") else _StartOnFirstAssignment(consumer, start)

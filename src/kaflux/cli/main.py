@@ -19,7 +19,9 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,13 +96,52 @@ def _known_keys() -> dict[ClientKind, frozenset[str]]:
     }
 
 
+#: how long a command waits for a first broker to accept a connection, unless --timeout says
+DEFAULT_TIMEOUT_S = 5.0
+_RETRY_S = 0.2
+
+
 @dataclass
 class ClientSettings:
-    """The client settings a command was given: ``--config``, then ``-X``, then ``-b``."""
+    """The client settings a command was given: ``--config``, then ``-X``, then ``-b``; and
+    ``--timeout``, how long to wait for a first broker to accept a connection."""
 
     bootstrap_servers: str | None = None
     overrides: list[tuple[str, str]] = field(default_factory=list)
     config_file: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    _reached: bool = field(default=False, init=False, repr=False)
+
+    def ensure_reachable(self) -> None:
+        """Wait up to :attr:`timeout` seconds for one of the bootstrap servers to accept a TCP
+        connection (once per command); raise CliError naming each address and why not. Commands
+        call it once their client exists (its settings checked) and before they need a broker.
+
+        A command against a wrong or dead address fails in seconds, as kcat does, instead of
+        waiting out the clients' 60 s API timeouts. Only reaching a broker is bounded so: a
+        slow answer from a live cluster still gets the client's own timeouts.
+        """
+        if self._reached:
+            return
+        servers = self.merged()["bootstrap.servers"]
+        addresses = [a.strip() for a in servers.split(",") if a.strip()]
+        deadline = time.monotonic() + self.timeout
+        errors: dict[str, str] = {}
+        while True:
+            for address in addresses:
+                error = _try_connect(address, max(0.05, deadline - time.monotonic()))
+                if error is None:
+                    self._reached = True
+                    return
+                errors[address] = error
+            if time.monotonic() + _RETRY_S >= deadline:
+                break
+            time.sleep(_RETRY_S)  # a broker may be starting: try again until the deadline
+        tried = ", ".join(f"{address} ({why})" for address, why in errors.items())
+        raise CliError(
+            f"no broker reachable at {tried} within {self.timeout:g} s: check -b/--bootstrap-servers, "
+            "or wait longer with --timeout"
+        )
 
     def merged(self) -> dict[str, str]:
         """Every setting given, as strings (the config classes parse them)."""
@@ -132,11 +173,32 @@ class ClientSettings:
         return config
 
 
+def _try_connect(address: str, timeout: float) -> str | None:
+    """None when ``address`` (``[SCHEME://]host:port``) accepts a TCP connection within
+    ``timeout`` seconds, else why not."""
+    hostport = address.split("://", 1)[-1]
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or not port_text.isdigit():
+        return "not of the form host:port"
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout):
+            return None
+    except socket.gaierror as e:
+        return f"cannot resolve {host!r}: {e.strerror}"
+    except TimeoutError:
+        return "connect timed out"
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         settings: ClientSettings = ctx.meta.setdefault(_META, ClientSettings())
         if name == "bootstrap":
             settings.bootstrap_servers = value or None
+        elif name == "timeout":
+            settings.timeout = value
         elif name == "overrides":
             from kaflux.cli.output import key_values_callback  # rich: not for --version or --help
 
@@ -148,8 +210,8 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
 
 
 def client_options(f: F) -> F:
-    """``-b/--bootstrap-servers``, ``-X KEY=VALUE`` and ``--config/--command-config FILE``; read
-    them in the command with :func:`client_settings`."""
+    """``-b/--bootstrap-servers``, ``-X KEY=VALUE``, ``--config/--command-config FILE`` and
+    ``--timeout SECONDS``; read them in the command with :func:`client_settings`."""
     return _client_options(("--config", "--command-config"))(f)
 
 
@@ -159,8 +221,25 @@ def client_options_without_config(f: F) -> F:
     return _client_options(("--command-config",))(f)
 
 
-def _client_options(file_option: tuple[str, ...]) -> Callable[[F], F]:
+def client_options_without_timeout(f: F) -> F:
+    """:func:`client_options` for a command whose own ``--timeout`` means more (``consume``): it
+    sets :attr:`ClientSettings.timeout` itself."""
+    return _client_options(("--config", "--command-config"), timeout=False)(f)
+
+
+def _client_options(file_option: tuple[str, ...], *, timeout: bool = True) -> Callable[[F], F]:
     def decorate(f: F) -> F:
+        if timeout:
+            f = click.option(
+                "--timeout",
+                type=click.FloatRange(min=0),
+                default=DEFAULT_TIMEOUT_S,
+                show_default=True,
+                metavar="SECONDS",
+                expose_value=False,
+                callback=_store("timeout"),
+                help="How long to wait for a broker to accept a connection.",
+            )(f)
         f = click.option(
             *file_option,
             "config_file",
