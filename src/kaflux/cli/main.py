@@ -280,19 +280,41 @@ def client_settings() -> ClientSettings:
 
 # --- the group ---------------------------------------------------------------------------------------
 
-#: subcommand -> (module, attribute); imported when used, since they import this module
-_SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
-    "acls": ("kaflux.cli.operations", "acls"),
-    "broker": ("kaflux.cli.broker", "broker"),
-    "configs": ("kaflux.cli.operations", "configs"),
-    "consume": ("kaflux.cli.consume", "consume"),
-    "demo": ("kaflux.cli.demo", "demo"),
-    "groups": ("kaflux.cli.groups", "groups"),
-    "produce": ("kaflux.cli.produce", "produce"),
-    "share": ("kaflux.cli.share", "share"),
-    "topics": ("kaflux.cli.topics", "topics"),
-    "transactions": ("kaflux.cli.operations", "transactions"),
-    "users": ("kaflux.cli.operations", "users"),
+#: subcommand -> (module, attribute, its short help); the module is imported when the command is
+#: used (they import this module), and ``kaflux --help`` lists the short help without importing
+#: any (a test checks they match the commands' own)
+_SUBCOMMANDS: Mapping[str, tuple[str, str, str]] = {
+    "acls": ("kaflux.cli.operations", "acls", "List, create and delete ACLs."),
+    "broker": ("kaflux.cli.broker", "broker", "Run an embedded development broker."),
+    "configs": ("kaflux.cli.operations", "configs", "Show and change topic and broker configs."),
+    "consume": (
+        "kaflux.cli.consume",
+        "consume",
+        "Print the records of TOPIC until Ctrl-C (or -n COUNT records).",
+    ),
+    "demo": (
+        "kaflux.cli.demo",
+        "demo",
+        "Produce page-view events and read them back with the plain clients.",
+    ),
+    "groups": (
+        "kaflux.cli.groups",
+        "groups",
+        "List, describe and inspect consumer groups; reset or delete their offsets; remove members.",
+    ),
+    "produce": (
+        "kaflux.cli.produce",
+        "produce",
+        "Send each line of FILE (default: stdin) to TOPIC as a record's value.",
+    ),
+    "share": ("kaflux.cli.share", "share", "Share groups (KIP-932): queue semantics on Kafka topics."),
+    "topics": (
+        "kaflux.cli.topics",
+        "topics",
+        "List, describe, create and delete topics; look up their offsets.",
+    ),
+    "transactions": ("kaflux.cli.operations", "transactions", "List, describe and abort transactions."),
+    "users": ("kaflux.cli.operations", "users", "List SCRAM users, set their passwords, delete them."),
 }
 
 
@@ -309,6 +331,31 @@ class _Group(click.Group):
         command = getattr(importlib.import_module(spec[0]), spec[1])
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from :data:`_SUBCOMMANDS`: no subcommand module (nor
+        what they import: rich, the clients, the wire protocol) is loaded to show it."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            spec = _SUBCOMMANDS.get(name)
+            if spec is None:
+                command = super().get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                rows.append((name, _shorten(spec[2], limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` characters, as click shortens a command's help."""
+    return click.Command(None, help=text).get_short_help_str(limit)
 
 
 def _version() -> str:
