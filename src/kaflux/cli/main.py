@@ -15,21 +15,21 @@ a traceback (``KAFLUX_TRACEBACK=1`` shows it); SIGTERM is handled as Ctrl-C.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import signal
-import socket
 import sys
-import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# logging, pathlib, socket, time and traceback are imported where used: `kaflux --help` and
+# `--version` load as little as they can (tests/cli/test_cli_startup.py)
 
 ClientKind = Literal["consumer", "producer", "admin"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,16 +101,22 @@ DEFAULT_TIMEOUT_S = 5.0
 _RETRY_S = 0.2
 
 
-@dataclass
 class ClientSettings:
     """The client settings a command was given: ``--config``, then ``-X``, then ``-b``; and
     ``--timeout``, how long to wait for a first broker to accept a connection."""
 
-    bootstrap_servers: str | None = None
-    overrides: list[tuple[str, str]] = field(default_factory=list)
-    config_file: Path | None = None
-    timeout: float = DEFAULT_TIMEOUT_S
-    _reached: bool = field(default=False, init=False, repr=False)
+    def __init__(
+        self,
+        bootstrap_servers: str | None = None,
+        overrides: list[tuple[str, str]] | None = None,
+        config_file: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.overrides: list[tuple[str, str]] = [] if overrides is None else overrides
+        self.config_file = config_file
+        self.timeout = timeout
+        self._reached = False
 
     def ensure_reachable(self) -> None:
         """Wait up to :attr:`timeout` seconds for one of the bootstrap servers to accept a TCP
@@ -123,6 +129,8 @@ class ClientSettings:
         """
         if self._reached:
             return
+        import time
+
         servers = self.merged()["bootstrap.servers"]
         addresses = [a.strip() for a in servers.split(",") if a.strip()]
         deadline = time.monotonic() + self.timeout
@@ -181,6 +189,8 @@ def _try_connect(address: str, timeout: float) -> str | None:
     if not sep or not port_text.isdigit():
         return "not of the form host:port"
     host = host.strip("[]")
+    import socket
+
     try:
         with socket.create_connection((host, int(port_text)), timeout=timeout):
             return None
@@ -229,6 +239,8 @@ def client_options_without_timeout(f: F) -> F:
 
 def _client_options(file_option: tuple[str, ...], *, timeout: bool = True) -> Callable[[F], F]:
     def decorate(f: F) -> F:
+        from pathlib import Path
+
         if timeout:
             f = click.option(
                 "--timeout",
@@ -377,6 +389,8 @@ def cli(verbose: int) -> None:
     for any client setting and --config FILE (a Java properties file). Listings print a table on
     a terminal and JSON otherwise (--format chooses).
     """
+    import logging
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="kaflux: %(levelname)s: %(name)s: %(message)s")
 
@@ -438,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.exit(0)
     except Exception as e:
         if os.environ.get("KAFLUX_TRACEBACK"):
+            import traceback
+
             traceback.print_exc()
         _fail(describe_error(e), 1)
     sys.exit(result if isinstance(result, int) else 0)
