@@ -296,8 +296,9 @@ class StdoutSink:
     chunks go through ``sys.stdout`` and count as written once it is flushed.
     """
 
-    def __init__(self, stop: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, stop: Callable[[], bool] = lambda: False, fd: int | None = None) -> None:
         self._stop = stop
+        self._fd = fd  # None: stdout's
         #: the reader went away (EPIPE): nothing more can be written
         self.closed = False
 
@@ -305,13 +306,14 @@ class StdoutSink:
         """Write ``chunks``; returns how many were written whole, the first ones."""
         if self.closed:
             return 0
-        fd = _stdout_fd()
+        fd = _stdout_fd() if self._fd is None else self._fd
         if fd is None:
             out = sys.stdout
             out.write(b"".join(chunks).decode(getattr(out, "encoding", None) or "utf-8", "replace"))
             out.flush()
             return len(chunks)
-        sys.stdout.flush()  # anything printed before goes first
+        if self._fd is None:
+            sys.stdout.flush()  # anything printed before goes first
         ends = list(itertools.accumulate(len(c) for c in chunks))
         data = memoryview(b"".join(chunks))
         limit = len(data)
@@ -334,8 +336,8 @@ class StdoutSink:
     def reader_gone(self) -> bool:
         """Whether stdout is a pipe whose reader went away (``| head`` ended), found without
         writing: a command with nothing to print learns it here, not at its next record."""
-        fd = _stdout_fd()
-        if fd is not None and not self.closed:
+        fd = _stdout_fd() if self._fd is None else self._fd
+        if fd is not None and not self.closed and hasattr(select, "poll"):  # not on Windows
             poller = select.poll()
             poller.register(fd, select.POLLOUT)  # a pipe without readers reports POLLERR
             if any(events & select.POLLERR for _, events in poller.poll(0)):
