@@ -99,6 +99,7 @@ def _known_keys() -> dict[ClientKind, frozenset[str]]:
 #: how long a command waits for a first broker to accept a connection, unless --timeout says
 DEFAULT_TIMEOUT_S = 5.0
 _RETRY_S = 0.2
+_ATTEMPT_S = 2.0
 
 
 class ClientSettings:
@@ -137,7 +138,8 @@ class ClientSettings:
         errors: dict[str, str] = {}
         while True:
             for address in addresses:
-                error = _try_connect(address, max(0.05, deadline - time.monotonic()))
+                # at most 2 s an attempt, so that a black-holed first address leaves time for the rest
+                error = _try_connect(address, min(_ATTEMPT_S, max(0.05, deadline - time.monotonic())))
                 if error is None:
                     self._reached = True
                     return
