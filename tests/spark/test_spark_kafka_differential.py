@@ -169,9 +169,10 @@ def test_available_now_with_max_offsets_per_trigger(
     anchor_rows, anchor_batches = _available_now(anchor, "kafka", kafka, topic_name, tmp_path, 20)
     kaflux_rows, kaflux_batches = _available_now(anchor, "kaflux", kafka, topic_name, tmp_path, 20)
     assert len(anchor_rows) == 95 and kaflux_rows == anchor_rows
-    # A deliberate difference (docs/spark-vs-kafka-connector.md): Spark's connector floors each partition's share of
-    # the limit (95 records over 3 partitions: batches of 18, then 5); kaflux hands out the
-    # remainder too, so every trigger but the last reads exactly the limit, in fewer triggers.
+    # A deliberate difference (docs/spark-vs-kafka-connector.md): Spark's connector floors each
+    # partition's share of the limit (95 records over 3 partitions: batches of 18, then 5);
+    # kaflux hands out the remainder too, so every trigger but the last reads exactly the
+    # limit, in fewer triggers.
     assert sum(anchor_batches) == sum(kaflux_batches) == 95
     assert max(anchor_batches) <= 20 and kaflux_batches == [20, 20, 20, 20, 15]
     assert len(kaflux_batches) <= len(anchor_batches)
@@ -263,8 +264,9 @@ def test_sink_writes_the_same_records(anchor: Any, kafka: Broker, topic_name: st
             .option("includeHeaders", "true")
         )
         if fmt == "kaflux":
-            # An unavoidable difference (docs/spark-vs-kafka-connector.md): Spark accepts only the append and
-            # overwrite modes for a Python data source, so .save() needs .mode("append").
+            # An unavoidable difference (docs/spark-vs-kafka-connector.md): Spark accepts only
+            # the append and overwrite modes for a Python data source, so .save() needs
+            # .mode("append").
             with pytest.raises(Exception, match="Append"):
                 writer.save()
             writer = writer.mode("append")
