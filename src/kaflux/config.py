@@ -93,7 +93,9 @@ _MEANINGS: dict[str, str] = {
     "max.request.size": "The largest produce request (and so the largest record).",
     "compression.type": "none, gzip, snappy, lz4 or zstd, per batch.",
     "retries": "How often a failed batch is retried (bounded by delivery.timeout.ms).",
-    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure.",
+    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure. "
+    "At least linger.ms + request.timeout.ms: a smaller value set explicitly is refused (as in Java); "
+    "the default is raised to that sum.",
     "partitioner.ignore.keys": "Spread keyed records like unkeyed ones (sticky) instead of hashing the key.",
 }
 
