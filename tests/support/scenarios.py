@@ -708,10 +708,17 @@ def member_config(bootstrap: str, group: str, **extra: object) -> dict[str, obje
 
 
 def _committed_offsets(
-    bootstrap: str, group: str, topic: str, partitions: int, timeout: float
+    bootstrap: str,
+    group: str,
+    topic: str,
+    partitions: int,
+    timeout: float,
+    security: Mapping[str, object] | None = None,
 ) -> dict[int, int]:
     """The group's committed offsets as the broker reports them (read with a non-member kaflux consumer)."""
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    probe = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **(security or {})}
+    )
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -765,9 +772,9 @@ def run_kill_restart(
     topic = unique_name("kx-kill")
     group = unique_name("kx-kill-group")
     report = KillRestartReport(pb.kind, topic)
-    create_topic(pb.bootstrap_servers, topic, partitions)
-    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate).start()
-    member = MemberProcess("reader", member_config(pb.bootstrap_servers, group), topic)
+    create_topic(pb.bootstrap_servers, topic, partitions, config=pb.security)
+    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate, config=pb.security).start()
+    member = MemberProcess("reader", member_config(pb.bootstrap_servers, group, **pb.security), topic)
     try:
         if not member.wait(lambda m: m.read_count() > 0, WAIT_S):
             report.other_problems.append(
@@ -794,7 +801,9 @@ def run_kill_restart(
             pb.restart()
             restart = Restart(index, killed_at, time.monotonic())
             report.restarts.append(restart)
-            restart.committed = _committed_offsets(pb.bootstrap_servers, group, topic, partitions, WAIT_S)
+            restart.committed = _committed_offsets(
+                pb.bootstrap_servers, group, topic, partitions, WAIT_S, pb.security
+            )
             member.resume_commits()
             _measure_recovery(restart, producer, member, recovery_bound_s, report)
             log(
@@ -854,7 +863,7 @@ def _finish_kill_restart(
     report.produced = len(sent_at)
     report.acknowledged = len(acked)
     report.send_failures = len(failed)
-    on_broker = read_back(pb.bootstrap_servers, report.topic, partitions)
+    on_broker = read_back(pb.bootstrap_servers, report.topic, partitions, config=pb.security)
     report.producer_duplicates = sum(len(v) - 1 for v in on_broker.values() if len(v) > 1)
     report.broker_lost = sum(1 for k in acked if k not in on_broker)
 
@@ -1062,6 +1071,12 @@ class ChurnTarget(Protocol):
     def bootstrap_servers(self) -> str: ...
 
 
+def _security(target: object) -> dict[str, object]:
+    """A churn target's client security settings (a :class:`ProxiedBroker`'s; none for the mock)."""
+    security = getattr(target, "security", None)
+    return dict(security) if isinstance(security, dict) else {}
+
+
 def run_group_churn(
     pb: ChurnTarget,
     *,
@@ -1099,13 +1114,19 @@ def run_group_churn(
     topic = unique_name("kx-churn")
     group = unique_name("kx-churn-group")
     report = ChurnReport(pb.kind, topic)
-    (create or create_topic)(pb.bootstrap_servers, topic, partitions)
+    security = _security(pb)
+    if create is not None:
+        create(pb.bootstrap_servers, topic, partitions)
+    else:
+        create_topic(pb.bootstrap_servers, topic, partitions, config=security)
     if group_protocol == "consumer":
-        config = member_config(pb.bootstrap_servers, group, **{"group.protocol": "consumer"})
+        config = member_config(pb.bootstrap_servers, group, **{"group.protocol": "consumer", **security})
         for classic_only in GROUP_TIMINGS:
             config.pop(classic_only, None)
     else:
-        config = member_config(pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy})
+        config = member_config(
+            pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy, **security}
+        )
     everyone: list[MemberProcess] = []
     live: list[MemberProcess] = []
     serial = 0
@@ -1132,7 +1153,7 @@ def run_group_churn(
     schedule = ChurnSchedule(
         actions, duration, rng, started=started, outage=outage is not None, max_members=max_members
     )
-    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate).start()
+    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate, config=security).start()
     try:
         for _ in range(initial_members):
             spawn()
