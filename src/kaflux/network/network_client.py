@@ -536,9 +536,13 @@ class NetworkClient:
 
     def _setup_timed_out(self, conn: BrokerConnection) -> KafkaError:
         limit = f"socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
-        if conn.state is ConnectionState.TLS_HANDSHAKE:
+        if (
+            conn.state is ConnectionState.TLS_HANDSHAKE
+            and (conn.host, conn.port) not in self._tls_established
+        ):
             # Typically a plaintext listener, waiting for the rest of what it read as a huge
-            # request (Kafka itself closes the connection at once instead).
+            # request (Kafka itself closes the connection at once instead). Not once a TLS
+            # connection to the address was established: then it is a slow or stalled network.
             return SslAuthenticationError(
                 f"broker {conn.broker} did not complete the TLS handshake within {limit}. If its "
                 "listener is PLAINTEXT, use security.protocol=PLAINTEXT (or SASL_PLAINTEXT)"

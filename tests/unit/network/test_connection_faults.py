@@ -404,3 +404,43 @@ def _client_context_for_any() -> ssl.SSLContext:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def test_a_stalled_handshake_to_a_known_tls_listener_times_out_as_a_disconnect(
+    faults: FaultPlan, broker: SocketFakeBroker, transport: str, certs: TestCerts
+) -> None:
+    """The setup timeout during a TLS handshake reads as "not a TLS listener" only for an address
+    no TLS connection was ever established to; after that it is a stalled network, retried."""
+    if transport != "tls":
+        pytest.skip("TLS only")
+    client = NetworkClient(
+        ClusterMetadata([("127.0.0.1", broker.port)]),
+        client_id="test",
+        request_timeout_ms=30_000,
+        max_in_flight=5,
+        reconnect_backoff=ExponentialBackoff(20, 200, jitter=0.0),
+        connection_setup_timeout_ms=300,
+        ssl_context=_client_context(certs),
+    )
+    driver = Driver(client)
+    try:
+        warm = driver.add(1)
+        driver.until(driver.all_done(warm), "warm-up")
+        # the connection breaks, and the next handshakes make no progress until the setup timeout
+        faults.arm("read", ERRORS["reset"])
+        broken = driver.add(1)
+        driver.until(driver.all_done(broken), "the request on the broken connection")
+        faults.arm("handshake", lambda: ssl.SSLWantReadError(), times=1_000_000)
+        waiting = driver.add(1)
+        stall_until = time.monotonic() + 1.5  # several setup timeouts of 0.3 s
+        while time.monotonic() < stall_until:
+            driver.pump()
+            assert client.authentication_error(NODE) is None
+        assert faults.fired["handshake"] >= 2, "the stalled handshakes were not retried"
+        assert driver.completions[waiting[0]] == 0  # it waits for a connection, it is not refused
+        faults.disarm()
+        driver.until(driver.all_done(waiting), "the request after the stall")
+        assert driver.errors[waiting[0]] == [None]
+    finally:
+        faults.disarm()
+        client.close()
