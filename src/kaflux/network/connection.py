@@ -100,11 +100,13 @@ class ClosedBeforeAnsweringError(KafkaConnectionError):
 class HandshakeInterruptedError(KafkaConnectionError):
     """The connection was lost during the TLS handshake (reset, or closed by the broker): a
     disconnect, retried with backoff, not an authentication failure. ``closed_by_broker`` tells
-    an orderly end of stream (what a plaintext listener does to a TLS hello) from a reset."""
+    an orderly end of stream from a reset; ``answered`` whether the broker had sent any byte
+    (a plaintext listener sends none: it closes, or resets, on reading a TLS hello)."""
 
-    def __init__(self, message: str, *, closed_by_broker: bool) -> None:
+    def __init__(self, message: str, *, closed_by_broker: bool, answered: bool = False) -> None:
         super().__init__(message)
         self.closed_by_broker = closed_by_broker
+        self.answered = answered
 
 
 class SendFailedError(KafkaConnectionError):
@@ -287,6 +289,8 @@ class BrokerConnection:
     def _tls_handshake(self, now_ms: int) -> None:
         """One step of the non-blocking TLS handshake; on completion, ApiVersions follows."""
         assert isinstance(self._sock, ssl.SSLSocket)
+        if not self.received_any:
+            self._peek_for_answer(self._sock)
         try:
             self._sock.do_handshake()
         except ssl.SSLWantReadError:
@@ -309,11 +313,13 @@ class BrokerConnection:
             raise HandshakeInterruptedError(
                 f"broker {self.broker} closed the connection during the TLS handshake ({exc})",
                 closed_by_broker=True,
+                answered=self.received_any,
             ) from None
         except ssl.SSLSyscallError as exc:
             raise HandshakeInterruptedError(
                 f"connection to broker {self.broker} failed during the TLS handshake ({exc})",
                 closed_by_broker=False,
+                answered=self.received_any,
             ) from None
         except ssl.SSLError as exc:
             # The TLS layer itself refused (an alert, a protocol mismatch): as Java, an
@@ -328,10 +334,20 @@ class BrokerConnection:
             raise HandshakeInterruptedError(
                 f"connection to broker {self.broker} lost during the TLS handshake ({exc})",
                 closed_by_broker=False,
+                answered=self.received_any,
             ) from None
         self.last_activity_ms = now_ms
         self._machine.transition_to(_S.CHECKING_API_VERSIONS)
         self._send_api_versions(now_ms)
+
+    def _peek_for_answer(self, sock: ssl.SSLSocket) -> None:
+        """Note whether the broker sent any byte yet, without consuming it (OpenSSL reads it
+        next): the TCP socket under the TLS one, peeked."""
+        try:
+            if socket.socket.recv(sock, 1, socket.MSG_PEEK):
+                self.received_any = True
+        except OSError:
+            pass  # nothing yet, or the connection failed: the handshake step reports that
 
     def _flush(self, now_ms: int) -> None:
         assert self._sock is not None

@@ -500,6 +500,7 @@ class NetworkClient:
             error = self._maybe_tls_listener(conn, error)
         if (
             isinstance(error, HandshakeInterruptedError)
+            and not error.answered
             and (conn.host, conn.port) not in self._tls_established
         ):
             error = self._maybe_plaintext_listener(conn, error)
@@ -538,6 +539,7 @@ class NetworkClient:
         limit = f"socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
         if (
             conn.state is ConnectionState.TLS_HANDSHAKE
+            and not conn.received_any
             and (conn.host, conn.port) not in self._tls_established
         ):
             # Typically a plaintext listener, waiting for the rest of what it read as a huge
@@ -562,11 +564,11 @@ class NetworkClient:
         )
 
     def _maybe_plaintext_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
-        """A broker that ends the first three TLS handshakes in a row by closing or resetting
-        the connection is most likely a plaintext listener: Kafka closes a connection whose
-        first bytes, a TLS hello, read as an absurd request size (with the rest of the hello
-        unread, the close is a reset). Only before any TLS connection to that address was
-        established: after that, a cut handshake is the network, retried with backoff."""
+        """A broker that ends three TLS handshakes in a row by closing or resetting the
+        connection without sending a byte is most likely a plaintext listener: Kafka closes a
+        connection whose first bytes, a TLS hello, read as an absurd request size (with the
+        rest of the hello unread, the close is a reset). Only before any TLS connection to that
+        address was established: after that, a cut handshake is the network, retried."""
         count = self._unanswered.get(conn.node_id, 0) + 1
         self._unanswered[conn.node_id] = count
         if count < UNANSWERED_BEFORE_TLS_VERDICT:

@@ -109,7 +109,14 @@ class FaultySSLSocket(ssl.SSLSocket):
     """A client's TLS socket with the planned faults (the server side is left alone)."""
 
     def do_handshake(self, block: bool = False) -> None:
+        if self.server_side and PLAN.hit("slow-server") is not None:
+            time.sleep(0.05)  # the hello is answered later than the client's first step
         if not self.server_side and (error := PLAN.hit("handshake")) is not None:
+            raise error
+        calls = self.__dict__.get("_test_handshake_calls", 0) + 1
+        self.__dict__["_test_handshake_calls"] = calls
+        if not self.server_side and calls >= 2 and (error := PLAN.hit("handshake-answered")) is not None:
+            # (a later step runs on a readable event: the broker's hello has arrived)
             raise error
         super().do_handshake(block)
 
@@ -444,3 +451,34 @@ def test_a_stalled_handshake_to_a_known_tls_listener_times_out_as_a_disconnect(
     finally:
         faults.disarm()
         client.close()
+
+
+def test_resets_after_the_broker_answered_the_hello_never_read_as_a_plaintext_listener(
+    faults: FaultPlan, certs: TestCerts, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client's very first handshakes reset again and again by the network (after the
+    broker's hello arrived) are retried: only handshakes ended before the broker sent a byte
+    count toward "the listener is not TLS"."""
+    cluster = TxnFakeCluster(1)
+    tp = TopicPartition("cut", 0)
+    cluster.create_topic(tp.topic, 1)
+    broker = SocketFakeBroker(cluster, ssl_context=_server_context(certs))
+    try:
+        faults.arm("slow-server", ERRORS["reset"], times=1000)
+        faults.arm("handshake-answered", ERRORS["reset"], times=6)
+        with Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(certs.ca_cert),
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 50,
+            }
+        ) as producer:
+            producer.send(tp.topic, b"v", partition=0).result(DEADLINE_S)
+            producer.send(tp.topic, b"w", partition=0).result(DEADLINE_S)  # not a fatal error
+        assert faults.fired["handshake-answered"] == 6
+        assert [v for _, _, v in cluster.records(tp)] == [b"v", b"w"]
+        assert not [r for r in caplog.records if "not TLS" in r.getMessage()]
+    finally:
+        broker.close()
