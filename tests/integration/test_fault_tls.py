@@ -197,8 +197,9 @@ def test_the_admin_client_retries_through_a_cut_handshake_and_resets(tls_noida: 
         topics = [f"kx-tls-admin-{uuid.uuid4().hex[:8]}-{i}" for i in range(5)]
         with _storm(pb) as storm:
             for topic in topics:
-                pb.relay.cut_connections(rst=True)
+                # (armed first: the next connection, after this reset or the storm's, is cut)
                 handshake = pb.relay.cut_mid_response(TLS_HANDSHAKE)
+                pb.relay.cut_connections(rst=True)
                 admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
                 assert handshake.wait(timeout=WAIT_S)
             storm.wait()
