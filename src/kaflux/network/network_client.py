@@ -498,12 +498,11 @@ class NetworkClient:
             self._log_oversized(conn.node_id, error, now_ms)
         if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
             error = self._maybe_tls_listener(conn, error)
-        if (
-            isinstance(error, HandshakeInterruptedError)
-            and not error.answered
-            and (conn.host, conn.port) not in self._tls_established
-        ):
-            error = self._maybe_plaintext_listener(conn, error)
+        if isinstance(error, HandshakeInterruptedError):
+            if error.answered or (conn.host, conn.port) in self._tls_established:
+                self._unanswered.pop(conn.node_id, None)  # a TLS listener: no longer "in a row"
+            else:
+                error = self._maybe_plaintext_listener(conn, error)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
         if backoff:
