@@ -97,7 +97,9 @@ _MEANINGS: dict[str, str] = {
     "max.request.size": "The largest produce request (and so the largest record).",
     "compression.type": "none, gzip, snappy, lz4 or zstd, per batch.",
     "retries": "How often a failed batch is retried (bounded by delivery.timeout.ms).",
-    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure.",
+    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure. "
+    "At least linger.ms + request.timeout.ms: a smaller value set explicitly is refused (as in Java); "
+    "the default is raised to that sum.",
     "partitioner.ignore.keys": "Spread keyed records like unkeyed ones (sticky) instead of hashing the key.",
 }
 
@@ -863,6 +865,7 @@ class ProducerConfig(CommonConfig):
         return conflicts
 
     def validate_explicit(self, given: frozenset[str]) -> None:
+        self._check_delivery_timeout(given)
         # Java's rules (ProducerConfig, Kafka 3.2+): idempotence set explicitly must not meet a
         # conflicting setting; left at its default it quietly gives way to one. Transactions
         # always need it.
@@ -878,6 +881,23 @@ class ProducerConfig(CommonConfig):
             raise ConfigError(
                 "enable.idempotence", "cannot be false with a transactional.id: transactions need idempotence"
             )
+
+    def _check_delivery_timeout(self, given: frozenset[str]) -> None:
+        """Java's rule (KafkaProducer, KIP-91): a record must have time for its linger and one
+        request. delivery.timeout.ms set below linger.ms + request.timeout.ms is refused; left at
+        its default, it is raised to that sum."""
+        floor = min(self.linger_ms + self.request_timeout_ms, _INT_MAX)
+        if self.delivery_timeout_ms >= floor:
+            return
+        if "delivery.timeout.ms" in given:
+            raise ConfigError(
+                "delivery.timeout.ms",
+                f"must be at least linger.ms + request.timeout.ms ({self.linger_ms} + "
+                f"{self.request_timeout_ms} = {floor}), got {self.delivery_timeout_ms}: a record needs "
+                "time to wait for its batch and for one request. Raise delivery.timeout.ms, or lower "
+                "linger.ms or request.timeout.ms",
+            )
+        object.__setattr__(self, "delivery_timeout_ms", floor)
 
     @property
     def acks_value(self) -> int:

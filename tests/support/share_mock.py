@@ -43,6 +43,7 @@ class ShareMockCluster:
         heartbeat_interval_ms: int = 1_000,
         record_lock_duration_ms: int = 30_000,
         auto_offset_reset: str = "latest",
+        brokers: int = 3,
     ) -> None:
         if auto_offset_reset not in ("latest", "earliest"):
             raise ValueError(f"auto_offset_reset must be latest or earliest, not {auto_offset_reset!r}")
@@ -50,6 +51,8 @@ class ShareMockCluster:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.record_lock_duration_ms = record_lock_duration_ms
         self.auto_offset_reset = auto_offset_reset
+        #: brokers in the cluster (1 puts every partition and the coordinator behind one address)
+        self.brokers = brokers
         self._proc: subprocess.Popen[str] | None = None
         self.bootstrap_servers = ""
 
@@ -62,6 +65,7 @@ class ShareMockCluster:
                 str(self.heartbeat_interval_ms),
                 str(self.record_lock_duration_ms),
                 self.auto_offset_reset,
+                str(self.brokers),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -143,7 +147,11 @@ class ShareMockCluster:
 
 
 def _serve(
-    session_timeout_ms: int, heartbeat_interval_ms: int, record_lock_duration_ms: int, auto_offset_reset: str
+    session_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    record_lock_duration_ms: int,
+    auto_offset_reset: str,
+    brokers: int = 3,
 ) -> None:
     import confluent_kafka
 
@@ -169,7 +177,11 @@ def _serve(
     lib.rd_kafka_mock_sharegroup_set_auto_offset_reset.argtypes = [ctypes.c_void_p, ctypes.c_int]
     errstr = ctypes.create_string_buffer(512)
     conf = lib.rd_kafka_conf_new()
-    for key, value in (("test.mock.num.brokers", "3"), ("bootstrap.servers", ""), ("log_level", "0")):
+    for key, value in (
+        ("test.mock.num.brokers", str(brokers)),
+        ("bootstrap.servers", ""),
+        ("log_level", "0"),
+    ):
         if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, len(errstr)) != 0:
             raise SystemExit(errstr.value.decode())
     rk = lib.rd_kafka_new(0, conf, errstr, len(errstr))  # a producer handle holds the cluster
@@ -256,4 +268,5 @@ def _serve(
 
 if __name__ == "__main__":
     reset = sys.argv[4] if len(sys.argv) > 4 else "latest"
-    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), reset)
+    count = int(sys.argv[5]) if len(sys.argv) > 5 else 3
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), reset, count)
