@@ -247,8 +247,14 @@ ERRORS: dict[str, Callable[[], BaseException]] = {
 }
 
 
+# Every step on TLS; on plaintext every step but the handshake, which it does not have.
+_STEPS_BY_TRANSPORT = [("tls", step) for step in STEPS] + [
+    ("plaintext", step) for step in STEPS if step != "handshake"
+]
+
+
 @pytest.mark.parametrize("error", list(ERRORS))
-@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize(("transport", "step"), _STEPS_BY_TRANSPORT, indirect=["transport"])
 def test_an_exception_at_any_step_completes_every_request_once_and_the_loop_goes_on(
     faults: FaultPlan,
     broker: SocketFakeBroker,
@@ -258,8 +264,6 @@ def test_an_exception_at_any_step_completes_every_request_once_and_the_loop_goes
     error: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    if step == "handshake" and transport != "tls":
-        pytest.skip("no TLS handshake on plaintext")
     client = _client(broker, transport, certs)
     driver = Driver(client)
     try:
@@ -383,12 +387,11 @@ def test_a_reset_during_the_tls_handshake_is_a_disconnect_and_the_producer_goes_
         (ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"), SslAuthenticationError),
     ],
 )
+@pytest.mark.parametrize("transport", ["tls"], indirect=True)
 def test_handshake_failures_are_classified_by_their_cause(
     faults: FaultPlan, broker: SocketFakeBroker, transport: str, raised: BaseException, expected: type
 ) -> None:
     """A reset or an end of stream is a disconnect; only the TLS layer's refusal is fatal."""
-    if transport != "tls":
-        pytest.skip("TLS only")
     faults.arm("handshake", lambda: raised)
     conn = connection_module.BrokerConnection(
         0, "127.0.0.1", broker.port, client_id="t", ssl_context=_client_context_for_any()
@@ -413,13 +416,12 @@ def _client_context_for_any() -> ssl.SSLContext:
     return context
 
 
+@pytest.mark.parametrize("transport", ["tls"], indirect=True)
 def test_a_stalled_handshake_to_a_known_tls_listener_times_out_as_a_disconnect(
     faults: FaultPlan, broker: SocketFakeBroker, transport: str, certs: TestCerts
 ) -> None:
     """The setup timeout during a TLS handshake reads as "not a TLS listener" only for an address
     no TLS connection was ever established to; after that it is a stalled network, retried."""
-    if transport != "tls":
-        pytest.skip("TLS only")
     client = NetworkClient(
         ClusterMetadata([("127.0.0.1", broker.port)]),
         client_id="test",
