@@ -17,7 +17,9 @@ workers up and is left out of the medians:
 * ``steady``: the same stream with ``maxOffsetsPerTrigger=--per-trigger`` (200k), rows/s over the
   micro-batches after the first (Spark's ``triggerExecution`` time);
 * ``write``: a DataFrame of ``--records`` rows (key, value) written to a new topic
-  (``.mode("append")`` for kaflux, which Spark requires of a Python data source).
+  (``.mode("append")`` for kaflux, which Spark requires of a Python data source); beside them a
+  floor: the same write to a Python sink that only counts the Arrow batches it is handed
+  (``spark_floor_source.FloorSink``), what any PySpark Python sink costs before it sends a byte.
 
 It prints rows/s per job and format, and the ratio kaflux / kafka, against the targets of the
 speed issue (steady and write ≥ 0.7, batch and available-now ≥ 0.5).
@@ -51,6 +53,8 @@ def session(jars: list[str]) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # The Python workers import the floor sink by name (spark_floor_source, in bench/).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
 
     return (
@@ -130,7 +134,7 @@ def write(
     frame = spark.read.parquet(str(source)).select("key", "value").cache()
     rows = frame.count()  # materialized before the clock starts: the write is what is timed
     writer = frame.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", target)
-    if fmt == "kaflux":
+    if fmt in ("kaflux", "floor_sink"):
         writer = writer.mode("append")
     t0 = time.perf_counter()
     writer.save()
@@ -167,6 +171,9 @@ def main() -> int:
         write_backlog(broker.bootstrap_servers, topic, args.records, args.partitions, args.value_bytes)
         print(f"backlog written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         spark = session(connector_jars())
+        from spark_floor_source import FloorSink
+
+        spark.dataSource.register(FloorSink)
         print(
             f"Apache Kafka 4.4, {args.records:,} records of {args.value_bytes} B, "
             f"{args.partitions} partitions; "
@@ -181,7 +188,7 @@ def main() -> int:
         print("| job | format | round | rows | seconds | rows/s |\n|---|---|---|---|---|---|")
         for r in range(1, args.rounds + 1):
             for job in jobs:
-                for fmt in ("kafka", "kaflux"):
+                for fmt in ("kafka", "kaflux", *(["floor_sink"] if job == "write" else [])):
                     out = work / f"{job}-{fmt}-{r}"
                     rows, seconds = RUNNERS[job](
                         spark,
@@ -211,6 +218,13 @@ def main() -> int:
             ratio = ours / anchor
             met = "yes" if ratio >= TARGETS[job] else "no"
             print(f"| {job} | {anchor:,.0f} | {ours:,.0f} | {ratio:.2f} | ≥ {TARGETS[job]} | {met} |")
+        if "write" in jobs:
+            floor = statistics.median(rates[("write", "floor_sink")])
+            print(
+                f"\nThe floor of a Python sink (a writer that only counts the Arrow batches Spark hands "
+                f"it): {floor:,.0f} rows/s, {floor / statistics.median(rates[('write', 'kafka')]):.2f} x "
+                "format('kafka')."
+            )
         spark.stop()
     finally:
         broker.cleanup()
