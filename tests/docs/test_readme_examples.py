@@ -5,7 +5,7 @@ How a block runs:
 * ``bash``: in a fresh temporary directory, with this interpreter's ``bin`` first on PATH (so
   ``kaflux`` is the installed command) and no ``KAFLUX_BOOTSTRAP_SERVERS`` inherited; it must exit
   0. The CLI tour starts its own broker (``eval "$(kaflux broker start --env)"``).
-* ``python``: in a child interpreter against the session's noida-db broker, with
+* ``python``: in a child interpreter against the session's Apache Kafka broker, with
   :data:`PLACEHOLDERS` replaced by its address and :data:`PRELUDE` run first (``BOOTSTRAP``,
   ``process``, ``enrich``, the imports of the README's first example, and a ``consumer`` when
   the block uses one it does not create). Blocks
@@ -104,8 +104,8 @@ def python_program(block: Block, bootstrap: str) -> str:
 
 
 @pytest.mark.parametrize("block", PLAIN_PYTHON, ids=[b.id for b in PLAIN_PYTHON])
-def test_python_example(block: Block, noida: Broker, tmp_path: Path) -> None:
-    program = python_program(block, noida.bootstrap_servers)
+def test_python_example(block: Block, kafka: Broker, tmp_path: Path) -> None:
+    program = python_program(block, kafka.bootstrap_servers)
     run_child([sys.executable, "-c", program], block, tmp_path, child_env(), timeout=120)
 
 
@@ -132,7 +132,7 @@ SPARK_RUNNER = textwrap.dedent(
 
 
 @pytest.mark.spark
-def test_spark_examples(noida: Broker, tmp_path: Path) -> None:
+def test_spark_examples(kafka: Broker, tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     java = shutil.which("java")
     if java is None and not os.environ.get("JAVA_HOME"):
@@ -144,7 +144,7 @@ def test_spark_examples(noida: Broker, tmp_path: Path) -> None:
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
     )
-    programs = [(b.line, python_program(b, noida.bootstrap_servers)) for b in SPARK]
+    programs = [(b.line, python_program(b, kafka.bootstrap_servers)) for b in SPARK]
     result = subprocess.run(
         [sys.executable, "-c", SPARK_RUNNER],
         input=json.dumps(programs).encode(),

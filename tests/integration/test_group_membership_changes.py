@@ -98,10 +98,10 @@ def members() -> Iterator[list[ProcessMember]]:
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_partitions_move_to_survivors_without_ever_having_two_owners(
-    tansu: Broker, topic_name: str, strategy: str, members: list[ProcessMember]
+    kafka: Broker, topic_name: str, strategy: str, members: list[ProcessMember]
 ):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
-    config = member_config(tansu.bootstrap_servers, new_group(), strategy)
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
+    config = member_config(kafka.bootstrap_servers, new_group(), strategy)
 
     def start(name: str) -> ProcessMember:
         member = ProcessMember(name, config, [topic_name])
@@ -112,7 +112,7 @@ def test_partitions_move_to_survivors_without_ever_having_two_owners(
         return {m.name: m.owned for m in group}
 
     phases: list[Phase] = []
-    with BackgroundProducer(tansu.bootstrap_servers, topic_name) as producer:
+    with BackgroundProducer(kafka.bootstrap_servers, topic_name) as producer:
         a, b = start("A"), start("B")
         wait_converged([a, b], PARTITIONS)
 

@@ -48,15 +48,15 @@ class ExpiredMember:
 
 
 @pytest.fixture
-def expired_member(tansu: Broker, topic_name: str) -> Iterator[ExpiredMember]:
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
+def expired_member(kafka: Broker, topic_name: str) -> Iterator[ExpiredMember]:
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     group = new_group()
-    b = ThreadMember("B", member_config(tansu.bootstrap_servers, group, "range"), [topic_name]).start()
+    b = ThreadMember("B", member_config(kafka.bootstrap_servers, group, "range"), [topic_name]).start()
     events: list[Event] = []
     listener = RecordingListener("A", events.append)
     listener.polling_thread = threading.current_thread()
     a = Consumer(
-        member_config(tansu.bootstrap_servers, group, "range", max_poll_interval_ms=MAX_POLL_INTERVAL_MS)
+        member_config(kafka.bootstrap_servers, group, "range", max_poll_interval_ms=MAX_POLL_INTERVAL_MS)
     )
     try:
         a.subscribe([topic_name], listener=listener)
@@ -131,14 +131,14 @@ def lone_expired_member(broker: Broker, topic: str) -> Iterator[tuple[Consumer, 
         consumer.close(10.0)
 
 
-def test_commit_from_a_lone_member_removed_after_max_poll_interval_fails(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, _):
+def test_commit_from_a_lone_member_removed_after_max_poll_interval_fails(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, _):
         with pytest.raises((CommitFailedError, RebalanceInProgressError)):
             consumer.commit_sync({TopicPartition(topic_name, 0): 1}, timeout=10.0)
 
 
-def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         started = time.monotonic()
         consumer.poll(1.0)  # noida answers in milliseconds: a second is plenty
         returned = time.monotonic()
@@ -148,15 +148,15 @@ def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(noida
 
 
 def test_close_after_polls_of_an_expired_member_reports_the_partitions_lost_once(
-    noida: Broker, topic_name: str
+    kafka: Broker, topic_name: str
 ):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         consumer.poll(0)  # queues the PollEvent that turns the stale member into a losing one
         consumer.close(10.0)
         assert [(e.kind, e.partitions) for e in events] == [("assigned", {0, 1}), ("lost", {0, 1})]
 
 
-def test_close_of_an_expired_member_reports_the_partitions_lost(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+def test_close_of_an_expired_member_reports_the_partitions_lost(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         consumer.close(10.0)
         assert [(e.kind, e.partitions) for e in events] == [("assigned", {0, 1}), ("lost", {0, 1})]

@@ -130,7 +130,9 @@ def test_commit_then_abort_read_committed_sees_exactly_the_committed_records(
     request: pytest.FixtureRequest, target: Target, closing: list[Any]
 ) -> None:
     if target.kind == "mock":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=MOCK_ABORTED_DELIVERED))
+        request.applymarker(
+            pytest.mark.xfail(strict=True, raises=AssertionError, reason=MOCK_ABORTED_DELIVERED)
+        )
     topic, partitions = target.topic(2)
     producer = transactional(target)
     closing.append(producer)
@@ -199,7 +201,7 @@ def test_offsets_sent_to_the_transaction_commit_with_it_and_not_on_abort(
     request: pytest.FixtureRequest, target: Target, closing: list[Any]
 ) -> None:
     if target.kind == "mock":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=MOCK_NO_TXN_OFFSETS))
+        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=MOCK_NO_TXN_OFFSETS))
     in_topic, _ = target.topic(1)
     out_topic, out_partitions = target.topic(1)
     base = target.first_offset()
@@ -257,7 +259,9 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(
     request: pytest.FixtureRequest, target: Target, closing: list[Any]
 ) -> None:
     if target.kind == "mock":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING))
+        request.applymarker(
+            pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=MOCK_NO_FENCING)
+        )
     topic, partitions = target.topic(1)
     txn_id = f"kx-fence-{uuid.uuid4().hex[:8]}"
     config = {"bootstrap.servers": target.bootstrap_servers, "transactional.id": txn_id}
