@@ -1,5 +1,5 @@
 """Group-related consumer API: subscribe/assign exclusivity, pattern subscriptions, unsubscribe(),
-group_metadata() and enforce_rebalance() (Tansu unless noted)."""
+group_metadata() and enforce_rebalance() (Apache Kafka)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rebalance listener contract (Tansu): callbacks run on the thread that polls, the rebalance
+"""The rebalance listener contract (Apache Kafka): callbacks run on the thread that polls, the rebalance
 waits for them, and an exception raised in one reaches the caller of ``poll()``."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_an_exception_raised_in_a_listener_reaches_the_caller_of_poll(kafka: Bro
 
 def test_close_while_a_revocation_is_pending_runs_on_partitions_revoked_once(kafka: Broker, topic_name: str):
     """The application is busy (not polling) when a rebalance starts, then closes the consumer.
-    On noida-db: client-side behaviour, and its joins take 0.4 s instead of Tansu's 3 s."""
+    Client-side behaviour."""
     create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     group = new_group()
     events: list[Event] = []

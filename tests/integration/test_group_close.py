@@ -1,4 +1,4 @@
-"""close() of a group member (noida-db: fast joins): the revocation callback runs before the
+"""close() of a group member (Apache Kafka): the revocation callback runs before the
 consumer counts as closed, so the commit-on-revoke pattern keeps its last commit."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mixed groups (Tansu): two kaflux members and one confluent-kafka (librdkafka) member in the
+"""Mixed groups (Apache Kafka): two kaflux members and one confluent-kafka (librdkafka) member in the
 same group, all with the same ``partition.assignment.strategy``, converge to a complete and
 disjoint assignment, and no partition ever has two owners.
 

@@ -1,4 +1,4 @@
-"""``max.poll.interval.ms`` (Tansu unless noted): a member that stops polling for longer leaves
+"""``max.poll.interval.ms`` (Apache Kafka): a member that stops polling for longer leaves
 the group, its partitions go to the other member, its next ``poll()`` reports them lost and it
 rejoins; its commits fail while it is out of the group."""
 
@@ -86,7 +86,8 @@ def test_member_that_stops_polling_loses_its_partitions_and_rejoins(expired_memb
     assert [e.partitions for e in lost] == [expired_member.owned_before]
     assert started <= lost[0].entered <= returned
     assert lost[0].on_polling_thread
-    assert [e for e in events if e.kind == "revoked"] == []  # lost, not revoked
+    # lost, not revoked (an eager rebalance while A and B first converged may have revoked)
+    assert [e for e in events[events_before:] if e.kind == "revoked"] == []
 
     deadline = time.monotonic() + WAIT_S
     owned = expired_member.listener.owned
@@ -104,8 +105,7 @@ def test_commit_from_a_member_removed_after_max_poll_interval_fails(
         expired_member.consumer.commit_sync({partition: 1}, timeout=10.0)
 
 
-# --- a lone member past max.poll.interval.ms (noida-db: these are client-side behaviours, and its
-# joins take 0.4 s instead of Tansu's 3 s) ------------------------------------------------------------
+# --- a lone member past max.poll.interval.ms (client-side behaviours) ---------------------------------
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
-"""Static membership (``group.instance.id``, Tansu): a static member closed and restarted within
+"""Static membership (``group.instance.id``, Apache Kafka): a static member closed and restarted within
 ``session.timeout.ms`` gets its partitions back and the other members see no rebalance.
 
-Timing on Tansu: a join is held for session.timeout.ms / 2 and a SyncGroup for about 3 s, so the
+(The timings were chosen for Tansu, where the test ran first; they hold on Kafka too, which
+rejoins faster.) On Tansu a join is held for session.timeout.ms / 2 and a SyncGroup for about 3 s, so the
 restarted member is back about session/2 + 3 s after it re-subscribed. Tansu does not refresh the
 member's session on the rejoin itself: the restarted member must heartbeat before the old
 session (counted from the old consumer's last heartbeat) runs out. A 12 s session with 0.5 s
