@@ -40,7 +40,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -129,7 +129,7 @@ def _defect_args(mark: pytest.Mark) -> tuple[str, str, type[BaseException] | tup
             f"broker_defect({name!r}, {reason!r}) needs raises=: the exception the defect makes the test "
             f"raise (a class or a tuple of classes), so that another failure is not hidden; got {raises!r}"
         )
-    return name, str(reason), raises
+    return str(name), str(reason), cast("type[BaseException] | tuple[type[BaseException], ...]", raises)
 
 
 def _check_strict_xfail(item: pytest.Item) -> None:

@@ -433,8 +433,13 @@ def test_a_mixed_kaflux_and_confluent_group_reads_every_record_exactly_once(
         handovers = [(m, e) for m in everyone for e in m.events if e.kind == "revoked"]
     finally:
         close_all(everyone)
-    # Both clients gave partitions away while records kept coming, having read from them first.
-    assert {type(m) for m, _ in handovers} == {KafluxMember, PeerMember}, handovers
+    # The members gave partitions away while records kept coming, having read from them first. On
+    # the mock (range in join order) both clients do; Kafka's uniform assignor moves as few
+    # partitions as it can, so there the third member's share may come from one member only.
+    if isinstance(group_cluster, MockCluster):
+        assert {type(m) for m, _ in handovers} == {KafluxMember, PeerMember}, handovers
+    else:
+        assert handovers, "no member gave a partition away"
     for m, e in handovers:
         for p in e.partitions:
             assert any(r.partition == p and r.at <= e.entered for r in m.records), (m.name, p)
