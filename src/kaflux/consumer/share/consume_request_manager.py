@@ -332,6 +332,7 @@ class ShareConsumeRequestManager(RequestManager):
         pending, commits = self._take_pending(session)
         topics: dict[uuid.UUID, sf.FetchTopic] = {}
         wanted = set(partitions)
+        renew = any(acks.has_renew() for acks in pending.values())
         for tp in sorted(wanted | set(pending), key=lambda t: (t.topic, t.partition)):
             topic_id = self._topic_ids(tp.topic)
             if topic_id is None:
@@ -362,6 +363,7 @@ class ShareConsumeRequestManager(RequestManager):
             max_records=max_records,
             batch_size=max_records,
             share_acquire_mode=0 if session.no_acquire_mode else self._acquire_mode,
+            is_renew_ack=renew,
             topics=list(topics.values()),
             forgotten_topics_data=[
                 sf.ForgottenTopic(topic_id=tid, partitions=parts) for tid, parts in forgotten.items()

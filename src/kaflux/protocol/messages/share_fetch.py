@@ -38,7 +38,7 @@ _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_ii = struct.Struct(">ii")
 _S_iiiiii = struct.Struct(">iiiiii")
-_S_iiiiiib = struct.Struct(">iiiiiib")
+_S_iiiiiibo = struct.Struct(">iiiiiib?")
 _S_qq = struct.Struct(">qq")
 _S_qqh = struct.Struct(">qqh")
 
@@ -300,6 +300,8 @@ class ShareFetchRequest:
     """The acquire mode to control the fetch behavior: 0:Batch-optimized,1:Record-limit,255:Renew.
     [versions 2+]
     """
+    is_renew_ack: bool = False
+    """Whether Renew type acknowledgements present in AcknowledgementBatches. [versions 2+]"""
     topics: list[FetchTopic] = field(default_factory=list)
     """The topics to fetch. [versions 0+]"""
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
@@ -316,6 +318,7 @@ class ShareFetchRequest:
         max_records: int = 0,
         batch_size: int = 0,
         share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
         topics: list[FetchTopic] = _FRESH,
         forgotten_topics_data: list[ForgottenTopic] = _FRESH,
     ) -> None:
@@ -328,6 +331,7 @@ class ShareFetchRequest:
         self.max_records = max_records
         self.batch_size = batch_size
         self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _FRESH else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _FRESH else forgotten_topics_data
 
@@ -343,6 +347,7 @@ class ShareFetchRequest:
             f"max_records={self.max_records!r}, "
             f"batch_size={self.batch_size!r}, "
             f"share_acquire_mode={self.share_acquire_mode!r}, "
+            f"is_renew_ack={self.is_renew_ack!r}, "
             f"topics={self.topics!r}, "
             f"forgotten_topics_data={self.forgotten_topics_data!r}"
             ")"
@@ -361,6 +366,7 @@ class ShareFetchRequest:
             self.max_records,
             self.batch_size,
             self.share_acquire_mode,
+            self.is_renew_ack,
             self.topics,
             self.forgotten_topics_data,
         ) == (
@@ -373,6 +379,7 @@ class ShareFetchRequest:
             other.max_records,
             other.batch_size,
             other.share_acquire_mode,
+            other.is_renew_ack,
             other.topics,
             other.forgotten_topics_data,
         )
@@ -912,6 +919,7 @@ def _dec_ShareFetchRequest_v1(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         0,
+        False,
         f_topics,
         f_forgotten_topics_data,
     )
@@ -929,7 +937,8 @@ def _dec_ShareFetchRequest_v2(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         f_share_acquire_mode,
-    ) = r.unpack(_S_iiiiiib, "ShareFetchRequest.share_session_epoch..share_acquire_mode")
+        f_is_renew_ack,
+    ) = r.unpack(_S_iiiiiibo, "ShareFetchRequest.share_session_epoch..is_renew_ack")
     n = r.array_length(True)
     if n < 0:
         raise ProtocolError("non-nullable array ShareFetchRequest.topics was null")
@@ -949,6 +958,7 @@ def _dec_ShareFetchRequest_v2(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         f_share_acquire_mode,
+        f_is_renew_ack,
         f_topics,
         f_forgotten_topics_data,
     )
@@ -963,6 +973,8 @@ def _enc_ShareFetchRequest_v1(o: ShareFetchRequest, w: Writer, v: int) -> None:
     )
     if o.share_acquire_mode != 0:
         raise UnsupportedVersionError(_not_default("ShareFetchRequest.share_acquire_mode", v, "2+"))
+    if o.is_renew_ack:
+        raise UnsupportedVersionError(_not_default("ShareFetchRequest.is_renew_ack", v, "2+"))
     w.array_length(len(o.topics), True)
     for x_topics in o.topics:
         _enc_FetchTopic_v1(x_topics, w, v)
@@ -977,7 +989,7 @@ def _enc_ShareFetchRequest_v2(o: ShareFetchRequest, w: Writer, v: int) -> None:
     w.compact_nullable_string(o.group_id)
     w.compact_nullable_string(o.member_id)
     w.pack(
-        _S_iiiiiib,
+        _S_iiiiiibo,
         o.share_session_epoch,
         o.max_wait_ms,
         o.min_bytes,
@@ -985,6 +997,7 @@ def _enc_ShareFetchRequest_v2(o: ShareFetchRequest, w: Writer, v: int) -> None:
         o.max_records,
         o.batch_size,
         o.share_acquire_mode,
+        o.is_renew_ack,
     )
     w.array_length(len(o.topics), True)
     for x_topics in o.topics:
