@@ -26,6 +26,7 @@ from kaflux.consumer.consumer_record import CREATE_TIME
 from kaflux.devbrokers.brokers import Broker
 
 from support.group_helpers import ThreadMember, member_config, new_group, wait_until
+from support.kafka_helpers import produce
 from support.java_client import JavaMember, JavaProducer, java_admin, java_consume, unb64
 
 pytestmark = pytest.mark.integration
@@ -253,28 +254,29 @@ def test_kaflux_transactions_are_read_committed_by_java(kafka: Broker, topic_nam
 
 def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kafka: Broker, topic_name: str):
     partitions = 4
-    topic_config = {"retention.ms": "3600000", "cleanup.policy": "compact,delete", "max.message.bytes": "200000"}
+    topic_config = {"retention.ms": "3600000", "segment.bytes": "10485760", "max.message.bytes": "200000"}
     create_topic(kafka, topic_name, partitions, topic_config)
     bootstrap = kafka.bootstrap_servers
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        for i in range(40):
-            producer.send(topic_name, f"v{i}".encode(), partition=i % partitions)
-        producer.flush(WAIT_S)
+    produce(bootstrap, topic_name, {p: [f"v{p}-{i}".encode() for i in range(10)] for p in range(partitions)})
     group = new_group()
     config = member_config(bootstrap, group, "cooperative-sticky")
     kx = ThreadMember("kx-admin-member", config, [topic_name])
-    java = JavaMember("java-admin-member", {k: str(v) for k, v in config.items()}, [topic_name])
+    java = JavaMember("java-admin-member", config, [topic_name])
     kx.start()
     try:
         wait_until(
-            lambda: len(kx.owned) + len(java.owned) == partitions and kx.owned and java.owned,
+            lambda: java.died() is None and len(kx.owned) + len(java.owned) == partitions and kx.owned and java.owned,
             WAIT_S,
             lambda: f"owned: kaflux {sorted(kx.owned)}, java {sorted(java.owned)}",
         )
         # Commit known offsets from kaflux (the Java member commits what it consumed).
         offsets = {TopicPartition(topic_name, p): OffsetAndMetadata(3 + p) for p in sorted(kx.owned)}
         kx.call(lambda c: c.commit_sync(offsets, WAIT_S))
-        wait_until(lambda: len(java.records) >= 10 * len(java.owned), WAIT_S, "the Java member read its partitions")
+        wait_until(
+            lambda: len(java.records) >= 10 * len(java.owned),
+            WAIT_S,
+            lambda: f"the Java member read {len(java.records)} records of {sorted(java.owned)}: {java.events} {java.proc.stderr_tail()}",
+        )
 
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
 
@@ -330,5 +332,9 @@ def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kaf
         for name, value in topic_config.items():
             assert kx_configs[name]["value"] == value and kx_configs[name]["source"] == "DYNAMIC_TOPIC_CONFIG"
     finally:
-        java.stop()
+        kx.request_stop()
+        if java.died() is None:
+            java.stop()
+        else:
+            java.cleanup()
         kx.stop()

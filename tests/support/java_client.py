@@ -303,6 +303,26 @@ def java_admin(bootstrap: str, ops: Sequence[Mapping[str, Any]], timeout: float 
 # --- group members ------------------------------------------------------------------------------
 
 
+_ASSIGNORS = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+    "sticky": "org.apache.kafka.clients.consumer.StickyAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+
+
+def java_config(config: Mapping[str, object]) -> dict[str, str]:
+    """A kaflux config as Java takes it: strings, booleans in lower case, and assignors by class
+    name (Java's ``partition.assignment.strategy`` names classes, kaflux's names strategies)."""
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if key == "partition.assignment.strategy":
+            text = ",".join(_ASSIGNORS.get(s.strip(), s.strip()) for s in text.split(","))
+        out[key] = text
+    return out
+
+
 class JavaMember(Member):
     """A Java ``KafkaConsumer`` in a group, as a :class:`Member`: its listener calls become
     :class:`Event`\\ s and its records :class:`Received` (value bytes), on the test's clock."""
@@ -319,7 +339,7 @@ class JavaMember(Member):
                 member._on_line(data)
                 super().handle(data)
 
-        self.proc = _Proc(mode, {"config": {"client.id": name, **config}, "topics": topics})
+        self.proc = _Proc(mode, {"config": java_config({"client.id": name, **config}), "topics": topics})
 
     def _on_line(self, data: dict[str, Any]) -> None:
         kind = data.get("event")
@@ -352,6 +372,7 @@ class JavaMember(Member):
 
     def stop(self, timeout: float = WAIT_S) -> None:
         """Ask the member to close its consumer (revoking, committing) and exit."""
+        assert self.died() is None, self.died()
         with contextlib.suppress(BrokenPipeError, OSError):
             self.proc.send("stop")
         assert self.closed.wait(timeout), f"{self.name} did not close within {timeout} s:\n{self.proc.stderr_tail()}"

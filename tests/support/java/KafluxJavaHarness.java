@@ -454,7 +454,8 @@ public final class KafluxJavaHarness {
      * "members":[{"client_id","assignment":[[topic,partition],...]}]}}};
      * {"op":"describe_share_group","group":g} → {"state","members":[...]};
      * {"op":"group_offsets","group":g} → {"offsets":[[topic,partition,offset],...]};
-     * {"op":"topic_configs","topic":t} → {"configs":{name:{"value","source","default"}}}.
+     * {"op":"topic_configs","topic":t} → {"configs":{name:{"value","source","default"}}};
+     * {"op":"quorum"} → {"leader": the active KRaft controller's id,"epoch","voters":[...]}.
      */
     private static void runAdmin(JsonNode spec) throws Exception {
         try (Admin admin = Admin.create(props(spec))) {
@@ -541,6 +542,14 @@ public final class KafluxJavaHarness {
                             o.put("read_only", e.isReadOnly());
                             o.put("sensitive", e.isSensitive());
                         }
+                    }
+                    case "quorum" -> {
+                        org.apache.kafka.clients.admin.QuorumInfo q =
+                                admin.describeMetadataQuorum().quorumInfo().get();
+                        out.put("leader", q.leaderId());
+                        out.put("epoch", q.leaderEpoch());
+                        ArrayNode voters = out.putArray("voters");
+                        q.voters().forEach(v -> voters.add(v.replicaId()));
                     }
                     default -> throw new IllegalArgumentException("unknown admin op " + name);
                 }
