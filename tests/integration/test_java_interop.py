@@ -26,8 +26,8 @@ from kaflux.consumer.consumer_record import CREATE_TIME
 from kaflux.devbrokers.brokers import Broker
 
 from support.group_helpers import ThreadMember, member_config, new_group, wait_until
-from support.kafka_helpers import produce
 from support.java_client import JavaMember, JavaProducer, java_admin, java_consume, unb64
+from support.kafka_helpers import produce
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,9 @@ def sample_records(partitions: int, count: int = 90) -> list[Rec]:
     for i in range(len(specials), count):
         key = None if i % 7 == 0 else f"key-{i % 11}".encode()
         value = None if i % 13 == 0 else (f"record-{i:04d} " * (1 + i % 30)).encode()
-        headers: tuple[tuple[str, bytes | None], ...] = (("seq", str(i).encode()), ("n", None)) if i % 4 == 0 else ()
+        headers: tuple[tuple[str, bytes | None], ...] = (
+            (("seq", str(i).encode()), ("n", None)) if i % 4 == 0 else ()
+        )
         out.append(Rec(i % partitions, key, value, headers, base_ts + 3 * i))
     return out
 
@@ -109,7 +111,9 @@ def test_java_produced_records_are_read_byte_exactly_by_kaflux(kafka: Broker, to
     producer = JavaProducer(kafka.bootstrap_servers, topic_name, {"compression.type": codec, "linger.ms": 20})
     with producer:
         for r in records:
-            producer.send_record(r.key, r.value, partition=r.partition, headers=r.headers, timestamp=r.timestamp)
+            producer.send_record(
+                r.key, r.value, partition=r.partition, headers=r.headers, timestamp=r.timestamp
+            )
         acks = producer.op("flush")
         producer.finish()
     assert (-1, -1) not in acks
@@ -141,9 +145,18 @@ def test_kaflux_produced_records_are_read_byte_exactly_by_java(kafka: Broker, to
     partitions = 2
     create_topic(kafka, topic_name, partitions)
     records = sample_records(partitions)
-    with Producer({"bootstrap.servers": kafka.bootstrap_servers, "compression.type": codec, "linger.ms": 20}) as p:
+    with Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "compression.type": codec, "linger.ms": 20}
+    ) as p:
         futures = [
-            p.send(topic_name, r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp=r.timestamp)
+            p.send(
+                topic_name,
+                r.value,
+                key=r.key,
+                headers=list(r.headers),
+                partition=r.partition,
+                timestamp=r.timestamp,
+            )
             for r in records
         ]
         p.flush(WAIT_S)
@@ -205,7 +218,9 @@ def test_java_transactions_are_read_committed_by_kaflux(kafka: Broker, topic_nam
     committed = [v for outcome, values in plan if outcome == "commit" for v in values]
     everything = [v for _, values in plan for v in values]
 
-    seen = kaflux_read_all_committed(kafka.bootstrap_servers, topic_name, partitions, **{"isolation.level": "read_committed"})
+    seen = kaflux_read_all_committed(
+        kafka.bootstrap_servers, topic_name, partitions, **{"isolation.level": "read_committed"}
+    )
     assert sorted(r.value for r in seen) == sorted(committed)
     for p in range(partitions):  # in order within each partition
         mine = [r.value for r in seen if r.partition == p]
@@ -218,7 +233,10 @@ def test_kaflux_transactions_are_read_committed_by_java(kafka: Broker, topic_nam
     partitions = 2
     create_topic(kafka, topic_name, partitions)
     plan = _txn_plan("kaflux")
-    config = {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"kx-py-{uuid.uuid4().hex[:8]}"}
+    config = {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "transactional.id": f"kx-py-{uuid.uuid4().hex[:8]}",
+    }
     with Producer(config) as producer:
         producer.init_transactions(WAIT_S)
         for outcome, values in plan:
@@ -244,7 +262,10 @@ def test_kaflux_transactions_are_read_committed_by_java(kafka: Broker, topic_nam
     )
     assert sorted(unb64(r["value"]) or b"" for r in seen) == sorted(committed)
     raw = java_consume(
-        kafka.bootstrap_servers, max_records=len(everything), assign=assign, config={"isolation.level": "read_uncommitted"}
+        kafka.bootstrap_servers,
+        max_records=len(everything),
+        assign=assign,
+        config={"isolation.level": "read_uncommitted"},
     )
     assert sorted(unb64(r["value"]) or b"" for r in raw) == sorted(everything)
 
@@ -265,7 +286,12 @@ def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kaf
     kx.start()
     try:
         wait_until(
-            lambda: java.died() is None and len(kx.owned) + len(java.owned) == partitions and kx.owned and java.owned,
+            lambda: (
+                java.died() is None
+                and len(kx.owned) + len(java.owned) == partitions
+                and kx.owned
+                and java.owned
+            ),
             WAIT_S,
             lambda: f"owned: kaflux {sorted(kx.owned)}, java {sorted(java.owned)}",
         )
@@ -275,7 +301,10 @@ def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kaf
         wait_until(
             lambda: len(java.records) >= 10 * len(java.owned),
             WAIT_S,
-            lambda: f"the Java member read {len(java.records)} records of {sorted(java.owned)}: {java.events} {java.proc.stderr_tail()}",
+            lambda: (
+                f"the Java member read {len(java.records)} records of {sorted(java.owned)}: "
+                f"{java.events} {java.proc.stderr_tail()}"
+            ),
         )
 
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
@@ -287,21 +316,30 @@ def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kaf
                     "listed": group in listing,
                     "state": desc.state.lower(),
                     "protocol": desc.protocol,
-                    "members": {m.client_id: sorted(tp.partition for tp in m.assignment) for m in desc.members},
+                    "members": {
+                        m.client_id: sorted(tp.partition for tp in m.assignment) for m in desc.members
+                    },
                     "offsets": {
-                        tp.partition: om.offset for tp, om in admin.list_consumer_group_offsets(group, timeout=WAIT_S).items()
+                        tp.partition: om.offset
+                        for tp, om in admin.list_consumer_group_offsets(group, timeout=WAIT_S).items()
                     },
                 }
                 answers = java_admin(
                     bootstrap,
-                    [{"op": "list_groups"}, {"op": "describe_groups", "groups": [group]}, {"op": "group_offsets", "group": group}],
+                    [
+                        {"op": "list_groups"},
+                        {"op": "describe_groups", "groups": [group]},
+                        {"op": "group_offsets", "group": group},
+                    ],
                 )
                 jdesc = answers[1]["groups"][group]
                 theirs = {
                     "listed": group in {g["group_id"] for g in answers[0]["groups"]},
                     "state": jdesc["state"].lower(),
                     "protocol": jdesc["assignor"],
-                    "members": {m["client_id"]: sorted(p for _, p in m["assignment"]) for m in jdesc["members"]},
+                    "members": {
+                        m["client_id"]: sorted(p for _, p in m["assignment"]) for m in jdesc["members"]
+                    },
                     "offsets": {p: o for _, p, o in answers[2]["offsets"]},
                 }
                 return mine, theirs
@@ -321,11 +359,21 @@ def test_java_admin_and_kaflux_admin_see_the_same_groups_offsets_and_configs(kaf
             entries = admin.describe_configs([resource], timeout=WAIT_S)[resource]
         (jconf,) = java_admin(bootstrap, [{"op": "topic_configs", "topic": topic_name}])
         kx_configs = {
-            name: {"value": e.value, "source": e.source.name, "read_only": e.is_read_only, "sensitive": e.is_sensitive}
+            name: {
+                "value": e.value,
+                "source": e.source.name,
+                "read_only": e.is_read_only,
+                "sensitive": e.is_sensitive,
+            }
             for name, e in entries.items()
         }
         java_configs = {
-            name: {"value": c["value"], "source": c["source"], "read_only": c["read_only"], "sensitive": c["sensitive"]}
+            name: {
+                "value": c["value"],
+                "source": c["source"],
+                "read_only": c["read_only"],
+                "sensitive": c["sensitive"],
+            }
             for name, c in jconf["configs"].items()
         }
         assert kx_configs == java_configs

@@ -105,33 +105,35 @@ def test_mixed_java_and_kaflux_group_reads_every_record_once_while_members_come_
         expected += _batch(where, "three", 20)
         kx1.stop(WAIT_S)
         stopped.append(kx1)
-        remaining = [java2, kx2]
+        remaining: list[JavaMember | ThreadMember] = [java2, kx2]
         wait_converged(remaining, PARTITIONS, WAIT_S)
         expected += _batch(where, "after", 20)
 
         wait_until(
             lambda: {r.value for m in everyone for r in m.records} >= set(expected),
             WAIT_S,
-            lambda: f"{len({r.value for m in everyone for r in m.records})} of {len(expected)} read; "
-            f"owners: {describe(remaining)}",
+            lambda: (
+                f"{len({r.value for m in everyone for r in m.records})} of {len(expected)} read; "
+                f"owners: {describe(remaining)}"
+            ),
         )
-        for m in remaining:
-            m.stop(WAIT_S)
-            stopped.append(m)
+        for last in remaining:
+            last.stop(WAIT_S)
+            stopped.append(last)
     finally:
-        for m in everyone:
-            if m not in stopped:
-                if isinstance(m, JavaMember):
-                    m.cleanup()
-                elif isinstance(m, ThreadMember):
-                    m.request_stop()
+        for left in everyone:
+            if left not in stopped:
+                if isinstance(left, JavaMember):
+                    left.cleanup()
+                elif isinstance(left, ThreadMember):
+                    left.request_stop()
     kx1.check()
     kx2.check()
     assert Ownership.of(everyone).overlaps() == []
     _read_once(everyone, expected)
     # Both clients did real work in the group.
-    for m in everyone:
-        assert m.records, f"{m.name} read nothing"
+    for member in everyone:
+        assert member.records, f"{member.name} read nothing"
 
 
 # --- share groups ---------------------------------------------------------------------------------
@@ -179,7 +181,11 @@ def test_share_group_of_java_and_kaflux_delivers_every_record_once(kafka: Broker
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         # Share groups start at the latest offset by default: read from the beginning.
         admin.incremental_alter_configs(
-            {ConfigResource(ConfigResourceType.GROUP, group): [AlterConfigOp("share.auto.offset.reset", "earliest")]},
+            {
+                ConfigResource(ConfigResourceType.GROUP, group): [
+                    AlterConfigOp("share.auto.offset.reset", "earliest")
+                ]
+            },
             timeout=WAIT_S,
         )
     expected = [f"share-{p}-{i}".encode() for p in range(partitions) for i in range(150)]
@@ -194,7 +200,8 @@ def test_share_group_of_java_and_kaflux_delivers_every_record_once(kafka: Broker
         deadline = time.monotonic() + WAIT_S
         while not (java.records and kx.values):
             assert time.monotonic() < deadline, (
-                f"java got {len(java.records)}, kaflux {len(kx.values)}; errors {kx.errors} {java.proc.errors}"
+                f"java got {len(java.records)}, kaflux {len(kx.values)}; "
+                f"errors {kx.errors} {java.proc.errors}"
             )
             assert java.died() is None, java.died()
             batch = [f"share-more-{more}-{p}".encode() for p in range(partitions)]
@@ -209,7 +216,9 @@ def test_share_group_of_java_and_kaflux_delivers_every_record_once(kafka: Broker
         wait_until(
             lambda: set(read()) >= set(expected),
             WAIT_S,
-            lambda: f"{len(set(read()))} of {len(expected)}: java {len(java.records)}, kaflux {len(kx.values)}",
+            lambda: (
+                f"{len(set(read()))} of {len(expected)}: java {len(java.records)}, kaflux {len(kx.values)}"
+            ),
         )
         time.sleep(2.0)  # a redelivery (a duplicate) would show up now
     finally:

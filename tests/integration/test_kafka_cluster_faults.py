@@ -78,7 +78,8 @@ def _create_topic(rig: Rig) -> str:
     topic = f"kx-faults-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": rig.bootstrap}) as admin:
         admin.create_topics(
-            [NewTopic(topic, PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})], timeout=WAIT_S
+            [NewTopic(topic, PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})],
+            timeout=WAIT_S,
         )
     _wait_full_isr(rig, topic, time.monotonic() + WAIT_S)
     return topic
@@ -98,7 +99,7 @@ def _wait_full_isr(rig: Rig, topic: str, deadline: float) -> float:
             last = _leaders_and_isr(rig, topic)
             if all(isr == [1, 2, 3] for _, isr in last.values()):
                 return time.monotonic()
-        except Exception as e:  # noqa: BLE001 - a node may be coming back: ask again
+        except Exception as e:
             last = e
         assert time.monotonic() < deadline, f"the ISR did not become [1, 2, 3]: {last}"
         time.sleep(0.5)
@@ -124,7 +125,9 @@ def _check(outcome: Outcome) -> None:
     assert outcome.lost == [], f"acknowledged but never read: {keys_summary(outcome.lost)}"
     assert outcome.duplicated_in_log == {}, f"stored twice: {keys_summary(outcome.duplicated_in_log)}"
     assert outcome.duplicated_reads == {}, f"read twice: {keys_summary(outcome.duplicated_reads)}"
-    assert outcome.failed == 0, "a send failed although the cluster always came back within delivery.timeout.ms"
+    assert outcome.failed == 0, (
+        "a send failed although the cluster always came back within delivery.timeout.ms"
+    )
 
 
 Inject = Callable[[str], tuple[Callable[[], None], dict[str, object], float | None]]
@@ -148,7 +151,9 @@ def _run(rig: Rig, name: str, inject: Inject) -> None:
         figures["producer recovered after"], figures["consumer recovered after"] = recovered
         repair_at = time.monotonic()
         repair()
-        figures["ISR full again after restart/heal"] = _wait_full_isr(rig, topic, time.monotonic() + WAIT_S) - repair_at
+        figures["ISR full again after restart/heal"] = (
+            _wait_full_isr(rig, topic, time.monotonic() + WAIT_S) - repair_at
+        )
         load.wait_flowing(time.monotonic())
         time.sleep(STEADY_S)
         figures["longest ack gap of a partition"] = load.max_ack_gap(start, time.monotonic())

@@ -16,6 +16,8 @@ is booked with its ``time.monotonic()``, so that after a fault the test can say:
 from __future__ import annotations
 
 import collections
+import functools
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -52,7 +54,8 @@ class Outcome:
     def summary(self) -> str:
         return (
             f"acked {self.acked}, failed {self.failed}, read {self.read}, lost {len(self.lost)}, "
-            f"duplicated reads {len(self.duplicated_reads)}, duplicated in the log {len(self.duplicated_in_log)}"
+            f"duplicated reads {len(self.duplicated_reads)}, "
+            f"duplicated in the log {len(self.duplicated_in_log)}"
         )
 
 
@@ -125,7 +128,7 @@ class ClusterLoad:
                             key + b"-" + b"x" * 100,
                             key=key,
                             partition=partition,
-                            callback=lambda md, err, key=key: self._on_ack(key, md, err),
+                            callback=functools.partial(self._on_ack, key),
                         )
                     except KafkaError as e:  # e.g. max.block.ms waiting for metadata: never sent
                         with self._lock:
@@ -188,7 +191,9 @@ class ClusterLoad:
         deadline = time.monotonic() + timeout
         while self.recovery(after) is None:
             assert not self.errors, self.errors
-            assert time.monotonic() < deadline, f"load not flowing on every partition within {timeout} s: {self.describe()}"
+            assert time.monotonic() < deadline, (
+                f"load not flowing on every partition within {timeout} s: {self.describe()}"
+            )
             time.sleep(0.1)
 
     def recovery(self, since: float) -> tuple[float, float] | None:
@@ -218,7 +223,7 @@ class ClusterLoad:
         worst = 0.0
         for p in range(self.partitions):
             points = [start, *sorted(times.get(p, [])), end]
-            worst = max(worst, *(b - a for a, b in zip(points, points[1:], strict=False)))
+            worst = max(worst, *(b - a for a, b in itertools.pairwise(points)))
         return worst
 
     def describe(self) -> str:

@@ -156,7 +156,9 @@ class JavaProcess:
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"Java {self.mode} said nothing for {timeout} s:\n{self.stderr_tail()}") from None
+            raise AssertionError(
+                f"Java {self.mode} said nothing for {timeout} s:\n{self.stderr_tail()}"
+            ) from None
         if line is None:
             self.lines.put(None)  # stay at end of stream
             raise AssertionError(
@@ -183,7 +185,9 @@ class JavaProcess:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"Java {self.mode} did not exit within {timeout} s:\n{self.stderr_tail()}") from None
+            raise AssertionError(
+                f"Java {self.mode} did not exit within {timeout} s:\n{self.stderr_tail()}"
+            ) from None
         self._reader.join(timeout)
         assert rc == 0, f"Java {self.mode} exited with {rc}: {self.errors}\n{self.stderr_tail()}"
         return rc
@@ -241,7 +245,9 @@ class JavaProducer(JavaProcess):
     """A ``KafkaProducer`` (``config`` as Java takes it); :meth:`op` runs begin/commit/abort/flush."""
 
     def __init__(self, bootstrap: str, topic: str, config: Mapping[str, object] | None = None) -> None:
-        super().__init__("produce", {"topic": topic, "config": {"bootstrap.servers": bootstrap, **(config or {})}})
+        super().__init__(
+            "produce", {"topic": topic, "config": {"bootstrap.servers": bootstrap, **(config or {})}}
+        )
 
     def send_record(self, key: bytes | None, value: bytes | None, **kwargs: Any) -> None:
         self.send(send_line(key, value, **kwargs))
@@ -291,9 +297,14 @@ def java_consume(
     return records
 
 
-def java_admin(bootstrap: str, ops: Sequence[Mapping[str, Any]], timeout: float = WAIT_S) -> list[dict[str, Any]]:
+def java_admin(
+    bootstrap: str, ops: Sequence[Mapping[str, Any]], timeout: float = WAIT_S
+) -> list[dict[str, Any]]:
     """Run Admin calls (see ``runAdmin`` in the Java file); one answer per op."""
-    spec = {"config": {"bootstrap.servers": bootstrap, "default.api.timeout.ms": int(timeout * 1000)}, "ops": ops}
+    spec = {
+        "config": {"bootstrap.servers": bootstrap, "default.api.timeout.ms": int(timeout * 1000)},
+        "ops": ops,
+    }
     with JavaProcess("admin", spec) as proc:
         answers = [proc.next_line(timeout + 30) for _ in ops]
         proc.wait()
@@ -327,7 +338,9 @@ class JavaMember(Member):
     """A Java ``KafkaConsumer`` in a group, as a :class:`Member`: its listener calls become
     :class:`Event`\\ s and its records :class:`Received` (value bytes), on the test's clock."""
 
-    def __init__(self, name: str, config: Mapping[str, object], topics: list[str], mode: str = "member") -> None:
+    def __init__(
+        self, name: str, config: Mapping[str, object], topics: list[str], mode: str = "member"
+    ) -> None:
         super().__init__(name)
         self.subscribed = threading.Event()
         self.closed = threading.Event()
@@ -358,7 +371,9 @@ class JavaMember(Member):
             )
         elif kind == "records":
             at = data["at"]
-            self._add_records(Received(self.name, r[0], r[1], unb64(r[2]) or b"", at) for r in data["records"])
+            self._add_records(
+                Received(self.name, r[0], r[1], unb64(r[2]) or b"", at) for r in data["records"]
+            )
             self.ack_errors.extend(data.get("ack_errors", ()))
         elif kind == "subscribed":
             self.subscribed.set()
@@ -375,7 +390,9 @@ class JavaMember(Member):
         assert self.died() is None, self.died()
         with contextlib.suppress(BrokenPipeError, OSError):
             self.proc.send("stop")
-        assert self.closed.wait(timeout), f"{self.name} did not close within {timeout} s:\n{self.proc.stderr_tail()}"
+        assert self.closed.wait(timeout), (
+            f"{self.name} did not close within {timeout} s:\n{self.proc.stderr_tail()}"
+        )
         self.proc.wait(timeout)
         self.proc.close()
         self.ended_at = time.monotonic()

@@ -297,7 +297,7 @@ public final class KafluxJavaHarness {
         spec.get("topics").forEach(t -> topics.add(t.asText()));
         KafkaConsumer<byte[], byte[]> consumer =
                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-        AtomicBoolean stop = watchStdin(consumer::wakeup);
+        AtomicBoolean stop = watchStdin(() -> {});
         Set<TopicPartition> owned = new HashSet<>();
         ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             private void log(String kind, Collection<TopicPartition> tps, double entered) {
@@ -385,7 +385,7 @@ public final class KafluxJavaHarness {
         spec.get("topics").forEach(t -> topics.add(t.asText()));
         KafkaShareConsumer<byte[], byte[]> consumer =
                 new KafkaShareConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-        AtomicBoolean stop = watchStdin(consumer::wakeup);
+        AtomicBoolean stop = watchStdin(() -> {});
         consumer.subscribe(topics);
         ObjectNode ready = JSON.createObjectNode();
         ready.put("event", "subscribed");
