@@ -50,12 +50,15 @@ class Outcome:
     lost: list[bytes]
     duplicated_reads: dict[bytes, int]
     duplicated_in_log: dict[bytes, int]
+    failures: dict[str, int]  # the three commonest errors of failed sends, with their counts
+    failed_but_stored: int  # sends reported failed whose record is in the log all the same
 
     def summary(self) -> str:
         return (
             f"acked {self.acked}, failed {self.failed}, read {self.read}, lost {len(self.lost)}, "
             f"duplicated reads {len(self.duplicated_reads)}, "
-            f"duplicated in the log {len(self.duplicated_in_log)}"
+            f"duplicated in the log {len(self.duplicated_in_log)}, failed sends {self.failures} "
+            f"({self.failed_but_stored} of them stored all the same)"
         )
 
 
@@ -258,6 +261,8 @@ class ClusterLoad:
                 lost=sorted(acked - set(reads)),
                 duplicated_reads={k: n for k, n in reads.items() if n > 1},
                 duplicated_in_log={k: n for k, n in in_log.items() if n > 1},
+                failures=dict(collections.Counter(map(_kind, self.books.failed.values())).most_common(3)),
+                failed_but_stored=sum(1 for k in self.books.failed if in_log[k]),
             )
 
     def _read_log(self, at_most: int, timeout: float) -> collections.Counter[bytes]:
@@ -273,6 +278,10 @@ class ClusterLoad:
                 counts.update(r.key or b"" for r in consumer.poll(0.5))
         assert sum(counts.values()) >= len(counts)
         return counts
+
+
+def _kind(error: str) -> str:
+    return error[:240]
 
 
 def keys_summary(keys: Iterable[bytes], limit: int = 5) -> str:

@@ -104,6 +104,8 @@ class NetworkClient:
         self._auth_errors: dict[int, AuthenticationError] = {}
         #: connections in a row that a broker closed before answering ApiVersions
         self._unanswered: dict[int, int] = {}
+        #: addresses (host, port) that answered ApiVersions at least once: never a TLS listener
+        self._answered_once: set[tuple[str, int]] = set()
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
@@ -338,6 +340,7 @@ class NetworkClient:
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
             self._unanswered.pop(conn.node_id, None)
+            self._answered_once.add((conn.host, conn.port))
 
     def _maybe_reauthenticate(self, now_ms: int) -> None:
         """KIP-368: hold new requests on a connection whose SASL session is due for renewal,
@@ -426,7 +429,11 @@ class NetworkClient:
             error = KafkaConnectionError(f"connection closed after a malformed response: {malformed}")
         if isinstance(error, ResponseTooLargeError):
             self._log_oversized(conn.node_id, error, now_ms)
-        if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
+        if (
+            isinstance(error, ClosedBeforeAnsweringError)
+            and self._ssl_context is None
+            and (conn.host, conn.port) not in self._answered_once
+        ):
             error = self._maybe_tls_listener(conn, error)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
@@ -472,7 +479,12 @@ class NetworkClient:
 
     def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
         """A broker that closes three new plaintext connections in a row before answering
-        ApiVersions is a TLS listener (it took the request for a bad TLS hello)."""
+        ApiVersions is a TLS listener (it took the request for a bad TLS hello).
+
+        Only for an address that never answered: one that did speaks plaintext, and closing new
+        connections unanswered is what a proxy or load balancer in front of a restarting broker
+        does. Calling that an authentication error would fail sends that a retry would deliver.
+        """
         count = self._unanswered.get(conn.node_id, 0) + 1
         self._unanswered[conn.node_id] = count
         if count < UNANSWERED_BEFORE_TLS_VERDICT:
