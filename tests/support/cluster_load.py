@@ -102,6 +102,7 @@ class ClusterLoad:
             "request.timeout.ms": 10_000,
             **(consumer_config or {}),
         }
+        self.producer: Producer | None = None
         self._producer_thread = threading.Thread(target=self._produce, name="load-producer", daemon=True)
         self._consumer_thread = threading.Thread(target=self._consume, name="load-consumer", daemon=True)
 
@@ -115,6 +116,7 @@ class ClusterLoad:
     def _produce(self) -> None:
         try:
             with Producer(self.producer_config) as producer:
+                self.producer = producer  # for a test's look at its metadata (thread-safe calls only)
                 seq = 0
                 interval = 1.0 / self.rate
                 next_at = time.monotonic()
@@ -216,17 +218,20 @@ class ClusterLoad:
             return None
         return max(first_ack.values()) - since, max(first_read.values()) - since
 
-    def max_ack_gap(self, start: float, end: float) -> float:
-        """The longest time, within [start, end], that some partition acknowledged nothing."""
+    def max_ack_gap(self, start: float, end: float) -> tuple[float, int, float]:
+        """The longest time, within [start, end], that some partition acknowledged nothing:
+        ``(seconds, partition, when it began)``."""
         with self._lock:
             times: dict[int, list[float]] = collections.defaultdict(list)
             for key, at in self.books.acked_at.items():
                 if start <= at <= end:
                     times[self.books.partition_of[key]].append(at)
-        worst = 0.0
+        worst = (0.0, 0, start)
         for p in range(self.partitions):
             points = [start, *sorted(times.get(p, [])), end]
-            worst = max(worst, *(b - a for a, b in itertools.pairwise(points)))
+            for a, b in itertools.pairwise(points):
+                if b - a > worst[0]:
+                    worst = (b - a, p, a)
         return worst
 
     def describe(self) -> str:
