@@ -146,9 +146,6 @@ def _run(rig: Rig, name: str, inject: Inject) -> None:
         repair, figures, since = inject(topic)
         since = fault_at if since is None else since
         load.wait_flowing(since)
-        recovered = load.recovery(since)
-        assert recovered is not None
-        figures["producer recovered after"], figures["consumer recovered after"] = recovered
         repair_at = time.monotonic()
         repair()
         figures["ISR full again after restart/heal"] = (
@@ -156,7 +153,15 @@ def _run(rig: Rig, name: str, inject: Inject) -> None:
         )
         load.wait_flowing(time.monotonic())
         time.sleep(STEADY_S)
-        figures["longest ack gap of a partition"] = load.max_ack_gap(start, time.monotonic())
+        end = time.monotonic()
+        figures["producer recovered after"], figures["consumer recovered after"] = load.recovered_after(
+            since, end
+        )
+        gap, gap_partition, gap_began = load.max_ack_gap(start, end)
+        figures["repair began after the fault"] = repair_at - fault_at
+        figures["longest ack gap"] = (
+            f"{gap:.2f} s on partition {gap_partition}, from {gap_began - fault_at:.2f} s after the fault"
+        )
     finally:
         outcome = load.finish()
     _report(name, figures, outcome)

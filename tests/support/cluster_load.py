@@ -9,8 +9,9 @@ is booked with its ``time.monotonic()``, so that after a fault the test can say:
 * lost: keys acknowledged to the producer that the consumer never read;
 * duplicated: keys the consumer read more than once, and keys stored more than once in the log
   (read again from the start with assign(), independently of the group);
-* recovery: for each partition, how long after a moment (the fault, or its repair) the first record
-  *sent after it* was acknowledged (producer) and read (consumer); the slowest partition counts.
+* recovery (:meth:`ClusterLoad.recovered_after`): how long after a moment (the fault, or its
+  repair) the last stretch of more than a second without an acknowledgement (producer) or a read
+  (consumer) on some partition ended.
 """
 
 from __future__ import annotations
@@ -217,6 +218,29 @@ class ClusterLoad:
         if len(first_ack) < self.partitions or len(first_read) < self.partitions:
             return None
         return max(first_ack.values()) - since, max(first_read.values()) - since
+
+    def recovered_after(self, since: float, until: float, gap_s: float = 1.0) -> tuple[float, float]:
+        """``(producer, consumer)``: seconds from ``since`` until the end of the last stretch, before
+        ``until``, of more than ``gap_s`` in which some partition had nothing acknowledged / read
+        (0.0 when there was none)."""
+        with self._lock:
+            acked: dict[int, list[float]] = collections.defaultdict(list)
+            for key, at in self.books.acked_at.items():
+                acked[self.books.partition_of[key]].append(at)
+            read: dict[int, list[float]] = collections.defaultdict(list)
+            for _, p, at in self.books.read:
+                read[p].append(at)
+
+        def last_gap_end(times: dict[int, list[float]]) -> float:
+            end = since
+            for p in range(self.partitions):
+                points = [since, *sorted(t for t in times.get(p, []) if since < t <= until), until]
+                for a, b in itertools.pairwise(points):
+                    if b - a > gap_s and b < until:
+                        end = max(end, b)
+            return end - since
+
+        return last_gap_end(acked), last_gap_end(read)
 
     def max_ack_gap(self, start: float, end: float) -> tuple[float, int, float]:
         """The longest time, within [start, end], that some partition acknowledged nothing:
