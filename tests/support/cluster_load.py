@@ -258,6 +258,11 @@ class ClusterLoad:
                     worst = (b - a, p, a)
         return worst
 
+    def ack_times(self) -> list[tuple[int, float]]:
+        """``(partition, acknowledged at)`` of every acknowledged record so far."""
+        with self._lock:
+            return [(self.books.partition_of[k], at) for k, at in self.books.acked_at.items()]
+
     def describe(self) -> str:
         with self._lock:
             return (

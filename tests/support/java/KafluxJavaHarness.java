@@ -91,6 +91,7 @@ public final class KafluxJavaHarness {
                 case "member" -> runMember(spec);
                 case "share" -> runShare(spec);
                 case "admin" -> runAdmin(spec);
+                case "load" -> runLoad(spec);
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
             }
         } catch (Throwable e) {
@@ -246,6 +247,65 @@ public final class KafluxJavaHarness {
         }
         ObjectNode out = JSON.createObjectNode();
         out.put("ok", "closed");
+        emit(out);
+    }
+
+    // --- load: a steady producer, for comparing recovery after faults ---
+
+    /**
+     * Spec {"config","topic","partitions","rate"}: send numbered keys round-robin at "rate" records
+     * a second until stdin says "stop" (or ends); then flush and print {"acks":[[key,partition,S],...],
+     * "failed":N} with S the ack time (System.nanoTime() in seconds, as time.monotonic()).
+     */
+    private static void runLoad(JsonNode spec) throws Exception {
+        Properties p = props(spec);
+        String topic = spec.get("topic").asText();
+        int partitions = spec.get("partitions").asInt();
+        double rate = spec.get("rate").asDouble();
+        AtomicBoolean stop = watchStdin(() -> {});
+        List<double[]> acks = java.util.Collections.synchronizedList(new ArrayList<>());
+        java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+        ObjectNode ready = JSON.createObjectNode();
+        ready.put("event", "started");
+        try (KafkaProducer<byte[], byte[]> producer =
+                new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            long seq = 0;
+            long intervalNs = (long) (1e9 / rate);
+            long next = System.nanoTime();
+            emit(ready);
+            while (!stop.get()) {
+                final long key = seq;
+                int partition = (int) (seq % partitions);
+                seq++;
+                producer.send(new ProducerRecord<>(topic, partition, String.format("k%09d", key).getBytes(StandardCharsets.UTF_8), new byte[100]),
+                        (md, err) -> {
+                            if (err == null) {
+                                acks.add(new double[] {key, md.partition(), nowS()});
+                            } else {
+                                failed.incrementAndGet();
+                            }
+                        });
+                next += intervalNs;
+                long delay = next - System.nanoTime();
+                if (delay > 0) {
+                    Thread.sleep(delay / 1_000_000, (int) (delay % 1_000_000));
+                } else {
+                    next = System.nanoTime();
+                }
+            }
+            producer.flush();
+        }
+        ObjectNode out = JSON.createObjectNode();
+        ArrayNode arr = out.putArray("acks");
+        synchronized (acks) {
+            for (double[] a : acks) {
+                ArrayNode row = arr.addArray();
+                row.add((long) a[0]);
+                row.add((int) a[1]);
+                row.add(a[2]);
+            }
+        }
+        out.put("failed", failed.get());
         emit(out);
     }
 
