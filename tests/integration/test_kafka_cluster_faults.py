@@ -36,7 +36,8 @@ from support.cluster_load import ClusterLoad, Outcome, keys_summary
 from support.fault_proxy import FaultProxy
 from support.java_client import java_admin
 
-pytestmark = pytest.mark.integration
+# One worker runs them all (CI: pytest-xdist --dist loadgroup), so that one cluster serves the module.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka-cluster-faults")]
 
 PARTITIONS = 3
 WAIT_S = 120.0
