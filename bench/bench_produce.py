@@ -50,10 +50,11 @@ CLIENTS = ("confluent", "confluent-idempotent", "kaflux-send", "kaflux-callback"
 ARROW_ROWS = 10_000
 
 
-def records_pool(count: int) -> tuple[list[bytes], list[bytes]]:
-    """``count`` keys (``%08d``) and their values (a pool of 4096 random 100-byte hex strings)."""
+def records_pool(count: int, value_bytes: int = 100) -> tuple[list[bytes], list[bytes]]:
+    """``count`` keys (``%08d``) and their values (a pool of 4096 random hex strings of
+    ``value_bytes`` bytes, 100 by default)."""
     rng = random.Random(1)
-    pool = [rng.randbytes(50).hex().encode() for _ in range(4096)]
+    pool = [rng.randbytes((value_bytes + 1) // 2).hex().encode()[:value_bytes] for _ in range(4096)]
     return [b"%08d" % i for i in range(count)], [pool[i & 4095] for i in range(count)]
 
 
@@ -204,8 +205,10 @@ RUNNERS = {
 }
 
 
-def child(client: str, bootstrap: str, topic: str, records: int, profile: str | None) -> None:
-    keys, values = records_pool(records)
+def child(
+    client: str, bootstrap: str, topic: str, records: int, profile: str | None, value_bytes: int = 100
+) -> None:
+    keys, values = records_pool(records, value_bytes)
     runner = RUNNERS[client]
     if profile:
         import cProfile
@@ -276,9 +279,12 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--profile-out", help=argparse.SUPPRESS)
+    parser.add_argument("--value-bytes", type=int, default=100, help="bytes per value (a child's option)")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.bootstrap_servers, args.topic, args.records, args.profile_out)
+        child(
+            args.child, args.bootstrap_servers, args.topic, args.records, args.profile_out, args.value_bytes
+        )
         return 0
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)

@@ -9,7 +9,8 @@
 #                                      and faketime (a KDC with a wrong clock); a JDK 17 and Maven,
 #                                      and Apache Kafka's jars (4.4.0, and 3.9.2 for version
 #                                      negotiation) resolved by Maven into ~/.m2 and
-#                                      ~/.cache/kaflux/kafka (a second run reuses them offline)
+#                                      ~/.cache/kaflux/kafka (a second run reuses them offline),
+#                                      and Spark's own Kafka connector (spark-sql-kafka-0-10 4.2.0)
 #   --dry-run (after the above)        print the plan, install nothing
 # Prints the venv's python path on the last line of stdout; everything else goes to stderr.
 set -euo pipefail
@@ -96,5 +97,8 @@ if [ "$PROFILE" = test ]; then
   # Apache Kafka's jars: resolved once with Maven (strict checksums), then found in the cache.
   "$VENV/bin/python" -m kaflux.devbrokers resolve $KAFKA_VERSIONS >&2 \
     || { say "could not get Apache Kafka's jars (above); the tests need them"; exit 1; }
+  # Spark's own Kafka connector (format("kafka")), the anchor of the Spark differential tests.
+  "$VENV/bin/python" tests/support/spark_kafka_connector.py resolve >&2 \
+    || { say "could not get Spark's Kafka connector (above); the tests need it"; exit 1; }
 fi
 echo "$VENV/bin/python"

@@ -10,6 +10,9 @@ trap 'rm -rf "$WORK"' EXIT
 wheel=$(bash scripts/build_wheel.sh "$WORK/dist" | tail -n 1)
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/python" -m pip install -q "$wheel[arrow]" pytest pytest-timeout hypothesis kafka-python >&2
+# the command the wheel installs (docs/installing.md's wheel path; tests/docs/test_install.py
+# covers the broker extra with a pure build)
+"$WORK/venv/bin/kaflux" --help >/dev/null
 cd tests  # not the repository root: nothing of src/ may be importable
 "$WORK/venv/bin/python" - <<'PY'
 import sys

@@ -29,7 +29,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from kaflux.config import AdminConfig, CommonConfig, ConsumerConfig, ProducerConfig  # noqa: E402
+from kaflux.config import (  # noqa: E402
+    AdminConfig,
+    CommonConfig,
+    ConsumerConfig,
+    ProducerConfig,
+    ShareConsumerConfig,
+)
 from kaflux.peer_settings import PEER_SETTINGS, PEER_VALUES  # noqa: E402
 from pyspark_kaflux.options import SINK_OPTIONS, SOURCE_OPTIONS, OptionSpec  # noqa: E402
 
@@ -108,12 +114,14 @@ def configuration_page() -> str:
         "",
         "## Every client",
         "",
-        "Settings of `Consumer`, `Producer` and `AdminClient` alike.",
+        "Settings of `Consumer`, `ShareConsumer`, `Producer` and `AdminClient` alike (and of their",
+        "asyncio twins in `kaflux.aio`).",
         "",
         *_settings_table(CommonConfig, frozenset()),
     ]
     for title, cls in (
         ("Consumer", ConsumerConfig),
+        ("ShareConsumer", ShareConsumerConfig),
         ("Producer", ProducerConfig),
         ("AdminClient", AdminConfig),
     ):

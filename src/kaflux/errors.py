@@ -212,7 +212,7 @@ class CommitFailedError(KafkaError):
         "the group rebalanced, so its partitions may now belong to another member. The consumer rejoins on "
         "its next poll(). If the time between polls is the cause, increase max.poll.interval.ms or reduce "
         "max.poll.records so that each batch is processed in time, or process long batches with the "
-        "pause-and-poll pattern (README: 'Long processing')"
+        "pause-and-poll pattern (docs/clients.md: 'Long processing')"
     )
 
     def __init__(
@@ -320,6 +320,74 @@ def _rebuild_deserialization_error(
     message: str, topic: str, partition: int, offset: int, origin: Literal["key", "value"] | None
 ) -> RecordDeserializationError:
     return RecordDeserializationError(message, topic=topic, partition=partition, offset=offset, origin=origin)
+
+
+def deserialization_error(
+    exc: Exception, *, topic: str, partition: int, offset: int, origin: Literal["key", "value"] | None
+) -> RecordDeserializationError | DeserializerUnavailableError:
+    """The error for a deserializer that raised ``exc`` on a record: an outage (``exc`` is a
+    retriable KafkaError, e.g. the Schema Registry did not answer) or a bad record."""
+    if isinstance(exc, KafkaError) and exc.retriable:
+        return DeserializerUnavailableError(
+            str(exc), topic=topic, partition=partition, offset=offset, origin=origin
+        )
+    return RecordDeserializationError(
+        repr(exc), topic=topic, partition=partition, offset=offset, origin=origin
+    )
+
+
+class DeserializerUnavailableError(KafkaError):
+    """A deserializer could not reach a service it needs (a Schema Registry that did not
+    answer, or answered with a transient error) for a fetched record: nothing is wrong with
+    the record.
+
+    Unlike :class:`RecordDeserializationError` it is not a bad record: do not seek past it.
+    The consumer's position stays at ``offset``, so the next ``poll()`` reads the record
+    again; ``retriable`` is True. ``topic``, ``partition``, ``offset`` and ``origin`` locate
+    the record as in :class:`RecordDeserializationError`.
+    """
+
+    retriable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        origin: Literal["key", "value"] | None = None,
+    ) -> None:
+        what = f"the {origin} of " if origin else ""
+        super().__init__(
+            f"could not deserialize {what}the record at {topic}-{partition} offset {offset} "
+            f"yet: {message}. The record was not skipped: the next poll() reads it again "
+            "(do not seek past it)"
+        )
+        self.detail = message
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.origin = origin
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild_unavailable_error,
+            (self.detail, self.topic, self.partition, self.offset, self.origin),
+            self.__dict__,
+        )
+
+
+def _rebuild_unavailable_error(
+    message: str, topic: str, partition: int, offset: int, origin: Literal["key", "value"] | None
+) -> DeserializerUnavailableError:
+    return DeserializerUnavailableError(
+        message, topic=topic, partition=partition, offset=offset, origin=origin
+    )
 
 
 # --- One class per broker error code ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The main job: a Spark Structured Streaming pipeline over Kafka through ``kaflux``.
 
-``python -m pyspark_kaflux.pipeline`` (the README's first Quick start command runs it):
+``python -m pyspark_kaflux.pipeline`` (``bash scripts/demo.sh``, the README's first Quick start command,
+runs it; see docs/spark.md):
 
 1. starts an embedded broker on a free loopback port (noida-db, whose offset lookups are
    exact) unless ``--bootstrap-servers`` names a cluster;

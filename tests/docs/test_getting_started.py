@@ -4,7 +4,8 @@ interpreter (the consumer reads the ten records the producer wrote, then gets Ct
 expects), its Spark block reads the ten records the producer block wrote, and ``kaflux broker
 stop`` ends each broker.
 
-Only the install block does not run (it installs from PyPI). The page's blocks are taken as
+Only the install block does not run (tests/docs/test_install.py installs kaflux from the repository
+in a fresh venv). The page's blocks are taken as
 they are; a change that breaks the tutorial breaks this test."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The README's asyncio example (a FastAPI-style lifespan) runs as plain asyncio on Tansu."""
+"""The asyncio guide's example (docs/asyncio.md, a FastAPI-style lifespan; it was the README's) runs as
+plain asyncio on Tansu."""
 
 from __future__ import annotations
 
@@ -16,17 +17,17 @@ from support.aio_helpers import create_topic
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "asyncio.md"
 
 
-def test_the_readme_lifespan_example_runs(tansu: Broker, tmp_path: Path) -> None:
-    text = README.read_text()
+def test_the_asyncio_guide_lifespan_example_runs(tansu: Broker, tmp_path: Path) -> None:
+    text = GUIDE.read_text()
     found = re.search(r"<!-- kaflux-aio-example -->\n```python\n(.*?)```", text, re.S)
-    assert found, "the README lost its asyncio example"
+    assert found, "docs/asyncio.md lost its lifespan example"
     script = tmp_path / "lifespan_example.py"
     script.write_text(found.group(1))
     topic = create_topic(tansu.bootstrap_servers, 1)
-    env = {**os.environ, "KAFLUX_BOOTSTRAP": tansu.bootstrap_servers, "KAFLUX_TOPIC": topic}
+    env = {**os.environ, "KAFLUX_BOOTSTRAP_SERVERS": tansu.bootstrap_servers, "KAFLUX_TOPIC": topic}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=90)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["order written at offset 0", "consumed b'{\"id\": 1}'"]

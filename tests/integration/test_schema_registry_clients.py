@@ -10,7 +10,7 @@ import pytest
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kaflux.devbrokers.brokers import Broker
-from kaflux.errors import RecordDeserializationError
+from kaflux.errors import DeserializerUnavailableError, RecordDeserializationError
 from kaflux.schema_registry import SchemaRegistryClient
 from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer
 from kaflux.serialization import Deserializer, SerializationContext, Serializer
@@ -187,3 +187,43 @@ def test_bad_records_raise_naming_their_offset_and_seek_past_them_continues(
                     consumer.poll(0.5)
                 consumer.seek(tp, offset + 1)
             assert _read(consumer, 1) == [{"name": "last"}]
+
+
+def test_a_registry_outage_bounds_poll_by_the_registry_timeout_and_loses_no_record(
+    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str
+) -> None:
+    """Issue 33: a hanging registry blocked poll(1.0) for 30 s and then advised seeking past a
+    good record. The wait is the client's ``timeout``; the error says the registry did not
+    answer and that the record will be read again; after the registry recovers, poll()
+    delivers that very record."""
+    _create(tansu, topic_name)
+    with SchemaRegistryClient({"url": registry.url}) as writer:
+        serializer = AvroSerializer(writer, USER_V1)
+        config = {"bootstrap.servers": tansu.bootstrap_servers}
+        with Producer(config, value_serializer=serializer) as producer:
+            for name in ("a", "b", "c"):
+                producer.send(topic_name, {"name": name})
+            producer.flush(WAIT_S)
+    registry_timeout_s = 1.5
+    tp = TopicPartition(topic_name, 0)
+    with (
+        SchemaRegistryClient({"url": registry.url, "timeout": registry_timeout_s}) as reader,
+        _consumer(tansu, topic_name, value_deserializer=AvroDeserializer(reader)) as consumer,
+    ):
+        registry.hang()
+        deadline = time.monotonic() + WAIT_S
+        with pytest.raises(DeserializerUnavailableError) as info:
+            while time.monotonic() < deadline:
+                started = time.monotonic()
+                assert consumer.poll(1.0) == []
+        took = time.monotonic() - started
+        assert took < registry_timeout_s + 3.0  # the registry's timeout, plus scheduling slack
+        error = info.value
+        assert error.retriable
+        assert (error.topic, error.partition, error.offset, error.origin) == (topic_name, 0, 0, "value")
+        assert f"the Schema Registry at {registry.url} did not answer" in str(error)
+        assert "reads it again" in str(error)
+        assert "Seek to offset" not in str(error)
+        assert consumer.position(tp) == 0  # not skipped
+        registry.recover()
+        assert _read(consumer, 3) == [{"name": "a"}, {"name": "b"}, {"name": "c"}]

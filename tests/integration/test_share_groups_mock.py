@@ -22,6 +22,7 @@ from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 
 from kaflux import AcknowledgeType, ConsumerRecord, ShareConsumer, TopicPartition
@@ -500,3 +501,116 @@ def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_mock:
         rest = _poll_until(consumer, lambda got: {r.value for r in got} >= {"ok-2", "bad"})
         counts = {r.value: r.delivery_count for r in rest}
         assert counts == {"ok-2": 1, "bad": 2}  # released, then delivered again
+
+
+# -- a member takes no more than its share (the mock's manual assignment puts several members on one
+# partition, as Kafka's share assignor may) -------------------------------------------------------------
+
+SHARE_POLL_RECORDS = 10
+PROCESSING_S = 0.2  # what each member spends on one poll's records
+
+
+def _member_id(consumer: ShareConsumer) -> str:
+    member_id = consumer.group_state().member_id
+    assert member_id
+    return member_id
+
+
+def _wait_assigned(consumer: ShareConsumer, expected: set[TopicPartition]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while consumer.group_state().assignment != expected:
+        assert time.monotonic() < deadline, f"not assigned {expected}: {consumer.group_state().assignment}"
+        assert consumer.poll(0.05) == []
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: meta.leader for p, meta in partitions.items()}
+
+
+def test_two_members_on_one_partitions_backlog_both_make_progress_within_a_poll_interval(
+    share_mock: ShareMockCluster,
+) -> None:
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    members = [
+        _kaflux(share_mock.bootstrap_servers, group, max_poll_records=SHARE_POLL_RECORDS) for _ in range(2)
+    ]
+    try:
+        for m in members:
+            m.subscribe([topic])
+        _wait_joined(*members)
+        for m in members:
+            share_mock.assign(group, _member_id(m), topic, [0])
+        for m in members:
+            _wait_assigned(m, {TopicPartition(topic, 0)})
+        feed.send([f"backlog-{i}".encode() for i in range(200)], partition=0)
+        counts = [0, 0]
+        start = time.monotonic()
+        while min(counts) == 0 and time.monotonic() - start < WAIT_S:
+            for i, m in enumerate(members):
+                got = m.poll(0.05)
+                assert len(got) <= SHARE_POLL_RECORDS
+                counts[i] += len(got)
+                if got:
+                    time.sleep(PROCESSING_S)
+        took = time.monotonic() - start
+        assert min(counts) > 0, counts
+        # one member's poll, its processing and the other's poll: both have records by then
+        assert took < 4 * PROCESSING_S + 2.0, f"both members had records only after {took:.1f} s: {counts}"
+    finally:
+        for m in members:
+            m.close(10)
+
+
+def test_a_member_acquires_no_more_than_one_poll_from_several_brokers(share_mock: ShareMockCluster) -> None:
+    """A member whose partitions are led by several brokers asks them for max.poll.records
+    between them, and asks none while records wait in its buffer: of a backlog of one poll's
+    worth per broker, all but one poll's worth is left for the other member while the first one
+    processes its poll. (Before, it asked each broker for max.poll.records and held it all.)"""
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    partitions = [0, 1, 2]
+    for partition in partitions:  # one partition per broker
+        share_mock.set_leader(topic, partition, partition + 1)
+    leaders = _leaders(share_mock.bootstrap_servers, topic)
+    assert [leaders[p] for p in partitions] == [1, 2, 3], leaders
+    tps = {TopicPartition(topic, p) for p in partitions}
+    busy, other = (
+        _kaflux(share_mock.bootstrap_servers, group, max_poll_records=SHARE_POLL_RECORDS) for _ in range(2)
+    )
+    try:
+        for m in (busy, other):
+            m.subscribe([topic])
+        _wait_joined(busy, other)
+        for m in (busy, other):
+            share_mock.assign(group, _member_id(m), topic, [])
+        for m in (busy, other):
+            _wait_assigned(m, set())
+        values = [f"held-{p}-{i}".encode() for p in partitions for i in range(SHARE_POLL_RECORDS)]
+        for p in partitions:
+            feed.send([v for v in values if v.startswith(f"held-{p}-".encode())], partition=p)
+        share_mock.assign(group, _member_id(busy), topic, partitions)
+        first = _poll_until(busy, lambda got: len(got) > 0)
+        assert len(first) <= SHARE_POLL_RECORDS
+        # `busy` now processes its records (it does not poll); `other` joins the partitions
+        share_mock.assign(group, _member_id(other), topic, partitions)
+        deadline = time.monotonic() + WAIT_S
+        got: list[ConsumerRecord] = []
+        while other.group_state().assignment != tps:
+            assert time.monotonic() < deadline
+            got += other.poll(0.05)
+        settle = time.monotonic() + 3.0
+        while time.monotonic() < settle:
+            got += other.poll(0.1)
+        assert len(got) >= len(values) - SHARE_POLL_RECORDS, (
+            f"the other member got {len(got)} of {len(values)}; the busy one held the rest"
+        )
+        rest = _poll_until(busy, lambda more: len(first) + len(more) + len(got) >= len(values))
+        assert sorted(r.value for r in first + rest + got) == sorted(values)
+    finally:
+        busy.close(10)
+        other.close(10)

@@ -31,7 +31,8 @@ def _java_home() -> str | None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A local SparkSession shared by every Spark test (startup costs about 10 s)."""
+    """A local SparkSession shared by every Spark test (startup costs about 10 s), with Spark's own
+    Kafka connector on its classpath when it is resolved (``format("kafka")``)."""
     java_home = os.environ.get("JAVA_HOME") or _java_home()
     if java_home is None:
         pytest.skip("Spark needs Java; no java on PATH and JAVA_HOME unset")
@@ -41,8 +42,15 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from support.spark_kafka_connector import ConnectorUnavailableError, connector_jars
+
+    try:  # Spark's own Kafka connector, the anchor of the differential tests
+        jars = ",".join(connector_jars())
+    except ConnectorUnavailableError:
+        jars = ""  # the tests that need format("kafka") skip (and fail under CI=true)
     session = (
         SparkSession.builder.master("local[2]")
+        .config("spark.jars", jars)
         .appName("kaflux-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

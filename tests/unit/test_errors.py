@@ -18,6 +18,7 @@ from kaflux.errors import (
     ConfigError,
     CoordinatorNotAvailableError,
     CorruptMessageError,
+    DeserializerUnavailableError,
     InvalidOffsetError,
     KafkaError,
     KafkaTimeoutError,
@@ -279,6 +280,20 @@ def test_record_deserialization_error() -> None:
     assert "t-2 offset 10" in str(err) and "value" in str(err) and "11" in str(err)
 
 
+def test_a_deserializer_outage_is_retriable_and_says_the_record_is_read_again() -> None:
+    from kaflux.errors import deserialization_error
+
+    outage = deserialization_error(
+        KafkaTimeoutError("registry gone"), topic="t", partition=2, offset=10, origin="value"
+    )
+    assert type(outage) is DeserializerUnavailableError and outage.retriable
+    assert (outage.topic_partition, outage.offset, outage.origin) == (TopicPartition("t", 2), 10, "value")
+    assert "t-2 offset 10" in str(outage) and "registry gone" in str(outage)
+    assert "reads it again" in str(outage) and "Seek to offset" not in str(outage)
+    bad = deserialization_error(ValueError("bad"), topic="t", partition=2, offset=10, origin="value")
+    assert type(bad) is RecordDeserializationError and "Seek to offset 11" in str(bad)
+
+
 @pytest.mark.parametrize(
     "err",
     [
@@ -292,6 +307,7 @@ def test_record_deserialization_error() -> None:
         NoOffsetForPartitionError([TopicPartition("t", 1)], "custom"),
         CommitFailedError("see max.poll.interval.ms"),
         RecordDeserializationError("m", topic="t", partition=0, offset=1, origin="key"),
+        DeserializerUnavailableError("no answer", topic="t", partition=0, offset=1, origin="value"),
     ],
     ids=lambda e: type(e).__name__,
 )

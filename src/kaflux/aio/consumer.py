@@ -15,12 +15,13 @@ positions advance only for records returned.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from re import Pattern
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from kaflux.aio.driver import FutureAwaitable, LoopGuard
+from kaflux.aio.serde import AsyncSerde, deserialize, is_async
 from kaflux.blocking import Steps
 from kaflux.consumer.callback_invokers import CommitCallback
 from kaflux.consumer.completed_fetch import Deserializer
@@ -28,6 +29,7 @@ from kaflux.consumer.consumer import METRICS_TIMEOUT_S, Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+from kaflux.interceptors import ConsumerInterceptor
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
 
 if TYPE_CHECKING:
@@ -67,15 +69,27 @@ class AsyncConsumer:
     def __init__(
         self,
         config: Mapping[str, object],
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
+        key_deserializer: Deserializer | AsyncSerde | None = None,
+        value_deserializer: Deserializer | AsyncSerde | None = None,
+        interceptors: Sequence[ConsumerInterceptor] | None = None,
     ) -> None:
-        """Validate ``config`` (the sync consumer's keys) and start the network thread.
+        """Validate ``config`` (the sync consumer's keys) and start the network thread. A
+        deserializer may be async (e.g. ``AsyncAvroDeserializer``): ``poll()`` awaits it
+        (see :mod:`kaflux.aio.serde`). ``interceptors``: as :class:`kaflux.Consumer`'s (their
+        hooks run on the loop's thread; with an async deserializer, ``on_consume`` sees the
+        records before it has decoded them).
 
         Raises:
             ConfigError: a key is unknown, a value has the wrong type or is out of range.
         """
-        self._consumer = Consumer(config, key_deserializer, value_deserializer)
+        self._key_async: Any = key_deserializer if is_async(key_deserializer) else None
+        self._value_async: Any = value_deserializer if is_async(value_deserializer) else None
+        self._consumer = Consumer(
+            config,
+            None if self._key_async else key_deserializer,  # type: ignore[arg-type]
+            None if self._value_async else value_deserializer,  # type: ignore[arg-type]
+            interceptors,
+        )
         self._guard = LoopGuard("AsyncConsumer")
         self._closed = False
         self._batch: Iterator[ConsumerRecord] = iter(())
@@ -190,7 +204,10 @@ class AsyncConsumer:
     async def poll(self, timeout: float = 0.0) -> ConsumerRecords:
         """:meth:`kaflux.Consumer.poll`, awaiting on the loop (cancellation-safe)."""
         await asyncio.sleep(0)  # bounded work per loop turn: let others run before collecting
-        return await self._guard.run(Consumer.poll.steps(self._consumer, timeout))
+        records = await self._guard.run(Consumer.poll.steps(self._consumer, timeout))
+        if (self._key_async or self._value_async) and records:
+            return await deserialize(records, self._key_async, self._value_async, self._consumer)
+        return records
 
     async def poll_arrow(self, timeout: float = 0.0) -> pa.RecordBatch:
         """:meth:`kaflux.Consumer.poll_arrow`, awaiting on the loop (cancellation-safe)."""

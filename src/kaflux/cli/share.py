@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from kaflux.cli.main import ClientSettings, CliError, client_options, client_settings
+from kaflux.cli.main import ClientSettings, CliError, client_options_without_timeout, client_settings
 from kaflux.cli.output import RecordWriter, dumps_line, progress, record_json, record_writer
 from kaflux.consumer.share.acknowledgements import AcknowledgeType
 from kaflux.consumer.share.consumer import ShareConsumer
@@ -77,18 +77,23 @@ def share_config(settings: ClientSettings, group: str) -> dict[str, object]:
     "--timeout",
     type=click.FloatRange(min=0),
     metavar="SECONDS",
-    help="Stop after this long without a record (an error if -n was not reached).",
+    help="Stop after this long without a record (an error if -n was not reached); also how long "
+    "to wait for a broker to accept a connection (default: 5).",
 )
-@client_options
+@client_options_without_timeout
 def consume(topic: str, group: str, ack: str, count: int | None, fmt: str, timeout: float | None) -> None:
     """Print the records of TOPIC that the share group GROUP hands this member, acknowledging
     each as --ack says, until Ctrl-C (or -n COUNT records)."""
-    config = share_config(client_settings(), group)
+    settings = client_settings()
+    if timeout is not None:
+        settings.timeout = timeout
+    config = share_config(settings, group)
     if count is not None:
         config.setdefault("max.poll.records", str(min(count, 500)))
     ack_type = _ACK_TYPES[ack]
     consumer = ShareConsumer(config)
     try:
+        settings.ensure_reachable()
         consumer.subscribe([topic])
         try:
             _print_records(consumer, topic, ack_type, count, fmt, timeout)

@@ -39,7 +39,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kaflux.errors import CorruptRecordError, KafkaError, RecordDeserializationError
+from kaflux.errors import (
+    CorruptRecordError,
+    DeserializerUnavailableError,
+    KafkaError,
+    RecordDeserializationError,
+    deserialization_error,
+)
 from kaflux.records import CONTROL_ABORT, ConsumerRecord, active_kernel
 from kaflux.records.interface import BatchCursorView, ColumnBuilderView, RecordBatchView, RecordDecoder
 from kaflux.serialization import Deserializer as ContextDeserializer
@@ -263,9 +269,10 @@ class CompletedFetch:
             # The batch iterator cannot resume after corrupt data: remember it. The decoder's
             # error names the offset in the batch header, which may be garbage like the rest.
             self._corruption = (exc.reason, self.next_fetch_offset)
-        except (RecordDeserializationError, OverflowError):
-            # A deserializer failed (the position stays at that record, so the next call
-            # fails on it again), or the columns are full (the caller has records).
+        except (RecordDeserializationError, DeserializerUnavailableError, OverflowError):
+            # A deserializer failed, or could not reach its registry (the position stays at
+            # that record, so the next call tries it again), or the columns are full (the
+            # caller has records).
             if taken_before_error is not None:
                 taken = taken_before_error()
             if not taken:
@@ -558,8 +565,9 @@ class CompletedFetch:
                 return deserializer(data, SerializationContext(self.tp.topic, field, record.headers or None))
             return deserializer(data)
         except Exception as exc:
-            raise RecordDeserializationError(
-                repr(exc),
+            # an outage (the Schema Registry did not answer) or bad data
+            raise deserialization_error(
+                exc,
                 topic=self.tp.topic,
                 partition=self.tp.partition,
                 offset=record.offset,

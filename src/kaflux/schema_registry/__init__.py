@@ -1,9 +1,13 @@
-"""Confluent Schema Registry support: the registry client and the subject strategies. [app]
+"""Confluent Schema Registry support: the registry clients and the subject strategies. [app]
 
-The serializers live in :mod:`kaflux.schema_registry.avro`, :mod:`.protobuf` and
-:mod:`.json_schema`; install the ``kaflux[schema-registry]`` extra for them and the client.
+:class:`SchemaRegistryClient` (blocking) and :class:`AsyncSchemaRegistryClient` (asyncio) run
+one sans-I/O core; a ``mock://scope`` URL gives either the in-memory registry of
+:mod:`kaflux.schema_registry.mock`. The serializers, sync and async, live in
+:mod:`kaflux.schema_registry.avro`, :mod:`.protobuf` and :mod:`.json_schema`; install the
+``kaflux[schema-registry]`` extra for them and the clients.
 """
 
+from kaflux.schema_registry.aio import AsyncSchemaRegistryClient
 from kaflux.schema_registry.client import (
     RegisteredSchema,
     Schema,
@@ -19,6 +23,7 @@ from kaflux.schema_registry.subjects import (
 )
 
 __all__ = [
+    "AsyncSchemaRegistryClient",
     "RegisteredSchema",
     "Schema",
     "SchemaReference",

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaflux.errors import ConfigError
-from kaflux.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
+from kaflux.schema_registry._core import RegisteredSchema, RegistryCore, Schema, Steps, T
 from kaflux.schema_registry.subjects import SubjectNameStrategy, topic_subject_name_strategy
 from kaflux.schema_registry.wire import SchemaIdRead, guid_header, header_name, read_schema_id
 from kaflux.serialization import SerializationContext, SerializationError
@@ -83,12 +83,23 @@ def read_id(data: bytes | memoryview, ctx: SerializationContext | None, headers_
     return read_schema_id(data, ctx.headers, ctx.field, headers_first)
 
 
-def writer_schema(client: SchemaRegistryClient, read: SchemaIdRead) -> Schema:
+def writer_schema(core: RegistryCore, read: SchemaIdRead) -> Steps[Schema]:
     """The writer's schema, by id or by GUID (the client caches both)."""
     if read.guid is not None:
-        return client.get_schema_by_guid(read.guid)
+        return (yield from core.get_schema_by_guid(read.guid))
     assert read.schema_id is not None
-    return client.get_schema(read.schema_id)
+    return (yield from core.get_schema(read.schema_id))
+
+
+def run_local(steps: Steps[T]) -> T:
+    """The result of ``steps`` that need no request (e.g. a schema without references)."""
+    try:
+        call = next(steps)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    steps.close()
+    raise ValueError(f"needs a Schema Registry client ({call.method} {call.path})")
 
 
 def _flag(conf: Mapping[str, object], key: str, default: bool) -> bool:
@@ -104,14 +115,14 @@ class SchemaIdLookup:
     """The schema id to frame records of each subject with: registered (or looked up) once
     per subject, then from memory."""
 
-    def __init__(self, client: SchemaRegistryClient, conf: Mapping[str, object] | None, kind: str) -> None:
+    def __init__(self, core: RegistryCore, conf: Mapping[str, object] | None, kind: str) -> None:
         conf = dict(conf or {})
         for key in conf:
             if key not in _SERIALIZER_KEYS:
                 raise ConfigError(
                     key, f"unknown {kind} serializer key; known keys: {', '.join(_SERIALIZER_KEYS)}"
                 )
-        self.client = client
+        self.core = core
         self.auto_register = _flag(conf, "auto.register.schemas", True)
         self.use_latest = _flag(conf, "use.latest.version", False)
         self.normalize = _flag(conf, "normalize.schemas", False)
@@ -131,18 +142,23 @@ class SchemaIdLookup:
     def subject(self, ctx: SerializationContext, record_name: str | None) -> str:
         return self.strategy(ctx, record_name)
 
-    def registered(self, subject: str, schema: Schema) -> RegisteredSchema:
+    def cached(self, subject: str) -> RegisteredSchema | None:
+        """The registration ``subject``'s records are written with, if known without a
+        request (never with use.latest.version: the latest version may change)."""
+        return None if self.use_latest else self._ids.get(subject)
+
+    def registered(self, subject: str, schema: Schema) -> Steps[RegisteredSchema]:
         """The registration to write ``subject``'s records with (the latest version with
         use.latest.version; the client caches it)."""
         if self.use_latest:
-            return self.client.get_latest_version(subject)
+            return (yield from self.core.get_latest_version(subject))
         found = self._ids.get(subject)
         if found is not None:
             return found
         if self.auto_register:
-            found = self.client.register_schema_full_response(subject, schema, self.normalize)
+            found = yield from self.core.register_schema_full_response(subject, schema, self.normalize)
         else:
-            found = self.client.lookup_schema(subject, schema, self.normalize)
+            found = yield from self.core.lookup_schema(subject, schema, self.normalize)
         with self._lock:
             self._ids[subject] = found
         return found

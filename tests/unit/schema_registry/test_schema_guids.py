@@ -23,7 +23,8 @@ from confluent_kafka.serialization import SerializationContext as CkContext
 from confluent_kafka.serialization import SerializationError as CkSerializationError
 
 from kaflux.errors import ConfigError, InvalidArgumentError, KafkaError
-from kaflux.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient, SchemaRegistryError
+from kaflux.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from kaflux.schema_registry._core import Steps, T
 from kaflux.schema_registry.avro import AvroDeserializer, AvroSerializer
 from kaflux.schema_registry.json_schema import JsonSchemaDeserializer, JsonSchemaSerializer
 from kaflux.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -171,13 +172,18 @@ def test_header_framing_without_the_producer_s_headers_list_says_what_to_do(
 
 
 def test_header_framing_with_a_registry_that_gives_no_guid_says_use_prefix() -> None:
-    class OldRegistry:  # a registry from before GUIDs: registrations carry only the id
-        def register_schema_full_response(
-            self, subject: str, schema: Schema, normalize: bool
-        ) -> RegisteredSchema:
-            return RegisteredSchema(4, subject, None, schema)
+    class OldRegistry(SchemaRegistryClient):  # a registry from before GUIDs: registrations carry only the id
+        def run(self, steps: Steps[T]) -> T:
+            try:
+                while True:
+                    call = next(steps)
+                    assert (call.method, call.path) == ("POST", "/subjects/views-value/versions")
+                    steps.send({"id": 4})
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
 
-    serializer = JsonSchemaSerializer(cast(SchemaRegistryClient, OldRegistry()), ORDER_JSON_SCHEMA, HEADER)
+    serializer = JsonSchemaSerializer(OldRegistry({"url": "mock://no-guids"}), ORDER_JSON_SCHEMA, HEADER)
     with pytest.raises(
         SerializationError, match=r"gave no GUID for schema id 4.*schema\.id\.serializer='prefix'"
     ):

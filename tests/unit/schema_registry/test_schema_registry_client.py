@@ -95,6 +95,20 @@ def test_retries_stop_at_the_deadline(registry: SchemaRegistryDouble) -> None:
     assert info.value.http_status == 503 and info.value.retriable
 
 
+def test_a_hanging_registry_is_given_up_on_at_the_timeout_as_a_retriable_outage(
+    registry: SchemaRegistryDouble,
+) -> None:
+    registry.hang()
+    with _client(registry, timeout=1.0) as client:
+        start = time.monotonic()
+        with pytest.raises(SchemaRegistryError) as info:
+            client.get_schema(1)
+        assert time.monotonic() - start < 2.5
+    assert info.value.retriable and info.value.http_status == -1
+    assert f"the Schema Registry at {registry.url} did not answer GET /schemas/ids/1" in str(info.value)
+    assert "timeout=1s" in str(info.value)
+
+
 def test_urls_are_tried_in_turn(registry: SchemaRegistryDouble) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

@@ -293,7 +293,7 @@ class MembershipCore(GroupMembership):
             "group %s: no poll() for more than max.poll.interval.ms=%d; leaving the group. Its "
             "partitions go to other members and this consumer rejoins on its next poll(). Process "
             "records faster, lower max.poll.records or raise max.poll.interval.ms; for long work, "
-            "pause the partitions and keep calling poll() (README: 'Long processing').",
+            "pause the partitions and keep calling poll() (docs/clients.md: 'Long processing').",
             self.group_id,
             self._rebalance_timeout_ms,
         )
