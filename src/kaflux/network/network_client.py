@@ -113,6 +113,8 @@ class NetworkClient:
         self._auth_errors: dict[int, AuthenticationError] = {}
         #: connections in a row that a broker closed before answering ApiVersions
         self._unanswered: dict[int, int] = {}
+        #: addresses (host, port) that answered ApiVersions at least once: never a TLS listener
+        self._answered_once: set[tuple[str, int]] = set()
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
         #: the descriptor each connection is registered with in the selector, by node id: known
@@ -380,6 +382,7 @@ class NetworkClient:
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
             self._unanswered.pop(conn.node_id, None)
+            self._answered_once.add((conn.host, conn.port))
             self._unexpected_logged.discard(conn.node_id)
             if self._ssl_context is not None:
                 self._tls_established.add((conn.host, conn.port))
@@ -496,7 +499,11 @@ class NetworkClient:
             error = KafkaConnectionError(f"connection closed after a malformed response: {malformed}")
         if isinstance(error, ResponseTooLargeError):
             self._log_oversized(conn.node_id, error, now_ms)
-        if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
+        if (
+            isinstance(error, ClosedBeforeAnsweringError)
+            and self._ssl_context is None
+            and (conn.host, conn.port) not in self._answered_once
+        ):
             error = self._maybe_tls_listener(conn, error)
         if isinstance(error, HandshakeInterruptedError):
             if error.answered or (conn.host, conn.port) in self._tls_established:
@@ -552,7 +559,12 @@ class NetworkClient:
 
     def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
         """A broker that closes three new plaintext connections in a row before answering
-        ApiVersions is a TLS listener (it took the request for a bad TLS hello)."""
+        ApiVersions is a TLS listener (it took the request for a bad TLS hello).
+
+        Only for an address that never answered: one that did speaks plaintext, and closing new
+        connections unanswered is what a proxy or load balancer in front of a restarting broker
+        does. Calling that an authentication error would fail sends that a retry would deliver.
+        """
         count = self._unanswered.get(conn.node_id, 0) + 1
         self._unanswered[conn.node_id] = count
         if count < UNANSWERED_BEFORE_TLS_VERDICT:

@@ -211,6 +211,7 @@ class Producer(Closeable):
             retry_backoff=network.retry_backoff,
             transaction_manager=self._tm,
             max_in_flight_per_node=config_.max_in_flight_requests_per_connection,
+            connections=network.client,
             metrics=ProducerMetrics(
                 network_metrics,
                 requests_in_flight=lambda: self._sender.in_flight_requests,
