@@ -13,7 +13,8 @@ and EndTxn, and checks the producer fields of every Produce batch the way Kafka'
 * a batch is in sequence when its first sequence follows the last one written; otherwise
   OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch must start at sequence 0 (else
   OUT_OF_ORDER_SEQUENCE_NUMBER); an unknown producer must start at 0 (else
-  UNKNOWN_PRODUCER_ID); an older epoch gets INVALID_PRODUCER_EPOCH;
+  UNKNOWN_PRODUCER_ID), unless ``accept_any_first_sequence`` (Apache Kafka 4.4's rule: any
+  first batch of an unknown producer is accepted); an older epoch gets INVALID_PRODUCER_EPOCH;
 * transactional batches need their partition added to the producer's ongoing transaction
   (else INVALID_TXN_STATE).
 
@@ -146,6 +147,11 @@ class TxnFakeCluster(FakeCluster):
         #: with UNKNOWN_PRODUCER_ID (as Tansu after losing its state)
         self.issued: set[int] = set()
         self.strict_producer_ids = False
+        #: Apache Kafka's rule for a producer the partition has no state for: its first batch is
+        #: accepted whatever its first sequence (ProducerAppendInfo: an empty entry has no
+        #: epoch, so the "new epoch starts at 0" check does not apply). Off: such a batch must
+        #: start at 0, else UNKNOWN_PRODUCER_ID (older brokers, the stand-ins).
+        self.accept_any_first_sequence = False
 
     # -- state for tests -------------------------------------------------------------------
 
@@ -402,7 +408,7 @@ class TxnFakeCluster(FakeCluster):
                 return INVALID_TXN_STATE, -1
         state = self.producers.get((tp, pid))
         if state is None:
-            if first != 0:
+            if first != 0 and not self.accept_any_first_sequence:
                 return UNKNOWN_PRODUCER_ID, -1
         elif epoch < state.epoch:
             return INVALID_PRODUCER_EPOCH, -1

@@ -397,6 +397,14 @@ class TransactionManager(RequestManager):
                 return False
             if tp in self._unresolved:
                 return False
+            if self.has_in_flight_batches(tp) and self._partition_entry(tp).last_acked_sequence == -1:
+                # Nothing of this epoch is acknowledged on the partition yet. Kafka takes any first
+                # batch from a producer it has no state for: were the first batch refused (a
+                # partition not led yet) while this one went through, this one would become the
+                # producer's first, and the earlier sequences could never be written. The first
+                # batch of an epoch goes alone (not in Java, whose canRetry then retries it until
+                # delivery.timeout.ms).
+                return False
         first_in_flight = self.first_in_flight_sequence(tp)
         # a retry goes out only as the lowest outstanding sequence of its partition
         return not (

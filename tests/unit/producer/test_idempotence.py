@@ -87,14 +87,16 @@ def test_sequences_advance_per_partition_by_record_count(fake: TxnFakeCluster) -
 def test_up_to_max_in_flight_batches_of_one_partition_are_in_flight(fake: TxnFakeCluster) -> None:
     driver = ProducerDriver(fake, batch_size=61 + 15, max_in_flight=5)
     driver.run(0)
+    driver.send(b"first")
+    driver.run(1)  # the partition's first batch of the epoch went alone and was acknowledged
     futures = [driver.send(b"v%02d" % i) for i in range(7)]  # one record per batch
     sent = [e for e in driver.poll(1) if e.api is ProduceRequest]
     assert len(sent) == 5, "five batches of the partition go out before any answer"
     assert driver.poll(2) == [], "a sixth waits for an answer"
     driver.net.deliver_all(received_ms=3)
     driver.run(4, passes=2)
-    assert [f.result(0).offset for f in futures] == list(range(7))
-    assert [seq for _, _, _, seq in produced_batches(driver)] == list(range(7))
+    assert [f.result(0).offset for f in futures] == list(range(1, 8))
+    assert [seq for _, _, _, seq in produced_batches(driver)] == list(range(8))
 
 
 def test_without_idempotence_one_batch_per_partition_is_in_flight(fake: TxnFakeCluster) -> None:
@@ -122,24 +124,51 @@ def test_a_lost_response_is_retried_with_the_same_sequence_and_not_written_twice
     assert [seq for _, _, _, seq in produced_batches(driver)] == [0, 0]
 
 
+def test_the_first_batch_of_a_partition_goes_alone_so_a_later_one_cannot_become_the_first(
+    fake: TxnFakeCluster,
+) -> None:
+    """Apache Kafka accepts any first batch from a producer a partition has no state for. If the
+    first batch (sequence 0) failed while the next was in flight, the broker would take the next
+    as the producer's first, and sequence 0 could never be written (OUT_OF_ORDER until
+    delivery.timeout.ms): seen on Kafka 4.4 with a partition not yet led when the topic was new.
+    So a partition's first batch in an epoch is sent alone."""
+    fake.accept_any_first_sequence = True
+    driver = ProducerDriver(fake, batch_size=61 + 15, max_in_flight=5)
+    driver.run(0)
+    fake.inject(ProduceRequest, NOT_LEADER_OR_FOLLOWER, tp=TP)  # the partition is not led yet
+    futures = [driver.send(b"v%02d" % i) for i in range(4)]
+    sent = [e for e in driver.poll(1) if e.api is ProduceRequest]
+    assert len(sent) == 1, "nothing else goes out while the first batch of the epoch is unanswered"
+    now = 2
+    while not all(f.done() for f in futures):
+        assert now < 10_000
+        driver.net.deliver_all(received_ms=now)
+        driver.run(now)
+        now += BACKOFF_MS
+    assert [f.result(0).offset for f in futures] == [0, 1, 2, 3]
+    assert fake.values(TP) == [b"v00", b"v01", b"v02", b"v03"]
+
+
 def test_when_the_first_of_several_in_flight_batches_fails_the_partition_stays_in_order(
     fake: TxnFakeCluster,
 ) -> None:
     driver = ProducerDriver(fake, batch_size=61 + 15)
     driver.run(0)
-    fake.inject(ProduceRequest, NOT_LEADER_OR_FOLLOWER, tp=TP)  # only the first batch
+    driver.send(b"first")  # the partition's first batch goes alone; once acknowledged ...
+    driver.run(1)
+    fake.inject(ProduceRequest, NOT_LEADER_OR_FOLLOWER, tp=TP)  # only the next batch
     futures = [driver.send(b"v%02d" % i) for i in range(4)]
-    driver.poll(1)  # four batches in flight, sequences 0..3
+    driver.poll(1)  # ... four batches in flight, sequences 1..4
     driver.net.deliver_all(received_ms=1)  # 0: NOT_LEADER; 1..3: OUT_OF_ORDER (0 is missing)
     now = 2
     while not all(f.done() for f in futures):
         assert now < 10_000
         driver.run(now)
         now += BACKOFF_MS
-    assert [f.result(0).offset for f in futures] == [0, 1, 2, 3]
-    assert fake.values(TP) == [b"v00", b"v01", b"v02", b"v03"]
-    retried = [seq for _, _, _, seq in produced_batches(driver)][4:]
-    assert retried == [0, 1, 2, 3], "the retries go out one at a time, lowest sequence first"
+    assert [f.result(0).offset for f in futures] == [1, 2, 3, 4]
+    assert fake.values(TP) == [b"first", b"v00", b"v01", b"v02", b"v03"]
+    retried = [seq for _, _, _, seq in produced_batches(driver)][5:]
+    assert retried == [1, 2, 3, 4], "the retries go out one at a time, lowest sequence first"
 
 
 def test_a_real_sequence_gap_bumps_the_epoch_and_the_batch_starts_again_at_zero(fake: TxnFakeCluster) -> None:
