@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Self
 
 from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux.devbrokers.apache_kafka import KafkaBroker, KafkaSecurity
 from kaflux.devbrokers.brokers import Broker, NoidaBroker, TansuBroker
 from kaflux.devbrokers.kinds import start_broker
 from kaflux.errors import KafkaError
@@ -206,7 +207,9 @@ def start_proxied_broker(
     """Start a broker of ``kind`` ("tansu" or "noida") behind a new proxy.
 
     ``security`` "SSL" or "SASL_SSL" (Tansu only) puts the relay and stunnel in front (see the
-    module's docstring); they need ``certs`` (the server certificate for 127.0.0.1)."""
+    module's docstring); they need ``certs`` (the server certificate for 127.0.0.1). With kind
+    "kafka" (SSL or SASL_SSL only) Apache Kafka serves TLS and SCRAM itself, and the relay sits
+    straight in front of its listener, which advertises the relay."""
     if security != "PLAINTEXT":
         if certs is None:
             raise ValueError(f"security={security} needs certs")
@@ -238,8 +241,10 @@ def start_proxied_broker(
 def _start_tls_rig(kind: str, security: str, certs: TestCerts, timeout: float) -> ProxiedBroker:
     if security not in ("SSL", "SASL_SSL"):
         raise ValueError(f"unknown security protocol {security!r}")
+    if kind == "kafka":
+        return _start_kafka_tls_rig(security, certs, timeout)
     if security == "SASL_SSL" and kind != "tansu":
-        raise ValueError("the SASL_SSL rig runs on Tansu (behind the SASL front door)")
+        raise ValueError("the SASL_SSL rig runs on Tansu (behind the SASL front door) or Kafka")
     started: list[Callable[[], None]] = []
     try:
         relay = FaultProxy(name=f"tls-relay-{kind}", framing="tls", rst_cuts=True).start()
@@ -293,6 +298,41 @@ def _start_tls_rig(kind: str, security: str, certs: TestCerts, timeout: float) -
         for stop in reversed(started):
             with contextlib.suppress(Exception):
                 stop()
+        raise
+
+
+def _start_kafka_tls_rig(security: str, certs: TestCerts, timeout: float) -> ProxiedBroker:
+    """client -> relay (TLS records; every cut a reset) -> Apache Kafka's own SSL or SASL_SSL
+    listener. There is no Kafka-framed proxy inside the TLS here: :attr:`ProxiedBroker.proxy` is
+    the relay too."""
+    relay = FaultProxy(name="tls-relay-kafka", framing="tls", rst_cuts=True).start()
+    broker: KafkaBroker | None = None
+    try:
+        broker = KafkaBroker(
+            security=KafkaSecurity(
+                scram_users={SASL_USER: SASL_PASSWORD},
+                ssl_certificate=str(certs.server_cert),
+                ssl_key=str(certs.server_key),
+            ),
+            advertised_listener_ports={security: relay.port},
+        )
+        broker.start(max(timeout, 180.0))
+        host, port = broker.listener(security).rsplit(":", 1)
+        relay.set_upstream(host, int(port))
+        config: dict[str, object] = {"security.protocol": security, "ssl.ca.location": str(certs.ca_cert)}
+        if security == "SASL_SSL":
+            config.update(
+                {
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": SASL_USER,
+                    "sasl.password": SASL_PASSWORD,
+                }
+            )
+        return ProxiedBroker(broker, relay, relay=relay, security=config)
+    except BaseException:
+        relay.close()
+        if broker is not None:
+            broker.cleanup()
         raise
 
 

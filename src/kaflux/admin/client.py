@@ -160,8 +160,14 @@ class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
             error = error_for_code(result.error_code)(
                 f"topic {result.name!r}: {result.error_message or ''}".strip()
             )
-            if exist_ok and isinstance(error, TopicAlreadyExistsError):
-                continue
+            if isinstance(error, TopicAlreadyExistsError):
+                if exist_ok:
+                    continue
+                error = TopicAlreadyExistsError(
+                    f"{error.detail}. If a connection was lost during this call, its earlier attempt "
+                    "may have created it (the broker's answer was lost); exist_ok=True accepts a topic "
+                    "that exists"
+                )
             raise error
 
     @blocking

@@ -230,7 +230,9 @@ class KafkaBroker(Broker):
     TCP proxy's, forwarding to :attr:`port`): clients then reach the node only through it. The
     nodes then talk to each other on a separate plain listener (``INTERNAL``, on
     :attr:`internal_port`), so that a fault in front of the clients' port does not cut
-    replication.
+    replication. ``advertised_listener_ports`` does the same for the secured listeners, by name
+    (``{"SASL_SSL": relay_port}``): a TLS connection cannot be rewritten by what relays it, so
+    the broker itself must name the relay.
     """
 
     name = "kafka"
@@ -250,6 +252,7 @@ class KafkaBroker(Broker):
         rack: str | None = None,
         controller_port: int | None = None,
         advertised_port: int | None = None,
+        advertised_listener_ports: Mapping[str, int] | None = None,
         _quorum: _Quorum | None = None,
     ) -> None:
         self.version = version
@@ -269,6 +272,13 @@ class KafkaBroker(Broker):
         self.controller_port = controller_port if controller_port is not None else free_port()
         self._listener_ports: dict[str, int] = {n: free_port() for n in self.security.listener_names()}
         self.advertised_port = advertised_port
+        self.advertised_listener_ports = dict(advertised_listener_ports or {})
+        unknown = set(self.advertised_listener_ports) - set(self._listener_ports)
+        if unknown:
+            raise ValueError(
+                f"advertised_listener_ports names {sorted(unknown)}, but this broker's secured "
+                f"listeners are {sorted(self._listener_ports)} (see KafkaSecurity)"
+            )
         # With an advertised port of its own (e.g. a fault proxy's), the nodes talk to each other
         # on a separate plain listener, so that what stands in front of the clients' port is not
         # between the nodes.
@@ -301,7 +311,7 @@ class KafkaBroker(Broker):
         """The ``server.properties`` this node runs with on ``port``."""
         listeners = {"PLAINTEXT": port, **self._listener_ports}
         protocol_map = {"CONTROLLER": "PLAINTEXT", **{n: n for n in listeners}}
-        advertised = dict(listeners)
+        advertised = {**listeners, **self.advertised_listener_ports}
         inter_broker = "PLAINTEXT"
         if self.advertised_port is not None and self.internal_port is not None:
             advertised["PLAINTEXT"] = self.advertised_port
