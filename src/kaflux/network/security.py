@@ -18,7 +18,6 @@ from kaflux.config import CommonConfig
 from kaflux.errors import ConfigError
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.kerberos import kerberos_context_factory
-from kaflux.network.oidc import ClientCredentialsTokens
 from kaflux.network.sasl import SaslCredentials, TokenProvider, unsecured_jwt
 from kaflux.network.token_refresh import TokenRefresh
 
@@ -88,6 +87,9 @@ def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> To
     unsecured JWTs."""
     backoff = ExponentialBackoff(config.sasl_login_retry_backoff_ms, config.sasl_login_retry_backoff_max_ms)
     if config.sasl_oauthbearer_method == "oidc":
+        # Imported here: the OIDC client brings http.client and urllib, which no other client needs.
+        from kaflux.network.oidc import ClientCredentialsTokens
+
         timeout_s = (config.sasl_login_connect_timeout_ms + config.sasl_login_read_timeout_ms) / 2000
         oidc = ClientCredentialsTokens(
             config.oidc_client(), timeout_s=timeout_s, wall_clock=wall_clock, ssl_context=None
