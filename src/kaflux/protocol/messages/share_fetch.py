@@ -35,7 +35,7 @@ _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_ii = struct.Struct(">ii")
 _S_iiiiii = struct.Struct(">iiiiii")
-_S_iiiiiib = struct.Struct(">iiiiiib")
+_S_iiiiiibo = struct.Struct(">iiiiiib?")
 _S_qq = struct.Struct(">qq")
 _S_qqh = struct.Struct(">qqh")
 
@@ -187,9 +187,11 @@ class ShareFetchRequest:
     [versions 1+]
     """
     share_acquire_mode: int = 0
-    """The acquire mode to control the fetch behavior: 0:Batch-optimized,1:Record-limit,255:Renew.
-    [versions 2+]
+    """The acquire mode to control the fetch behavior - 0:batch-optimized,1:record-limit.
+    [versions 2+, ignorable]
     """
+    is_renew_ack: bool = False
+    """Whether Renew type acknowledgements present in AcknowledgementBatches. [versions 2+]"""
     topics: list[FetchTopic] = field(default_factory=list)
     """The topics to fetch. [versions 0+]"""
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
@@ -522,6 +524,7 @@ def _dec_ShareFetchRequest_v1(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         0,
+        False,
         f_topics,
         f_forgotten_topics_data,
     )
@@ -539,7 +542,8 @@ def _dec_ShareFetchRequest_v2(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         f_share_acquire_mode,
-    ) = r.unpack(_S_iiiiiib, "ShareFetchRequest.share_session_epoch..share_acquire_mode")
+        f_is_renew_ack,
+    ) = r.unpack(_S_iiiiiibo, "ShareFetchRequest.share_session_epoch..is_renew_ack")
     n = r.array_length(True)
     if n < 0:
         raise ProtocolError("non-nullable array ShareFetchRequest.topics was null")
@@ -559,6 +563,7 @@ def _dec_ShareFetchRequest_v2(r: Reader) -> ShareFetchRequest:
         f_max_records,
         f_batch_size,
         f_share_acquire_mode,
+        f_is_renew_ack,
         f_topics,
         f_forgotten_topics_data,
     )
@@ -571,8 +576,8 @@ def _enc_ShareFetchRequest_v1(o: ShareFetchRequest, w: Writer, v: int) -> None:
     w.pack(
         _S_iiiiii, o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size
     )
-    if o.share_acquire_mode != 0:
-        raise UnsupportedVersionError(_not_default("ShareFetchRequest.share_acquire_mode", v, "2+"))
+    if o.is_renew_ack:
+        raise UnsupportedVersionError(_not_default("ShareFetchRequest.is_renew_ack", v, "2+"))
     w.array_length(len(o.topics), True)
     for x_topics in o.topics:
         _enc_FetchTopic_v1(x_topics, w, v)
@@ -587,7 +592,7 @@ def _enc_ShareFetchRequest_v2(o: ShareFetchRequest, w: Writer, v: int) -> None:
     w.compact_nullable_string(o.group_id)
     w.compact_nullable_string(o.member_id)
     w.pack(
-        _S_iiiiiib,
+        _S_iiiiiibo,
         o.share_session_epoch,
         o.max_wait_ms,
         o.min_bytes,
@@ -595,6 +600,7 @@ def _enc_ShareFetchRequest_v2(o: ShareFetchRequest, w: Writer, v: int) -> None:
         o.max_records,
         o.batch_size,
         o.share_acquire_mode,
+        o.is_renew_ack,
     )
     w.array_length(len(o.topics), True)
     for x_topics in o.topics:
