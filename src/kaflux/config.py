@@ -31,8 +31,9 @@ _MEANINGS: dict[str, str] = {
     "client.id": "A name for this client in broker logs and metrics (default: generated).",
     "client.rack": (
         "The rack of this client, sent with fetches and group membership (rack-aware assignment). "
-        "Fetching from the closest replica (KIP-392) is not implemented: kaflux ignores a "
-        "broker's preferred read replica and always fetches from the leader."
+        "With it a consumer fetches from the closest replica (KIP-392): a partition whose leader "
+        "names a preferred read replica (replica.selector.class on the brokers) is read from that "
+        "replica until metadata.max.age.ms passes or a fetch from it fails, then from the leader."
     ),
     "request.timeout.ms": (
         "How long to wait for a broker's answer before failing the request and closing the connection."
