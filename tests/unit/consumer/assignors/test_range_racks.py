@@ -4,7 +4,7 @@ send their rack, the partitions' replica racks come from the metadata. [test]"""
 from __future__ import annotations
 
 from kaflux.consumer.assignors.base import GroupMember
-from kaflux.consumer.assignors.consumer_protocol import Subscription
+from kaflux.consumer.assignors.consumer_protocol import Assignment, Subscription
 from kaflux.consumer.assignors.range import RangeAssignor, use_rack_aware_assignment
 from kaflux.structs import TopicPartition
 
@@ -18,8 +18,8 @@ def racks(topic: str, *per_partition: str) -> dict[TopicPartition, frozenset[str
     return {TopicPartition(topic, p): frozenset(r) for p, r in enumerate(per_partition)}
 
 
-def parts(result: dict[str, object], member_id: str) -> list[tuple[str, int]]:
-    return [tuple(tp) for tp in result[member_id].partitions]  # type: ignore[attr-defined]
+def parts(result: dict[str, Assignment], member_id: str) -> list[tuple[str, int]]:
+    return [(tp.topic, tp.partition) for tp in result[member_id].partitions]
 
 
 def test_each_member_gets_the_partitions_replicated_in_its_rack() -> None:
