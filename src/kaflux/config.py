@@ -601,6 +601,15 @@ class CommonConfig:
             service_name=service, principal=principal, keytab=keytab, ticket_cache=ticket_cache
         )
 
+    def scram_extensions(self) -> dict[str, str]:
+        """SCRAM's extensions, as Java's ScramLoginModule sends them: ``tokenauth=true`` when
+        ``sasl.jaas.config`` has ``tokenauth="true"`` (a delegation-token login, KIP-48)."""
+        mechanism = self.sasl_mechanism.upper()
+        if self.sasl_jaas_config is None or not mechanism.startswith("SCRAM-"):
+            return {}
+        options = parse_jaas_config(self.sasl_jaas_config, mechanism)
+        return {"tokenauth": "true"} if options.get("tokenauth", "").lower() == "true" else {}
+
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
         if self.sasl_jaas_config is None:

@@ -52,6 +52,13 @@ from kaflux.admin.share_groups import (
     ShareMemberDescription,
     SharePartitionOffsetInfo,
 )
+from kaflux.admin.tokens_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+    DelegationToken,
+    TokenInformation,
+)
 from kaflux.admin.transactions import (
     AbortTransactionSpec,
     ProducerIdAndEpoch,
@@ -67,6 +74,9 @@ __all__ = [
     "AclPermissionType",
     "AdminClient",
     "AlterConfigOp",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
@@ -75,6 +85,7 @@ __all__ = [
     "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "DelegationToken",
     "FeatureMetadata",
     "FinalizedVersionRange",
     "GroupListing",
@@ -98,6 +109,7 @@ __all__ = [
     "ShareMemberDescription",
     "SharePartitionOffsetInfo",
     "SupportedVersionRange",
+    "TokenInformation",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
