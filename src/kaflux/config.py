@@ -737,6 +737,12 @@ class ConsumerConfig(CommonConfig):
     )
     check_crcs: bool = _setting("check.crcs", True, kind="bool")
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
     allow_auto_create_topics: bool = _setting("allow.auto.create.topics", True, kind="bool")
     exclude_internal_topics: bool = _setting("exclude.internal.topics", True, kind="bool")
     enable_fetch_sessions: bool = _setting(
