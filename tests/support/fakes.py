@@ -238,6 +238,10 @@ def patch_base_offset(batch: bytes, base_offset: int) -> bytes:
 # -- the cluster --------------------------------------------------------------------------
 
 
+#: the client-telemetry APIs (KIP-714), which the fake cluster does not offer
+_TELEMETRY_APIS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
+
+
 class FakeCluster:
     """Brokers, topics, groups and fetch sessions of an in-memory Kafka cluster."""
 
@@ -262,7 +266,10 @@ class FakeCluster:
         self.read_replicas: dict[TopicPartition, int] = {}
         self.auto_create_topics = auto_create_topics
         self.cluster_id = cluster_id
-        self.api_versions: dict[ApiKey, tuple[int, int]] = dict(api_versions or CLIENT_VERSIONS)
+        # A broker offers the client-telemetry APIs (KIP-714) only with a telemetry plugin: not here.
+        self.api_versions: dict[ApiKey, tuple[int, int]] = dict(
+            api_versions or {k: v for k, v in CLIENT_VERSIONS.items() if k not in _TELEMETRY_APIS}
+        )
         self.topics: dict[str, FakeTopic] = {}
         self.committed: dict[str, dict[TopicPartition, Committed]] = {}
         self.coordinators: dict[str, int] = {}
