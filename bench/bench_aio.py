@@ -144,8 +144,12 @@ def read_aiokafka_getmany(bootstrap: str, topic: str, records: int, loop: str) -
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
         )
+        # Its metadata cache holds only the topics it is asked about (on Apache Kafka, none after
+        # start()): a group-less subscription fills it, then assign.
+        consumer.subscribe([topic])
         await consumer.start()
         partitions = consumer.partitions_for_topic(topic) or set()
+        consumer.unsubscribe()
         consumer.assign([TopicPartition(topic, p) for p in partitions])
         ticker = Ticker()
         meter = Meter()

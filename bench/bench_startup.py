@@ -3,6 +3,7 @@
 
     python bench/bench_startup.py                  # 15 runs of each, an embedded noida-db broker
     python bench/bench_startup.py --runs 30 --records 10000
+    python bench/bench_startup.py --no-consume     # imports and commands only, no broker
 
 Each measurement is a fresh process (what a shell user pays), run in turns so that machine load
 hits every client alike; the table shows the median and the best wall time, and the CPU time
@@ -69,6 +70,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="start-up cost of kaflux, its CLI and other clients")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--no-consume", action="store_true", help="skip the consuming runs (no broker)")
     parser.add_argument(
         "--no-bytecode-cache",
         action="store_true",
@@ -107,9 +109,17 @@ def main() -> int:
     report(
         f"commands ({args.runs} runs each)",
         measure(
-            {"kaflux --version": [kaflux, "--version"], "kaflux --help": [kaflux, "--help"]}, args.runs, env
+            {
+                "kaflux --version": [kaflux, "--version"],
+                "kaflux --help": [kaflux, "--help"],
+                "kaflux consume --help": [kaflux, "consume", "--help"],
+            },
+            args.runs,
+            env,
         ),
     )
+    if args.no_consume:
+        return 0
 
     from kaflux.devbrokers.brokers import NoidaBroker
 

@@ -281,8 +281,14 @@ def read_aiokafka(bootstrap: str, topic: str, records: int, config: dict[str, An
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **config
         )
+        # Its metadata cache holds only the topics it is asked about (on Apache Kafka, none after
+        # start()), and topics() does not fill it: a group-less subscription does, then assign.
+        consumer.subscribe([topic])
         await consumer.start()
         partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            raise SystemExit(f"aiokafka: no partitions of {topic!r} in its metadata")
+        consumer.unsubscribe()
         consumer.assign([TopicPartition(topic, p) for p in partitions])
         meter = Meter()
         seen = value_bytes = 0

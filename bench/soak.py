@@ -27,6 +27,11 @@ turns, in this order, until ``--duration`` seconds have passed (or ``--rounds`` 
   acknowledged record must be accepted by some member; redeliveries are counted as duplicates
   (share groups are at-least-once). Rounds shorter than 40 s take a fixed kill, outage and join.
 
+With ``--security SSL`` the Tansu and noida-db rounds run over TLS: each broker sits behind the TLS
+rig (a TLS-record relay, stunnel, then the fault proxy; see :func:`~support.scenarios.start_proxied_broker`),
+so every member, producer and probe speaks TLS, and SIGKILLs and outages break TLS connections. The
+mock cluster rounds stay plaintext (its three brokers advertise their own ports).
+
 Each round prints a summary line; the run ends with one ``TOTALS`` line (records produced,
 acknowledged, consumed and lost, duplicates, rebalances, restarts, worst recovery time, share rounds and
 the worst redelivery of a killed share member's records). "lost" counts
@@ -43,6 +48,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kaflux.devbrokers.mock_cluster import MockCluster
 
+from support.certs import generate_certs
 from support.scenarios import (
     ChurnReport,
     KillRestartReport,
@@ -215,11 +222,20 @@ def main(argv: list[str] | None = None) -> int:
         help="stop after this many rounds, even before --duration passed (default: no limit)",
     )
     parser.add_argument("--verbose", action="store_true", help="print every churn action and restart")
+    parser.add_argument(
+        "--security",
+        choices=("PLAINTEXT", "SSL"),
+        default="PLAINTEXT",
+        help="SSL: the Tansu and noida-db rounds run over TLS (relay -> stunnel -> proxy -> broker)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
     round_s = args.round_seconds or min(120.0, max(30.0, args.duration / 4))
-    print(f"soak: duration {args.duration:.0f} s, rounds of {round_s:.0f} s, seed {seed}", flush=True)
+    print(
+        f"soak: duration {args.duration:.0f} s, rounds of {round_s:.0f} s, seed {seed}, {args.security}",
+        flush=True,
+    )
 
     def log(message: str) -> None:
         if args.verbose:
@@ -232,8 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     mock: MockCluster | None = None
     share_mock: ShareMockCluster | None = None
     try:
-        tansu = start_proxied_broker("tansu")
-        noida = start_proxied_broker("noida")
+        certs = (
+            generate_certs(tempfile.mkdtemp(prefix="kaflux-soak-certs-"))
+            if args.security != "PLAINTEXT"
+            else None
+        )
+        tansu = start_proxied_broker("tansu", security=args.security, certs=certs)
+        noida = start_proxied_broker("noida", security=args.security, certs=certs)
         mock = MockCluster(brokers=3).start()
         target = MockTarget(mock)
         share_mock = share_mock_cluster().start()

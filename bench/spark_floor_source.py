@@ -122,3 +122,26 @@ class FloorSource(DataSource):
             int(o.get("partitions", "6")),
             int(o.get("batchRows", "10000")),
         )
+
+
+class FloorSink(DataSource):
+    """``format("floor_sink")``: a Python sink that counts the Arrow batches Spark hands it and
+    sends nothing, the floor of any PySpark Python data-source writer (the Python workers and
+    the rows' way from the JVM to them as Arrow). Register it with
+    ``spark.dataSource.register(FloorSink)``; write with ``.mode("append")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "floor_sink"
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+        class _Counter(DataSourceArrowWriter):
+            def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+                rows = 0
+                for batch in iterator:
+                    rows += batch.num_rows
+                return WriterCommitMessage()
+
+        return _Counter()

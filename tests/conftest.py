@@ -14,12 +14,17 @@ Do not kill or restart the session brokers; use a fresh one.
 
 Marking a known broker defect::
 
-    @pytest.mark.broker_defect("tansu", reason="ListOffsets LATEST returns the last batch's base + 1")
+    @pytest.mark.broker_defect(
+        "tansu", reason="ListOffsets LATEST returns the last batch's base + 1", raises=AssertionError
+    )
     def test_high_watermark(broker): ...
 
-When the test runs with ``broker`` = ``tansu`` it becomes a strict xfail: it must fail, and starts
-failing the run (XPASS(strict)) once the broker is fixed, so the marker gets removed. With other
-brokers it runs normally. Several markers may be stacked; the broker name must be in ``BROKER_KINDS``.
+When the test runs with ``broker`` = ``tansu`` it becomes a strict xfail: it must fail, with the
+exception ``raises`` names (a class or a tuple of them), and starts failing the run (XPASS(strict))
+once the broker is fixed, so the marker gets removed. Any other exception fails the test: a kaflux
+regression is not hidden behind the broker's defect. With other brokers (Apache Kafka first) it runs
+normally. Several markers may be stacked; the broker name must be in ``BROKER_KINDS``. A plain
+``pytest.mark.xfail`` for a broker defect (e.g. the mock's) must be strict and name ``raises=`` too.
 
 With ``CI=true`` a skipped test fails the run (a missing Java, Kafka jar, stunnel4 or KDC must not
 make tests vanish from a green run), unless it is marked ``ci_may_skip(reason)``.
@@ -35,7 +40,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -75,8 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one xdist worker, in order")
     config.addinivalue_line(
         "markers",
-        "broker_defect(broker_name, reason): strict xfail of this test when its `broker` fixture "
-        f"parameter is broker_name (one of {', '.join(BROKER_KINDS)}); runs normally on other brokers",
+        "broker_defect(broker_name, reason, raises): strict xfail of this test, which must raise `raises`, "
+        f"when its `broker` fixture parameter is broker_name (one of {', '.join(BROKER_KINDS)}); runs "
+        "normally on other brokers",
     )
     config.addinivalue_line(
         "markers", "ci_may_skip(reason): this test may skip under CI=true (any other skip fails CI)"
@@ -102,15 +108,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         )
 
 
-def _defect_args(mark: pytest.Mark) -> tuple[str, str]:
+def _is_exception_class(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def _defect_args(mark: pytest.Mark) -> tuple[str, str, type[BaseException] | tuple[type[BaseException], ...]]:
     args = list(mark.args)
     name = args.pop(0) if args else mark.kwargs.get("broker_name")
     reason = args.pop(0) if args else mark.kwargs.get("reason")
+    raises = args.pop(0) if args else mark.kwargs.get("raises")
     if name not in BROKER_KINDS:
         raise pytest.UsageError(f"broker_defect needs a broker name from {BROKER_KINDS}, got {name!r}")
     if not reason:
         raise pytest.UsageError(f"broker_defect({name!r}) needs a reason")
-    return name, str(reason)
+    if not (
+        _is_exception_class(raises)
+        or (isinstance(raises, tuple) and raises and all(map(_is_exception_class, raises)))
+    ):
+        raise pytest.UsageError(
+            f"broker_defect({name!r}, {reason!r}) needs raises=: the exception the defect makes the test "
+            f"raise (a class or a tuple of classes), so that another failure is not hidden; got {raises!r}"
+        )
+    return str(name), str(reason), cast("type[BaseException] | tuple[type[BaseException], ...]", raises)
+
+
+def _check_strict_xfail(item: pytest.Item) -> None:
+    """A plain xfail in an integration test is a broker's defect: strict, and naming what it raises."""
+    for mark in item.iter_markers("xfail"):
+        if mark.kwargs.get("strict") is not True or "raises" not in mark.kwargs:
+            raise pytest.UsageError(
+                f"{item.nodeid}: an xfail for a broker defect must be strict=True and name raises= "
+                "(the exception the defect makes the test raise)"
+            )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -124,9 +153,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         param = callspec.params.get("broker") if callspec is not None else None
         for mark in item.iter_markers("broker_defect"):
-            name, reason = _defect_args(mark)
+            name, reason, raises = _defect_args(mark)
             if param == name:
-                item.add_marker(pytest.mark.xfail(strict=True, reason=f"{name} defect: {reason}"))
+                item.add_marker(
+                    pytest.mark.xfail(strict=True, raises=raises, reason=f"{name} defect: {reason}")
+                )
+        if item.get_closest_marker("integration") is not None:
+            _check_strict_xfail(item)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -735,7 +735,7 @@ class ModuleWriter:
             head("import uuid")
         head("from collections.abc import Callable")
         head("from dataclasses import dataclass" + (", field" if "field(default_factory" in text else ""))
-        head("from typing import ClassVar, Self, cast")
+        head("from typing import " + ("Any, " if "_FRESH" in text else "") + "ClassVar, Self, cast")
         head()
         head("from kaflux.errors import ProtocolError, UnsupportedVersionError")
         imports = [n for n in ("ZERO_UUID",) if n in text] + ["Reader", "Writer"]
@@ -750,6 +750,10 @@ class ModuleWriter:
                 head(f'"{name}",')
         head("]")
         head()
+        if "_FRESH" in text:
+            head("#: the default of a list or struct field: a fresh one is made for each instance")
+            head("_FRESH: Any = object()")
+            head()
         for fmt in sorted(self.formats):
             head(f'{struct_const(fmt)} = struct.Struct(">{fmt}")')
         head()
@@ -762,7 +766,10 @@ class ModuleWriter:
         for m in self.messages:
             for s in m.structs:
                 e.gap(2)
-                e("@dataclass(slots=True)")
+                # init, repr and eq are generated source (below), compiled once into the .pyc:
+                # @dataclass then only collects the fields and adds the slots, a quarter of
+                # its cost at import (about 0.06 against 0.28 ms a class)
+                e("@dataclass(slots=True, init=False, repr=False, eq=False)")
                 e(f"class {s.cls}:")
                 with e.block():
                     self.emit_class_body(m, s)
@@ -771,6 +778,53 @@ class ModuleWriter:
             if m.kind == "request":
                 resp = m.name[: -len("Request")] + "Response"
                 e(f"{m.name}.RESPONSE = {resp}")
+
+    def emit_dunders(self, s: Struct) -> None:
+        """``__init__``, ``__repr__`` and ``__eq__`` as ``@dataclass`` would make them."""
+        e = self.e
+        params = ["self"]
+        body = []
+        for f in s.fields:
+            if isinstance(f.default_value(), _Factory):
+                params.append(f"{f.attr}: {f.py_type()} = _FRESH")
+                body.append(f"self.{f.attr} = {f.default_expr()} if {f.attr} is _FRESH else {f.attr}")
+            else:
+                params.append(f"{f.attr}: {f.py_type()} = {f.default_expr()}")
+                body.append(f"self.{f.attr} = {f.attr}")
+        e.define("__init__", params, "None")
+        with e.block():
+            for line in body or ["pass"]:
+                e(line)
+        e()
+        e("def __repr__(self) -> str:")
+        with e.block():
+            e("return (")
+            with e.block():
+                e('f"{self.__class__.__qualname__}("')
+                for i, f in enumerate(s.fields):
+                    sep = ", " if i < len(s.fields) - 1 else ""
+                    e(f'f"{f.attr}={{self.{f.attr}!r}}{sep}"')
+                e('")"')
+            e(")")
+        e()
+        e("def __eq__(self, other: object) -> bool:")
+        with e.block():
+            e(f"if other.__class__ is not self.__class__ or not isinstance(other, {s.cls}):")
+            with e.block():
+                e("return NotImplemented")
+            if not s.fields:
+                e("return True")
+            else:
+                e("return (")
+                with e.block():
+                    for f in s.fields:
+                        e(f"self.{f.attr},")
+                e(") == (")
+                with e.block():
+                    for f in s.fields:
+                        e(f"other.{f.attr},")
+                e(")")
+        e()
 
     def class_doc(self, m: Message, s: Struct) -> str:
         if s.is_root:
@@ -814,6 +868,7 @@ class ModuleWriter:
                 e(line)
         if s.fields:
             e()
+        self.emit_dunders(s)
         lo, hi = m.valid.lo, m.valid.hi
         idx = "version" if lo == 0 else f"version - {lo}"
         e("def encode(self, w: Writer, version: int) -> None:")

@@ -204,5 +204,6 @@ public final class AnchorBench {
                     new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
             admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
         }
+        System.out.println("{\"share.auto.offset.reset\": \"earliest\"}");
     }
 }

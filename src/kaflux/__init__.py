@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from kaflux.consumer.share.acknowledgements import AcknowledgeType
     from kaflux.consumer.share.consumer import ShareConsumer
     from kaflux.errors import KafkaError
+    from kaflux.interceptors import (
+        ConsumerInterceptor,
+        ProducerInterceptor,
+        ProducerRecord,
+        ShareConsumerInterceptor,
+    )
     from kaflux.producer.producer import Producer
     from kaflux.structs import (
         Node,
@@ -47,6 +53,10 @@ _LAZY: dict[str, str] = {
     "AcknowledgeType": "kaflux.consumer.share.acknowledgements",
     "ShareConsumer": "kaflux.consumer.share.consumer",
     "KafkaError": "kaflux.errors",
+    "ConsumerInterceptor": "kaflux.interceptors",
+    "ProducerInterceptor": "kaflux.interceptors",
+    "ProducerRecord": "kaflux.interceptors",
+    "ShareConsumerInterceptor": "kaflux.interceptors",
     "Producer": "kaflux.producer.producer",
     "Node": "kaflux.structs",
     "OffsetAndMetadata": "kaflux.structs",
@@ -74,6 +84,7 @@ __all__ = [
     "AcknowledgeType",
     "AdminClient",
     "Consumer",
+    "ConsumerInterceptor",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
@@ -86,8 +97,11 @@ __all__ = [
     "OffsetAndTimestamp",
     "PartitionInfo",
     "Producer",
+    "ProducerInterceptor",
+    "ProducerRecord",
     "RecordMetadata",
     "ShareConsumer",
+    "ShareConsumerInterceptor",
     "TopicPartition",
     "__version__",
 ]

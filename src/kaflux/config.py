@@ -98,7 +98,9 @@ _MEANINGS: dict[str, str] = {
     "max.request.size": "The largest produce request (and so the largest record).",
     "compression.type": "none, gzip, snappy, lz4 or zstd, per batch.",
     "retries": "How often a failed batch is retried (bounded by delivery.timeout.ms).",
-    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure.",
+    "delivery.timeout.ms": "The time a record has to be acknowledged, from send() to success or failure. "
+    "At least linger.ms + request.timeout.ms: a smaller value set explicitly is refused (as in Java); "
+    "the default is raised to that sum.",
     "partitioner.ignore.keys": "Spread keyed records like unkeyed ones (sticky) instead of hashing the key.",
 }
 
@@ -700,6 +702,14 @@ class ConsumerConfig(CommonConfig):
 
     CLIENT_KIND: ClassVar[str] = "consumer"
 
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ConsumerInterceptor subclasses), each made with no "
+        "arguments, then configure(config); see kaflux.interceptors",
+    )
+
     group_id: str | None = _setting("group.id", None, kind="optional_str")
     group_instance_id: str | None = _setting("group.instance.id", None, kind="optional_str")
     group_protocol: str = _setting("group.protocol", "classic", kind="str", choices=("classic", "consumer"))
@@ -798,6 +808,14 @@ class ProducerConfig(CommonConfig):
 
     CLIENT_KIND: ClassVar[str] = "producer"
 
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ProducerInterceptor subclasses), each made with no "
+        "arguments, then configure(config); see kaflux.interceptors",
+    )
+
     receive_buffer_bytes: int = _setting("receive.buffer.bytes", 32768, low=-1, high=_INT_MAX)
     acks: str = _setting("acks", "all", kind="str", choices=("all", "-1", "0", "1"))
     linger_ms: int = _setting("linger.ms", 5, low=0, high=_INT_MAX)
@@ -863,6 +881,7 @@ class ProducerConfig(CommonConfig):
         return conflicts
 
     def validate_explicit(self, given: frozenset[str]) -> None:
+        self._check_delivery_timeout(given)
         # Java's rules (ProducerConfig, Kafka 3.2+): idempotence set explicitly must not meet a
         # conflicting setting; left at its default it quietly gives way to one. Transactions
         # always need it.
@@ -878,6 +897,23 @@ class ProducerConfig(CommonConfig):
             raise ConfigError(
                 "enable.idempotence", "cannot be false with a transactional.id: transactions need idempotence"
             )
+
+    def _check_delivery_timeout(self, given: frozenset[str]) -> None:
+        """Java's rule (KafkaProducer, KIP-91): a record must have time for its linger and one
+        request. delivery.timeout.ms set below linger.ms + request.timeout.ms is refused; left at
+        its default, it is raised to that sum."""
+        floor = min(self.linger_ms + self.request_timeout_ms, _INT_MAX)
+        if self.delivery_timeout_ms >= floor:
+            return
+        if "delivery.timeout.ms" in given:
+            raise ConfigError(
+                "delivery.timeout.ms",
+                f"must be at least linger.ms + request.timeout.ms ({self.linger_ms} + "
+                f"{self.request_timeout_ms} = {floor}), got {self.delivery_timeout_ms}: a record needs "
+                "time to wait for its batch and for one request. Raise delivery.timeout.ms, or lower "
+                "linger.ms or request.timeout.ms",
+            )
+        object.__setattr__(self, "delivery_timeout_ms", floor)
 
     @property
     def acks_value(self) -> int:
@@ -920,6 +956,14 @@ class ShareConsumerConfig(CommonConfig):
 
     CLIENT_KIND: ClassVar[str] = "share consumer"
 
+    interceptor_classes: list[str] = _setting(
+        "interceptor.classes",
+        [],
+        kind="list",
+        doc="dotted paths of interceptor classes (kaflux.ShareConsumerInterceptor subclasses), each "
+        "made with no arguments, then configure(config); see kaflux.interceptors",
+    )
+
     group_id: str = _setting("group.id", "", kind="str", doc="required: the share group to join")
     share_acknowledgement_mode: str = _setting(
         "share.acknowledgement.mode",
@@ -929,7 +973,22 @@ class ShareConsumerConfig(CommonConfig):
         doc="implicit: each poll() or commit accepts the records the previous poll() returned; "
         "explicit: every record must be acknowledged before the next poll()",
     )
-    max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
+    share_acquire_mode: str = _setting(
+        "share.acquire.mode",
+        "batch_optimized",
+        kind="str",
+        choices=("batch_optimized", "record_limit"),
+        doc="KIP-1206: record_limit: the broker acquires at most max.poll.records per fetch "
+        "(ShareFetch v2, Kafka 4.2+; a broker without it is fetched from in batch_optimized "
+        "mode); batch_optimized: it may round up to the end of a record batch",
+    )
+    max_poll_records: int = _setting(
+        "max.poll.records",
+        500,
+        low=1,
+        high=_INT_MAX,
+        doc="the most records one poll() returns, and the most a member acquires at a time",
+    )
     fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
     fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
     fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)

@@ -1,4 +1,4 @@
-"""``kaflux topics`` and ``kaflux groups`` run as the installed executable against noida-db."""
+"""``kaflux topics`` and ``kaflux groups`` run as the installed executable against Apache Kafka 4.4."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from support.cli_helpers import WAIT_S, create_topic, json_out, ok, produce, run
 pytestmark = pytest.mark.integration
 
 
-def test_topics_create_list_describe_delete(noida: Broker, topic_name: str) -> None:
-    b = ("-b", noida.bootstrap_servers)
+def test_topics_create_list_describe_delete(kafka: Broker, topic_name: str) -> None:
+    b = ("-b", kafka.bootstrap_servers)
     created = run_kaflux(
         "topics", "create", topic_name, "--partitions", "2", "--config", "retention.ms=600000", *b
     )
     ok(created)
     assert f"created topic {topic_name}" in created.stderr.decode()
-    produce(noida.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
+    produce(kafka.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
 
     listed = json_out(run_kaflux("topics", "list", *b))  # stdout is no terminal: JSON by default
     assert {"name": topic_name, "partitions": 2, "replication_factor": 1} in listed
@@ -59,8 +59,8 @@ def _committed(bootstrap: str, topic: str, group: str, partitions: int) -> dict[
     return {tp.partition: None if meta is None else meta.offset for tp, meta in found.items()}
 
 
-def test_group_lag_is_end_offset_minus_committed(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_group_lag_is_end_offset_minus_committed(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 3)
     produce(b, topic_name, {0: [b"x"] * 10, 1: [b"y"] * 6, 2: [b"z"] * 2})
     group = f"{topic_name}-g"
@@ -82,8 +82,8 @@ def test_group_lag_is_end_offset_minus_committed(noida: Broker, topic_name: str)
     assert lag["total_lag"] == sum(expected.values())
 
 
-def test_reset_offsets_is_a_dry_run_unless_executed(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_reset_offsets_is_a_dry_run_unless_executed(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 2)
     produce(b, topic_name, {0: [b"x"] * 10, 1: [b"y"] * 6})
     group = f"{topic_name}-g"
@@ -113,8 +113,8 @@ def test_reset_offsets_is_a_dry_run_unless_executed(noida: Broker, topic_name: s
     assert usage.returncode == 2 and usage.stderr.decode().count("\n") == 1
 
 
-def test_groups_list_describe_and_delete(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_groups_list_describe_and_delete(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 2)
     group = f"{topic_name}-g"
     _committed_group(b, topic_name, group, {0: 0, 1: 0})
@@ -147,10 +147,10 @@ def test_groups_list_describe_and_delete(noida: Broker, topic_name: str) -> None
     }
 
 
-def test_topics_offsets_looks_up_each_partitions_offset(noida: Broker, topic_name: str) -> None:
-    b = ("-b", noida.bootstrap_servers)
-    create_topic(noida.bootstrap_servers, topic_name, 2)
-    produce(noida.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
+def test_topics_offsets_looks_up_each_partitions_offset(kafka: Broker, topic_name: str) -> None:
+    b = ("-b", kafka.bootstrap_servers)
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
+    produce(kafka.bootstrap_servers, topic_name, {1: [b"r%d" % i for i in range(5)]})
 
     latest = json_out(run_kaflux("topics", "offsets", topic_name, "--format", "json", *b))
     assert [(r["partition"], r["offset"]) for r in latest] == [(0, 0), (1, 5)]
@@ -170,8 +170,8 @@ def test_topics_offsets_looks_up_each_partitions_offset(noida: Broker, topic_nam
     assert bad.returncode == 2 and "max-timestamp" in bad.stderr.decode()
 
 
-def test_groups_remove_members_removes_a_stopped_static_member(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_groups_remove_members_removes_a_stopped_static_member(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 2)
     group = f"{topic_name}-g"
     member = Consumer({"bootstrap.servers": b, "group.id": group, "group.instance.id": "host-7"})

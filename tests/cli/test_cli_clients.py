@@ -1,4 +1,4 @@
-"""``kaflux produce`` and ``kaflux consume`` run as the installed executable against noida-db;
+"""``kaflux produce`` and ``kaflux consume`` run as the installed executable against Apache Kafka 4.4;
 client-setting errors; the progress bar on a terminal."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from support.cli_helpers import (
 pytestmark = pytest.mark.integration
 
 
-def test_produce_lines_then_consume_them_as_json(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_produce_lines_then_consume_them_as_json(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     ok(run_kaflux("topics", "create", topic_name, "--partitions", "3", "-b", b))
     lines = [f"line {i}".encode() for i in range(40)] + [b"caf\xc3\xa9", b"\xff\xfe binary", b""]
     result = run_kaflux(
@@ -69,8 +69,8 @@ def test_produce_lines_then_consume_them_as_json(noida: Broker, topic_name: str)
     assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
 
 
-def test_json_records_round_trip_through_produce_and_consume(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_json_records_round_trip_through_produce_and_consume(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 2)
     copy = f"{topic_name}-copy"
     create_topic(b, copy, 2)
@@ -107,8 +107,8 @@ def test_json_records_round_trip_through_produce_and_consume(noida: Broker, topi
     assert content(second) == content(first)
 
 
-def test_consume_in_a_group_until_ctrl_c_commits_what_it_printed(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_consume_in_a_group_until_ctrl_c_commits_what_it_printed(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 2)
     produce(b, topic_name, {0: [b"a"] * 5, 1: [b"b"] * 3})
     group = f"{topic_name}-group"
@@ -160,9 +160,9 @@ def test_bad_client_settings_end_in_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_consume_with_count_draws_a_progress_bar_on_a_terminal_and_clears_it(
-    noida: Broker, topic_name: str
+    kafka: Broker, topic_name: str
 ) -> None:
-    b = noida.bootstrap_servers
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 1)
     produce(b, topic_name, {0: [b"x%d" % i for i in range(300)]})
     master, slave = pty.openpty()

@@ -50,8 +50,8 @@ def test_json_and_json_value_are_exclusive() -> None:
     assert result.returncode == 2 and b"at most one of --json and --json-value" in result.stderr
 
 
-def test_json_value_sends_each_object_keyed_by_the_line_s_field(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_json_value_sends_each_object_keyed_by_the_line_s_field(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 1)
     lines = ['{"customer": "c7", "amount": 12}', '{"customer": 8, "amount": 3}']
     text = "\n".join(lines) + "\n"
@@ -73,8 +73,8 @@ def test_key_field_names_the_fields_the_line_has_when_it_is_missing() -> None:
     assert "line 1: the line has no field 'id' for --key-field (its fields: user)" in message
 
 
-def test_an_interrupted_consume_says_it_stopped_short_and_exits_130(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_an_interrupted_consume_says_it_stopped_short_and_exits_130(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 1)
     produce(b, topic_name, {0: [b"r"] * 3})
     with subprocess.Popen(
@@ -100,8 +100,8 @@ def test_an_interrupted_consume_says_it_stopped_short_and_exits_130(noida: Broke
     assert "interrupted after 3 of 5000 records" in stderr and "Traceback" not in stderr
 
 
-def test_consume_exit_codes_success_and_error(noida: Broker, topic_name: str) -> None:
-    b = noida.bootstrap_servers
+def test_consume_exit_codes_success_and_error(kafka: Broker, topic_name: str) -> None:
+    b = kafka.bootstrap_servers
     create_topic(b, topic_name, 1)
     produce(b, topic_name, {0: [b"r"] * 2})
     assert run_kaflux("consume", topic_name, "--from-beginning", "-n", "2", "-b", b).returncode == 0
@@ -163,11 +163,11 @@ def test_no_help_text_shows_a_thread_tag() -> None:
         assert not tag.search(text), (module, text)
 
 
-def test_the_demo_uses_the_cluster_in_kaflux_bootstrap_servers(noida: Broker, topic_name: str) -> None:
+def test_the_demo_uses_the_cluster_in_kaflux_bootstrap_servers(kafka: Broker, topic_name: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "kaflux.demo", "--records", "20", "--partitions", "1", "--topic", topic_name],
         capture_output=True,
-        env={**cli_env(), "KAFLUX_BOOTSTRAP_SERVERS": noida.bootstrap_servers},
+        env={**cli_env(), "KAFLUX_BOOTSTRAP_SERVERS": kafka.bootstrap_servers},
         timeout=120,
         check=False,
     )

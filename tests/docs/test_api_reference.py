@@ -44,6 +44,8 @@ PUBLIC_MODULES: dict[str, str] = {
     "kaflux.serialization": "docs/reference/api.md",
     "kaflux.devbrokers": "docs/reference/api.md",
     "kaflux.metrics.prometheus": "docs/reference/api.md",
+    "kaflux.interceptors": "docs/reference/api.md",
+    "kaflux.opentelemetry": "docs/reference/api.md",
     "kaflux.aio": "docs/reference/aio.md",
     "kaflux.admin": "docs/reference/admin.md",
     "kaflux.errors": "docs/reference/errors.md",

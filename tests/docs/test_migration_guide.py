@@ -1,5 +1,5 @@
 """docs/migrating.md runs: every fenced ``python`` block, the other clients' "before" blocks
-included, in a child interpreter against a noida-db broker, in the page's order (each pair shares
+included, in a child interpreter against an Apache Kafka broker, in the page's order (each pair shares
 a consumer group, so the kaflux block starts where the other client's consumer committed). And
 the page's one claim that is not code: keyed records of confluent-kafka's default partitioner
 land elsewhere than kaflux's, and with ``partitioner=murmur2_random`` on the same partition."""
@@ -40,10 +40,10 @@ def test_the_guide_has_a_runnable_before_and_after_for_each_client() -> None:
 
 
 @pytest.fixture(scope="module")
-def payments(noida: Broker) -> str:
-    with AdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+def payments(kafka: Broker) -> str:
+    with AdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
         admin.create_topics([NewTopic(TOPIC, 3)], exist_ok=True, timeout=30)
-    return noida.bootstrap_servers
+    return kafka.bootstrap_servers
 
 
 PEERS = ("confluent_kafka", "kafka", "aiokafka")

@@ -152,10 +152,11 @@ def test_describe_topics(broker: Broker, admin: AdminClient, topic_name: str) ->
 # -- create_partitions --------------------------------------------------------------------------
 
 
-def test_create_partitions(noida: Broker, admin: AdminClient, topic_name: str) -> None:
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
+def test_create_partitions(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 2)], timeout=WAIT_S)
     admin.create_partitions({topic_name: 5}, timeout=WAIT_S)
-    assert len(ck_describe_topic(noida.bootstrap_servers, topic_name).partitions) == 5
+    assert len(ck_describe_topic(broker.bootstrap_servers, topic_name).partitions) == 5
     assert len(admin.describe_topics([topic_name], timeout=WAIT_S)[topic_name].partitions) == 5
     with pytest.raises(InvalidPartitionsError, match="must exceed the current count"):
         admin.create_partitions({topic_name: 3}, timeout=WAIT_S)
@@ -174,7 +175,7 @@ def test_create_partitions_is_not_offered_by_tansu(
 # -- delete_records -----------------------------------------------------------------------------
 
 
-@pytest.mark.broker_defect("tansu", reason=DELETE_RECORDS_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=DELETE_RECORDS_DEFECT, raises=ck.KafkaException)
 def test_delete_records_moves_the_low_watermark(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 2)], timeout=WAIT_S)
     produce(broker.bootstrap_servers, topic_name, {0: 10, 1: 4})

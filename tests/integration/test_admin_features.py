@@ -43,9 +43,10 @@ def test_the_mock_reports_no_features(mock_cluster: MockCluster) -> None:
         assert admin.describe_features(timeout=WAIT_S) == FeatureMetadata({}, None, {})
 
 
-def test_the_asyncio_client_describes_features(noida: Broker) -> None:
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
+def test_the_asyncio_client_describes_features(broker: Broker) -> None:
     async def main() -> FeatureMetadata:
-        async with AsyncAdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+        async with AsyncAdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
             found: FeatureMetadata = await admin.describe_features(timeout=WAIT_S)
             return found
 

@@ -98,7 +98,7 @@ def ck_offsets(bootstrap: str, group: str, partitions: list[TopicPartition]) -> 
 # -- membership --------------------------------------------------------------------------------------
 
 
-@pytest.mark.broker_defect("tansu", reason=DESCRIBE_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=DESCRIBE_DEFECT, raises=ValueError)
 def test_describe_a_group_a_kaflux_consumer_is_in(
     broker: Broker, admin: AdminClient, topic_name: str
 ) -> None:
@@ -134,7 +134,7 @@ def test_describe_a_group_a_kaflux_consumer_is_in(
         consumer.close()
 
 
-@pytest.mark.broker_defect("tansu", reason=LIST_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LIST_DEFECT, raises=KeyError)
 def test_list_consumer_groups_shows_a_joined_group(
     broker: Broker, admin: AdminClient, topic_name: str
 ) -> None:
@@ -153,7 +153,7 @@ def test_list_consumer_groups_shows_a_joined_group(
         consumer.close()
 
 
-@pytest.mark.broker_defect("tansu", reason=DELETE_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=DELETE_DEFECT, raises=pytest.fail.Exception)
 def test_delete_consumer_groups(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     missing = new_group()
     (future,) = (
@@ -192,34 +192,36 @@ def test_alter_offsets_then_confluent_reads_them(broker: Broker, admin: AdminCli
     assert admin.list_consumer_group_offsets(group, timeout=WAIT_S) == expected
 
 
-def test_commit_metadata_round_trips(noida: Broker, admin: AdminClient, topic_name: str) -> None:
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
+def test_commit_metadata_round_trips(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     # noida only: Tansu drops commit metadata (docs/brokers.md).
-    create_topic(noida.bootstrap_servers, topic_name, 2)
+    create_topic(broker.bootstrap_servers, topic_name, 2)
     group = new_group()
     tp = TopicPartition(topic_name, 1)
     admin.alter_consumer_group_offsets(group, {tp: OffsetAndMetadata(42, "kx ✓")}, timeout=WAIT_S)
     request = ck.ConsumerGroupTopicPartitions(group, [ck.TopicPartition(tp.topic, tp.partition)])
-    (future,) = peer(noida.bootstrap_servers).list_consumer_group_offsets([request]).values()
+    (future,) = peer(broker.bootstrap_servers).list_consumer_group_offsets([request]).values()
     (theirs,) = future.result(WAIT_S).topic_partitions
     assert (theirs.offset, theirs.metadata) == (42, "kx ✓")
     assert admin.list_consumer_group_offsets(group, timeout=WAIT_S) == {tp: OffsetAndMetadata(42, "kx ✓")}
 
 
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_altering_the_offsets_of_a_group_with_members_is_refused(
-    noida: Broker, admin: AdminClient, topic_name: str
+    broker: Broker, admin: AdminClient, topic_name: str
 ) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 1)
+    create_topic(broker.bootstrap_servers, topic_name, 1)
     group = new_group()
     tp = TopicPartition(topic_name, 0)
-    consumer = joined(noida.bootstrap_servers, group, topic_name)
+    consumer = joined(broker.bootstrap_servers, group, topic_name)
     try:
         with pytest.raises(UnknownMemberIdError, match=r"has active members.*stop its consumers"):
             admin.alter_consumer_group_offsets(group, {tp: 9}, timeout=WAIT_S)
     finally:
         consumer.close()
-    assert ck_offsets(noida.bootstrap_servers, group, [tp]) == {}
+    assert ck_offsets(broker.bootstrap_servers, group, [tp]) == {}
     admin.alter_consumer_group_offsets(group, {tp: 9}, timeout=WAIT_S)  # empty now
-    assert ck_offsets(noida.bootstrap_servers, group, [tp]) == {tp: 9}
+    assert ck_offsets(broker.bootstrap_servers, group, [tp]) == {tp: 9}
 
 
 def _mock_topic(mock_cluster: MockCluster, topic: str) -> list[TopicPartition]:
@@ -243,7 +245,7 @@ def test_offsets_across_the_three_broker_mock(
         assert {tp: o.offset for tp, o in ours.items()} == expected
 
 
-@pytest.mark.xfail(strict=True, reason=f"mock cluster defect: {MOCK_FETCH_ALL_DEFECT}")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"mock cluster defect: {MOCK_FETCH_ALL_DEFECT}")
 def test_listing_every_committed_offset_on_the_mock(
     mock_cluster: MockCluster, admin: AdminClient, topic_name: str
 ) -> None:

@@ -141,15 +141,16 @@ def stopped_static_group(bootstrap: str, topic: str, names: tuple[str, ...], ses
 
 
 @pytest.fixture
-def noida_admin(noida: Broker) -> Iterator[AdminClient]:
-    with AdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+def group_admin(broker: Broker) -> Iterator[AdminClient]:
+    with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
         yield admin
 
 
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_removing_a_stopped_static_member_rebalances_the_group_at_once(
-    noida: Broker, noida_admin: AdminClient, topic_name: str
+    broker: Broker, group_admin: AdminClient, topic_name: str
 ) -> None:
-    bootstrap = noida.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic_name, PARTITIONS)
     group = new_group()
     a = static(bootstrap, group, topic_name, "A", LONG_SESSION_MS).start()
@@ -158,19 +159,19 @@ def test_removing_a_stopped_static_member_rebalances_the_group_at_once(
     try:
         wait_converged(members, PARTITIONS)
         b.stop()  # no LeaveGroup: the group keeps B's place and its partitions
-        assert len(a.owned) < PARTITIONS and instance_ids(noida_admin, group) == ["A", "B"]
+        assert len(a.owned) < PARTITIONS and instance_ids(group_admin, group) == ["A", "B"]
 
-        removed = noida_admin.remove_members_from_consumer_group(
+        removed = group_admin.remove_members_from_consumer_group(
             group, ["B"], reason="host lost", timeout=WAIT_S
         )
         removed_at = time.monotonic()
         assert removed == [MemberToRemove("B")]
         wait_until(lambda: a.owned == frozenset(range(PARTITIONS)), WAIT_S, lambda: describe([a]))
         assert time.monotonic() - removed_at < LONG_SESSION_MS / 1000 / 2, "rebalanced by the removal"
-        assert instance_ids(noida_admin, group) == ["A"]
+        assert instance_ids(group_admin, group) == ["A"]
 
         with pytest.raises(UnknownMemberIdError, match=r"has no member with group\.instance\.id 'B'") as gone:
-            noida_admin.remove_members_from_consumer_group(group, ["B"], timeout=WAIT_S)
+            group_admin.remove_members_from_consumer_group(group, ["B"], timeout=WAIT_S)
         assert "describe_consumer_groups() lists the members" in str(gone.value)
     finally:
         stop_all(members)
@@ -183,7 +184,7 @@ def session_ms(broker: Broker) -> int:
     return 12_000 if isinstance(broker, TansuBroker) else LONG_SESSION_MS
 
 
-@pytest.mark.broker_defect("tansu", reason=TANSU_INSTANCE_ID_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=TANSU_INSTANCE_ID_DEFECT, raises=AssertionError)
 def test_a_static_member_is_removed_by_its_instance_id_alone(broker: Broker, topic_name: str) -> None:
     bootstrap = broker.bootstrap_servers
     group = stopped_static_group(bootstrap, topic_name, ("P", "K"), session_ms(broker))
@@ -194,8 +195,8 @@ def test_a_static_member_is_removed_by_its_instance_id_alone(broker: Broker, top
         assert member_ids(admin, group) == []
 
 
-@pytest.mark.broker_defect("tansu", reason=FENCED_DEFECT)
-@pytest.mark.broker_defect("noida", reason=FENCED_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=FENCED_DEFECT, raises=AssertionError)
+@pytest.mark.broker_defect("noida", reason=FENCED_DEFECT, raises=AssertionError)
 def test_an_instance_id_with_another_members_id_is_fenced_and_not_removed(
     broker: Broker, topic_name: str
 ) -> None:
@@ -229,7 +230,7 @@ def test_removing_every_member_on_the_mock_needs_describe_groups(mock_cluster: M
             admin.remove_members_from_consumer_group(new_group(), timeout=WAIT_S)
 
 
-@pytest.mark.xfail(strict=True, reason=f"mock cluster defect: {MOCK_LEAVE_DEFECT}")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"mock cluster defect: {MOCK_LEAVE_DEFECT}")
 def test_a_running_member_is_removed_on_the_mock(mock_cluster: MockCluster, topic_name: str) -> None:
     """The member is confluent-kafka's: the mock drops kaflux's JoinGroup v6 (docs/brokers.md)."""
     ck = pytest.importorskip("confluent_kafka")
@@ -263,8 +264,9 @@ def test_a_running_member_is_removed_on_the_mock(mock_cluster: MockCluster, topi
         member.close()
 
 
-def test_the_asyncio_client_removes_members(noida: Broker, topic_name: str) -> None:
-    bootstrap = noida.bootstrap_servers
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
+def test_the_asyncio_client_removes_members(broker: Broker, topic_name: str) -> None:
+    bootstrap = broker.bootstrap_servers
     group = stopped_static_group(bootstrap, topic_name, ("A",), LONG_SESSION_MS)
 
     async def main() -> list[MemberToRemove]:

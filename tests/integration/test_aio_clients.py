@@ -75,13 +75,13 @@ def test_every_producer_coroutine(broker: Broker, loop: str) -> None:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_send_waits_on_the_loop_while_the_buffer_is_full(tansu: Broker, loop: str) -> None:
+def test_send_waits_on_the_loop_while_the_buffer_is_full(kafka: Broker, loop: str) -> None:
     """A 64 KiB buffer.memory with 16 KiB batches of 4 KiB records: sends wait for room on the
     loop (a 5 ms ticker keeps ticking), and every record is delivered."""
-    topic = create_topic(tansu.bootstrap_servers, 1)
+    topic = create_topic(kafka.bootstrap_servers, 1)
     count = 2000
     settings = {
-        "bootstrap.servers": tansu.bootstrap_servers,
+        "bootstrap.servers": kafka.bootstrap_servers,
         "buffer.memory": 65536,
         "batch.size": 16384,
         "linger.ms": 1,
@@ -142,9 +142,9 @@ def test_send_gives_up_after_max_block_ms_when_the_buffer_stays_full(
     run(main())
 
 
-@pytest.mark.parametrize("where", ["noida", "mock"])
+@pytest.mark.parametrize("where", ["kafka", "noida", "mock"])
 def test_transactions(request: pytest.FixtureRequest, where: str) -> None:
-    broker: Any = request.getfixturevalue("noida" if where == "noida" else "mock_cluster")
+    broker: Any = request.getfixturevalue("mock_cluster" if where == "mock" else where)
     bootstrap = broker.bootstrap_servers
     if where == "mock":
         topic = f"kx-aio-txn-{uuid.uuid4().hex[:8]}"
@@ -177,7 +177,7 @@ def test_transactions(request: pytest.FixtureRequest, where: str) -> None:
             return producer.transaction_state
 
     assert run(main()) == "READY"
-    if where == "noida":  # the mock serves aborted records and drops transactional offsets (docs/brokers.md)
+    if where != "mock":  # the mock serves aborted records and drops transactional offsets (docs/brokers.md)
         got = read_all(bootstrap, topic, 1, 3, **{"isolation.level": "read_committed"})
         assert got == [b"committed-1", b"committed-2", b"committed-3"]
         with Consumer({"bootstrap.servers": bootstrap, "group.id": group}) as consumer:
@@ -199,13 +199,13 @@ class GroupMeta:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_every_admin_call_is_a_coroutine(noida: Broker, loop: str) -> None:
+def test_every_admin_call_is_a_coroutine(kafka: Broker, loop: str) -> None:
     topic = f"kx-aio-admin-{uuid.uuid4().hex[:8]}"
     group = f"kx-aio-admin-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
 
     async def main() -> None:
-        async with AsyncAdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+        async with AsyncAdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
             await admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
             assert topic in await admin.list_topics(timeout=WAIT_S)
             cluster = await admin.describe_cluster(WAIT_S)
@@ -217,7 +217,7 @@ def test_every_admin_call_is_a_coroutine(noida: Broker, loop: str) -> None:
             assert group in {g.group_id for g in await admin.list_consumer_groups(WAIT_S)}
             assert group in await admin.describe_consumer_groups([group], WAIT_S)
             assert (await admin.delete_consumer_groups([group], WAIT_S))[group] is None
-            produce(noida.bootstrap_servers, topic, 1, 3)
+            produce(kafka.bootstrap_servers, topic, 1, 3)
             assert await admin.delete_records({tp: 2}, WAIT_S) == {tp: 2}
             await admin.delete_topics([topic], timeout=WAIT_S)
             with pytest.raises(UnknownTopicOrPartitionError):
@@ -233,10 +233,10 @@ def test_every_admin_call_is_a_coroutine(noida: Broker, loop: str) -> None:
 
 @pytest.mark.parametrize("kind", ["consumer", "producer", "admin"])
 @pytest.mark.parametrize("loop", LOOPS)
-def test_each_client_adds_exactly_one_thread(tansu: Broker, kind: str, loop: str) -> None:
-    topic = create_topic(tansu.bootstrap_servers, 1)
-    produce(tansu.bootstrap_servers, topic, 1, 100)
-    bootstrap = tansu.bootstrap_servers
+def test_each_client_adds_exactly_one_thread(kafka: Broker, kind: str, loop: str) -> None:
+    topic = create_topic(kafka.bootstrap_servers, 1)
+    produce(kafka.bootstrap_servers, topic, 1, 100)
+    bootstrap = kafka.bootstrap_servers
 
     async def main() -> tuple[int, int, int, set[str]]:
         await asyncio.sleep(0)
@@ -277,20 +277,20 @@ def test_each_client_adds_exactly_one_thread(tansu: Broker, kind: str, loop: str
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_the_loop_never_stalls_while_the_consumer_waits_or_reads_a_backlog(tansu: Broker, loop: str) -> None:
+def test_the_loop_never_stalls_while_the_consumer_waits_or_reads_a_backlog(kafka: Broker, loop: str) -> None:
     partitions, count = 3, 100_000
-    topic = create_topic(tansu.bootstrap_servers, partitions)
+    topic = create_topic(kafka.bootstrap_servers, partitions)
 
     async def main() -> tuple[float, float, int]:
         consumer = AsyncConsumer(
-            {"bootstrap.servers": tansu.bootstrap_servers, "auto.offset.reset": "earliest"}
+            {"bootstrap.servers": kafka.bootstrap_servers, "auto.offset.reset": "earliest"}
         )
         consumer.assign(partitions_of(topic, partitions))
         waiting = LagProbe()
         waiting.start()
         assert not await consumer.poll(1.0)  # nothing there: a second of waiting
         await waiting.stop()
-        await asyncio.to_thread(produce, tansu.bootstrap_servers, topic, partitions, count)
+        await asyncio.to_thread(produce, kafka.bootstrap_servers, topic, partitions, count)
         reading = LagProbe()
         reading.start()
         got = 0
@@ -311,10 +311,10 @@ def test_the_loop_never_stalls_while_the_consumer_waits_or_reads_a_backlog(tansu
 # -- misuse ----------------------------------------------------------------------------------------
 
 
-def test_a_client_on_two_event_loops_is_refused(tansu: Broker) -> None:
-    consumer = AsyncConsumer({"bootstrap.servers": tansu.bootstrap_servers})
-    producer = AsyncProducer({"bootstrap.servers": tansu.bootstrap_servers})
-    admin = AsyncAdminClient({"bootstrap.servers": tansu.bootstrap_servers})
+def test_a_client_on_two_event_loops_is_refused(kafka: Broker) -> None:
+    consumer = AsyncConsumer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer = AsyncProducer({"bootstrap.servers": kafka.bootstrap_servers})
+    admin = AsyncAdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     other = asyncio.new_event_loop()
     thread = threading.Thread(target=other.run_forever, daemon=True)
     thread.start()
@@ -350,11 +350,11 @@ async def _close_all(*closing: Any) -> None:
         await close
 
 
-def test_a_thread_is_refused_while_a_coroutine_of_the_loop_is_pending(tansu: Broker) -> None:
-    topic = create_topic(tansu.bootstrap_servers, 1)
+def test_a_thread_is_refused_while_a_coroutine_of_the_loop_is_pending(kafka: Broker) -> None:
+    topic = create_topic(kafka.bootstrap_servers, 1)
 
     async def main() -> list[str]:
-        consumer = AsyncConsumer({"bootstrap.servers": tansu.bootstrap_servers})
+        consumer = AsyncConsumer({"bootstrap.servers": kafka.bootstrap_servers})
         consumer.assign([TopicPartition(topic, 0)])
         errors: list[str] = []
         polling = asyncio.ensure_future(consumer.poll(3.0))

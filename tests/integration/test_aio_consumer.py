@@ -89,12 +89,12 @@ def test_every_coroutine_answers_as_the_sync_consumer_does(broker: Broker, loop:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_async_for_yields_every_record_once_and_ends_when_closed(tansu: Broker, loop: str) -> None:
-    topic = create_topic(tansu.bootstrap_servers, 3)
-    values = produce(tansu.bootstrap_servers, topic, 3, 2000)
+def test_async_for_yields_every_record_once_and_ends_when_closed(kafka: Broker, loop: str) -> None:
+    topic = create_topic(kafka.bootstrap_servers, 3)
+    values = produce(kafka.bootstrap_servers, topic, 3, 2000)
 
     async def main() -> list[bytes]:
-        consumer = AsyncConsumer(config(tansu.bootstrap_servers))
+        consumer = AsyncConsumer(config(kafka.bootstrap_servers))
         consumer.assign(partitions_of(topic, 3))
         got: list[bytes] = []
 
@@ -134,6 +134,8 @@ class RecordingAsyncListener(AsyncConsumerRebalanceListener):
 
 
 GROUPS = [
+    pytest.param("kafka", "classic", "cooperative-sticky", id="kafka-classic-cooperative"),
+    pytest.param("kafka", "consumer", None, id="kafka-kip848"),
     pytest.param("tansu", "classic", "cooperative-sticky", id="tansu-classic-cooperative"),
     pytest.param("tansu", "classic", "range", id="tansu-classic-eager"),
     pytest.param("mock", "consumer", None, id="mock-kip848"),
@@ -215,8 +217,8 @@ async def _true(value: bool) -> bool:
     return value
 
 
-def test_a_plain_listener_still_works_under_the_async_consumer(tansu: Broker) -> None:
-    topic = create_topic(tansu.bootstrap_servers, 2)
+def test_a_plain_listener_still_works_under_the_async_consumer(kafka: Broker) -> None:
+    topic = create_topic(kafka.bootstrap_servers, 2)
     seen: list[set[TopicPartition]] = []
 
     class Plain(ConsumerRebalanceListener):
@@ -224,7 +226,7 @@ def test_a_plain_listener_still_works_under_the_async_consumer(tansu: Broker) ->
             seen.append(partitions)
 
     async def main() -> None:
-        settings = config(tansu.bootstrap_servers, group_id=f"g-{topic}", **GROUP_TIMINGS)
+        settings = config(kafka.bootstrap_servers, group_id=f"g-{topic}", **GROUP_TIMINGS)
         async with AsyncConsumer(settings) as c:
             c.subscribe([topic], listener=Plain())
             deadline = time.monotonic() + WAIT_S
@@ -240,15 +242,15 @@ def test_a_plain_listener_still_works_under_the_async_consumer(tansu: Broker) ->
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_cancelled_polls_under_load_lose_and_repeat_nothing(tansu: Broker, loop: str) -> None:
+def test_cancelled_polls_under_load_lose_and_repeat_nothing(kafka: Broker, loop: str) -> None:
     """wait_for(poll(), short timeout) while a producer thread keeps sending: every record
     arrives exactly once, in order per partition, and positions match what was returned."""
     partitions, count = 2, 20_000
-    topic = create_topic(tansu.bootstrap_servers, partitions)
+    topic = create_topic(kafka.bootstrap_servers, partitions)
     sent: list[bytes] = []
 
     def send() -> None:
-        with Producer({"bootstrap.servers": tansu.bootstrap_servers, "linger.ms": 2}) as producer:
+        with Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 2}) as producer:
             for i in range(count):
                 value = b"v%08d" % i
                 producer.send(topic, value, partition=i % partitions)
@@ -260,7 +262,7 @@ def test_cancelled_polls_under_load_lose_and_repeat_nothing(tansu: Broker, loop:
     async def main() -> tuple[list[tuple[int, int, bytes]], int, dict[TopicPartition, int]]:
         got: list[tuple[int, int, bytes]] = []
         cancelled = 0
-        async with AsyncConsumer(config(tansu.bootstrap_servers, max_poll_records=100)) as consumer:
+        async with AsyncConsumer(config(kafka.bootstrap_servers, max_poll_records=100)) as consumer:
             consumer.assign(partitions_of(topic, partitions))
             producer = threading.Thread(target=send)
             producer.start()
@@ -288,13 +290,13 @@ def test_cancelled_polls_under_load_lose_and_repeat_nothing(tansu: Broker, loop:
         assert positions[TopicPartition(topic, p)] == len(offsets)
 
 
-def test_a_cancelled_commit_sync_leaves_the_consumer_usable(tansu: Broker) -> None:
-    topic = create_topic(tansu.bootstrap_servers, 1)
-    produce(tansu.bootstrap_servers, topic, 1, 10)
+def test_a_cancelled_commit_sync_leaves_the_consumer_usable(kafka: Broker) -> None:
+    topic = create_topic(kafka.bootstrap_servers, 1)
+    produce(kafka.bootstrap_servers, topic, 1, 10)
     tp = TopicPartition(topic, 0)
 
     async def main() -> None:
-        async with AsyncConsumer(config(tansu.bootstrap_servers, group_id=f"g-{topic}")) as c:
+        async with AsyncConsumer(config(kafka.bootstrap_servers, group_id=f"g-{topic}")) as c:
             c.assign([tp])
             while not await c.poll(1.0):
                 pass

@@ -20,14 +20,14 @@ pytestmark = pytest.mark.integration
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "asyncio.md"
 
 
-def test_the_asyncio_guide_lifespan_example_runs(tansu: Broker, tmp_path: Path) -> None:
+def test_the_asyncio_guide_lifespan_example_runs(kafka: Broker, tmp_path: Path) -> None:
     text = GUIDE.read_text()
     found = re.search(r"<!-- kaflux-aio-example -->\n```python\n(.*?)```", text, re.S)
     assert found, "docs/asyncio.md lost its lifespan example"
     script = tmp_path / "lifespan_example.py"
     script.write_text(found.group(1))
-    topic = create_topic(tansu.bootstrap_servers, 1)
-    env = {**os.environ, "KAFLUX_BOOTSTRAP_SERVERS": tansu.bootstrap_servers, "KAFLUX_TOPIC": topic}
+    topic = create_topic(kafka.bootstrap_servers, 1)
+    env = {**os.environ, "KAFLUX_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "KAFLUX_TOPIC": topic}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=90)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["order written at offset 0", "consumed b'{\"id\": 1}'"]

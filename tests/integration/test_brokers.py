@@ -246,7 +246,9 @@ def test_brokers_do_not_outlive_their_process(how: str) -> None:
         assert not Path(workdir).exists(), "the atexit hook removes the work directory too"
 
 
-@pytest.mark.broker_defect("tansu", reason="self-test of the broker_defect marker: fails on tansu only")
+@pytest.mark.broker_defect(
+    "tansu", reason="self-test of the broker_defect marker: fails on tansu only", raises=AssertionError
+)
 def test_broker_defect_marker_applies_to_one_broker(broker: Broker) -> None:
     assert broker.name != "tansu"
 

@@ -155,8 +155,8 @@ def test_paused_partition_returns_nothing_and_resumes_at_the_right_offset(broker
     assert [r.offset for r in got if r.partition == 1] == list(range(40))
 
 
-def test_poll_sleeps_while_only_paused_data_is_buffered(noida: Broker, topic_name: str):
-    broker = noida  # broker-independent client behaviour
+def test_poll_sleeps_while_only_paused_data_is_buffered(kafka: Broker, topic_name: str):
+    broker = kafka  # broker-independent client behaviour
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
     produce(broker, topic_name, {0: [b"r%d" % i for i in range(50)]}, **{"batch.size": 1 << 20})

@@ -156,7 +156,7 @@ def test_position_without_a_commit_follows_auto_offset_reset_earliest(broker: Br
         consumer.close()
 
 
-@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT, raises=AssertionError)
 def test_seek_to_end_positions_after_the_last_record(broker: Broker, topic_name: str):
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
@@ -174,7 +174,7 @@ def test_seek_to_end_positions_after_the_last_record(broker: Broker, topic_name:
         consumer.close()
 
 
-@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT, raises=AssertionError)
 def test_auto_offset_reset_latest_starts_at_the_end(broker: Broker, topic_name: str):
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
@@ -233,7 +233,7 @@ def test_commit_sync_and_committed_round_trip(broker: Broker, topic_name: str):
         consumer.close()
 
 
-@pytest.mark.broker_defect("tansu", reason=METADATA_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=METADATA_DEFECT, raises=AssertionError)
 def test_commit_metadata_round_trips(broker: Broker, topic_name: str):
     create_topic(broker, topic_name, 2)
     # The broker's behaviour, seen by librdkafka.
@@ -341,7 +341,7 @@ def test_commit_without_group_id_fails(broker: Broker, topic_name: str):
 # --- offset lookups -------------------------------------------------------------------------------
 
 
-@pytest.mark.broker_defect("tansu", reason=TIMESTAMP_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=TIMESTAMP_DEFECT, raises=AssertionError)
 def test_offsets_for_times(broker: Broker, topic_name: str):
     create_topic(broker, topic_name, 2)
     base = int(time.time() * 1000) - 100_000
@@ -398,7 +398,7 @@ def test_end_offsets_agree_with_librdkafka(broker: Broker, topic_name: str):
     assert ends == {tp: ck_high_watermark(broker, topic_name, tp.partition) for tp in tps}
 
 
-@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT, raises=AssertionError)
 def test_end_offsets_are_the_high_watermarks(broker: Broker, topic_name: str):
     create_topic(broker, topic_name, 3)
     produce_batches(broker, topic_name, 0, batches=3, per_batch=10)

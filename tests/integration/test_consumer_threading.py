@@ -326,8 +326,8 @@ def test_every_call_after_close_raises_illegal_state_error(broker: Broker, topic
     assert not_raised == []
 
 
-def test_accessors_after_close_raise_illegal_state_error(noida: Broker, topic_name: str):
-    broker = noida
+def test_accessors_after_close_raise_illegal_state_error(kafka: Broker, topic_name: str):
+    broker = kafka
     create_topic(broker, topic_name)
     tp = TopicPartition(topic_name, 0)
     consumer = new_consumer(broker)
@@ -353,8 +353,8 @@ def test_accessors_after_close_raise_illegal_state_error(noida: Broker, topic_na
     assert not_raised == []
 
 
-def test_pause_from_a_second_thread_during_poll_gets_concurrent_access_error(noida: Broker, topic_name: str):
-    broker = noida
+def test_pause_from_a_second_thread_during_poll_gets_concurrent_access_error(kafka: Broker, topic_name: str):
+    broker = kafka
     create_topic(broker, topic_name)
     tp = TopicPartition(topic_name, 0)
     consumer = new_consumer(broker)

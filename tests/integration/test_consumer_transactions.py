@@ -106,7 +106,7 @@ def ck_read_committed_values(broker: Broker, topic: str, expected_count: int) ->
     return values
 
 
-@pytest.mark.broker_defect("tansu", reason=ABORTED_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=ABORTED_DEFECT, raises=AssertionError)
 def test_read_committed_returns_only_committed_records(broker: Broker, topic_name: str):
     create_topic(broker, topic_name)
     write_transactions(broker, topic_name)
@@ -193,7 +193,7 @@ def test_read_committed_stops_before_an_open_transaction(broker: Broker, topic_n
     assert [r.value for r in got] == COMMITTED_1 + COMMITTED_2
 
 
-@pytest.mark.broker_defect("tansu", reason=LSO_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LSO_DEFECT, raises=AssertionError)
 def test_end_offsets_under_read_committed_is_the_last_stable_offset(broker: Broker, topic_name: str):
     create_topic(broker, topic_name)
     tp = TopicPartition(topic_name, 0)

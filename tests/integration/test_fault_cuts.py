@@ -37,14 +37,22 @@ from support.fault_helpers import (
     produce_keys,
     proxied_noida,
     proxied_tansu,
+    proxied_tansu_tls,
     reset_proxy,
+    tansu_rig,
     timing,
 )
 from support.scenarios import ProxiedBroker, read_back
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["proxied_noida", "proxied_tansu", "timing"]  # fixtures used by name
+__all__ = [
+    "proxied_noida",
+    "proxied_tansu",
+    "proxied_tansu_tls",
+    "tansu_rig",
+    "timing",
+]  # fixtures used by name
 
 VARIANTS = [
     "cut_before_request",
@@ -59,30 +67,34 @@ REQUEST_TIMEOUT_S = REQUEST_TIMEOUT_MS / 1000
 
 @pytest.fixture(autouse=True)
 def clean_proxies(request: pytest.FixtureRequest) -> Iterator[None]:
-    names = [n for n in ("proxied_tansu", "proxied_noida") if n in request.fixturenames]
+    names = [n for n in ("proxied_tansu", "proxied_noida", "tansu_rig") if n in request.fixturenames]
     pbs: list[ProxiedBroker] = [request.getfixturevalue(n) for n in names]
     for pb in pbs:
-        reset_proxy(pb.proxy)
+        for proxy in pb.proxies():
+            reset_proxy(proxy)
     yield
     for pb in pbs:
-        reset_proxy(pb.proxy)
+        for proxy in pb.proxies():
+            reset_proxy(proxy)
 
 
 # --- Produce -------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_produce(proxied_tansu: ProxiedBroker, variant: str, timing: Timing) -> None:
-    pb = proxied_tansu
+def test_produce(tansu_rig: ProxiedBroker, variant: str, timing: Timing) -> None:
+    # (over TLS too: the proxy sits behind stunnel, so the client sees its TLS connection end)
+    pb = tansu_rig
     topic = new_topic(pb)
     delivery_s = 6.0
     producer = Producer(
-        {
-            "bootstrap.servers": pb.bootstrap_servers,
-            "request.timeout.ms": REQUEST_TIMEOUT_MS,
-            "delivery.timeout.ms": int(delivery_s * 1000),
-            "linger.ms": 0,
-        }
+        pb.config(
+            **{
+                "request.timeout.ms": REQUEST_TIMEOUT_MS,
+                "delivery.timeout.ms": int(delivery_s * 1000),
+                "linger.ms": 0,
+            }
+        )
     )
     acked = []
     try:
@@ -108,7 +120,7 @@ def test_produce(proxied_tansu: ProxiedBroker, variant: str, timing: Timing) -> 
         acked.append("after")
     finally:
         producer.close(5.0)
-    on_broker = read_back(pb.bootstrap_servers, topic, 1)
+    on_broker = read_back(pb.bootstrap_servers, topic, 1, config=pb.security)
     assert set(acked) <= set(on_broker), f"acknowledged but missing: {set(acked) - set(on_broker)}"
 
 
@@ -116,18 +128,14 @@ def test_produce(proxied_tansu: ProxiedBroker, variant: str, timing: Timing) -> 
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_fetch(proxied_tansu: ProxiedBroker, variant: str, timing: Timing) -> None:
-    pb = proxied_tansu
+def test_fetch(tansu_rig: ProxiedBroker, variant: str, timing: Timing) -> None:
+    pb = tansu_rig
     topic = new_topic(pb)
     keys = [f"r{i:05d}" for i in range(300)]
-    produce_keys(pb.bootstrap_servers, topic, keys)
+    produce_keys(pb.bootstrap_servers, topic, keys, config=pb.security)
     tp = TopicPartition(topic, 0)
     consumer = Consumer(
-        {
-            "bootstrap.servers": pb.bootstrap_servers,
-            "auto.offset.reset": "earliest",
-            "request.timeout.ms": REQUEST_TIMEOUT_MS,
-        }
+        pb.config(**{"auto.offset.reset": "earliest", "request.timeout.ms": REQUEST_TIMEOUT_MS})
     )
     # Recovering takes at most a reconnect backoff and a retry backoff (1 s each at most, the
     # defaults), after the request timeout when the response is lost.

@@ -42,14 +42,16 @@ from support.fault_helpers import (
     produce_keys,
     proxied_broker,
     proxied_tansu,
+    proxied_tansu_tls,
     reset_proxy,
+    tansu_rig,
     timing,
 )
 from support.scenarios import PeakRss, ProxiedBroker, run_group_churn, run_kill_restart
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["proxied_tansu", "timing"]  # fixtures used by name
+__all__ = ["proxied_tansu", "proxied_tansu_tls", "tansu_rig", "timing"]  # fixtures used by name
 
 #: from a broker's restart to the consumer reading a record produced after it (measured: < 1 s)
 RECOVERY_BOUND_S = 10.0
@@ -106,32 +108,35 @@ def timed(call: Callable[[], object]) -> tuple[object, float]:
 
 
 def test_stalled_broker_every_blocking_call_returns_within_its_deadline(
-    clean_tansu: ProxiedBroker, timing: Timing
+    tansu_rig: ProxiedBroker, timing: Timing
 ) -> None:
-    pb = clean_tansu
+    # (over TLS too: the stall is behind stunnel, the TLS connections stay up and silent)
+    pb = tansu_rig
     topic = new_topic(pb, partitions=2)
-    produce_keys(pb.bootstrap_servers, topic, [f"k{i}" for i in range(20)], partition=0)
+    produce_keys(pb.bootstrap_servers, topic, [f"k{i}" for i in range(20)], partition=0, config=pb.security)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     delivery_s = 4.0
     producer = Producer(
-        {
-            "bootstrap.servers": pb.bootstrap_servers,
-            "request.timeout.ms": REQUEST_TIMEOUT_MS,
-            "delivery.timeout.ms": int(delivery_s * 1000),
-            "max.block.ms": 3000,
-            "linger.ms": 0,
-        }
+        pb.config(
+            **{
+                "request.timeout.ms": REQUEST_TIMEOUT_MS,
+                "delivery.timeout.ms": int(delivery_s * 1000),
+                "max.block.ms": 3000,
+                "linger.ms": 0,
+            }
+        )
     )
     consumer = Consumer(
-        {
-            "bootstrap.servers": pb.bootstrap_servers,
-            "group.id": f"kx-stall-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "request.timeout.ms": REQUEST_TIMEOUT_MS,
-        }
+        pb.config(
+            **{
+                "group.id": f"kx-stall-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "request.timeout.ms": REQUEST_TIMEOUT_MS,
+            }
+        )
     )
-    admin = AdminClient({"bootstrap.servers": pb.bootstrap_servers, "request.timeout.ms": REQUEST_TIMEOUT_MS})
+    admin = AdminClient(pb.config(**{"request.timeout.ms": REQUEST_TIMEOUT_MS}))
     threads = [producer._thread, consumer._thread, admin._thread]
     try:
         producer.send(topic, b"warm-up", partition=0).result(timeout=WAIT_S)

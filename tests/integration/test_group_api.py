@@ -1,5 +1,5 @@
 """Group-related consumer API: subscribe/assign exclusivity, pattern subscriptions, unsubscribe(),
-group_metadata() and enforce_rebalance() (Tansu unless noted)."""
+group_metadata() and enforce_rebalance() (Apache Kafka)."""
 
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ def poll_until(
         consumer.poll(0.1)
 
 
-def test_subscribe_and_assign_cannot_be_mixed(tansu: Broker, topic_name: str):
-    create_topic(tansu.bootstrap_servers, topic_name, 1)
+def test_subscribe_and_assign_cannot_be_mixed(kafka: Broker, topic_name: str):
+    create_topic(kafka.bootstrap_servers, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
-    consumer = Consumer(member_config(tansu.bootstrap_servers, new_group()))
+    consumer = Consumer(member_config(kafka.bootstrap_servers, new_group()))
     try:
         consumer.subscribe([topic_name])
         with pytest.raises(IllegalStateError, match=r"mutually exclusive.*unsubscribe") as info:
@@ -65,10 +65,10 @@ def test_subscribe_and_assign_cannot_be_mixed(tansu: Broker, topic_name: str):
         consumer.close(10.0)
 
 
-def test_pattern_subscription_picks_up_a_topic_created_after_subscribing(noida: Broker, topic_name: str):
+def test_pattern_subscription_picks_up_a_topic_created_after_subscribing(kafka: Broker, topic_name: str):
     first, later = f"{topic_name}-first", f"{topic_name}-later"
-    create_topic(noida.bootstrap_servers, first, 2)
-    config = member_config(noida.bootstrap_servers, new_group(), metadata_max_age_ms=500)
+    create_topic(kafka.bootstrap_servers, first, 2)
+    config = member_config(kafka.bootstrap_servers, new_group(), metadata_max_age_ms=500)
     consumer = Consumer(config)
     try:
         consumer.subscribe(pattern=re.escape(topic_name) + r"-.*")
@@ -78,8 +78,8 @@ def test_pattern_subscription_picks_up_a_topic_created_after_subscribing(noida: 
             WAIT_S,
             lambda: f"assignment {consumer.assignment()}",
         )
-        create_topic(noida.bootstrap_servers, later, 2)
-        produce(noida.bootstrap_servers, later, {0: [b"later-0"], 1: [b"later-1"]})
+        create_topic(kafka.bootstrap_servers, later, 2)
+        produce(kafka.bootstrap_servers, later, {0: [b"later-0"], 1: [b"later-1"]})
         received: list[bytes] = []
         deadline = time.monotonic() + WAIT_S
         while len(received) < 2:
@@ -92,9 +92,9 @@ def test_pattern_subscription_picks_up_a_topic_created_after_subscribing(noida: 
         consumer.close(10.0)
 
 
-def test_unsubscribe_runs_on_partitions_revoked_and_leaves_the_group(tansu: Broker, topic_name: str):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
-    config = member_config(tansu.bootstrap_servers, new_group(), "range")
+def test_unsubscribe_runs_on_partitions_revoked_and_leaves_the_group(kafka: Broker, topic_name: str):
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
+    config = member_config(kafka.bootstrap_servers, new_group(), "range")
     a, b = ThreadMember("A", config, [topic_name]).start(), ThreadMember("B", config, [topic_name]).start()
     try:
         wait_converged([a, b], PARTITIONS)
@@ -115,20 +115,20 @@ def test_unsubscribe_runs_on_partitions_revoked_and_leaves_the_group(tansu: Brok
     b.check()
 
 
-def subscribed(tansu: Broker, topic: str, group: str) -> tuple[Consumer, list[Event]]:
+def subscribed(kafka: Broker, topic: str, group: str) -> tuple[Consumer, list[Event]]:
     """A single member subscribed to a new topic (eager ``range``), logging its listener calls."""
-    create_topic(tansu.bootstrap_servers, topic, PARTITIONS)
+    create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
     events: list[Event] = []
     listener = RecordingListener("A", events.append)
     listener.polling_thread = threading.current_thread()
-    consumer = Consumer(member_config(tansu.bootstrap_servers, group, "range"))
+    consumer = Consumer(member_config(kafka.bootstrap_servers, group, "range"))
     consumer.subscribe([topic], listener=listener)
     return consumer, events
 
 
-def test_group_metadata_has_generation_and_member_id_after_joining(tansu: Broker, topic_name: str):
+def test_group_metadata_has_generation_and_member_id_after_joining(kafka: Broker, topic_name: str):
     group = new_group()
-    consumer, _ = subscribed(tansu, topic_name, group)
+    consumer, _ = subscribed(kafka, topic_name, group)
     try:
         before = consumer.group_metadata()
         assert (before.generation_id, before.member_id) == (-1, "")
@@ -142,9 +142,9 @@ def test_group_metadata_has_generation_and_member_id_after_joining(tansu: Broker
         consumer.close(10.0)
 
 
-def test_group_state_follows_the_member_from_joining_to_stable(tansu: Broker, topic_name: str):
+def test_group_state_follows_the_member_from_joining_to_stable(kafka: Broker, topic_name: str):
     group = new_group()
-    consumer, _ = subscribed(tansu, topic_name, group)
+    consumer, _ = subscribed(kafka, topic_name, group)
     try:
         before = consumer.group_state()
         assert (before.group_id, before.protocol, before.state) == (group, "classic", "UNJOINED")
@@ -159,8 +159,8 @@ def test_group_state_follows_the_member_from_joining_to_stable(tansu: Broker, to
         consumer.close(10.0)
 
 
-def test_enforce_rebalance_starts_a_new_generation(tansu: Broker, topic_name: str):
-    consumer, events = subscribed(tansu, topic_name, new_group())
+def test_enforce_rebalance_starts_a_new_generation(kafka: Broker, topic_name: str):
+    consumer, events = subscribed(kafka, topic_name, new_group())
     try:
         poll_until(consumer, consumer.assignment, WAIT_S, lambda: "no assignment")
         first = consumer.group_metadata()
@@ -182,11 +182,11 @@ def test_enforce_rebalance_starts_a_new_generation(tansu: Broker, topic_name: st
         consumer.close(10.0)
 
 
-def test_first_poll_after_an_idle_period_starts_the_join_at_once(noida: Broker, topic_name: str):
+def test_first_poll_after_an_idle_period_starts_the_join_at_once(kafka: Broker, topic_name: str):
     """Regression (fixed in c793e41): poll() queued its PollEvent without waking the network thread,
     so a join requested by subscribe() waited up to 5 s for the thread's next self-timed pass."""
-    create_topic(noida.bootstrap_servers, topic_name, 2)
-    consumer = Consumer(member_config(noida.bootstrap_servers, new_group()))
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
+    consumer = Consumer(member_config(kafka.bootstrap_servers, new_group()))
     try:
         consumer.subscribe([topic_name])
         time.sleep(1.0)  # the scenario: the application does other work before its first poll()

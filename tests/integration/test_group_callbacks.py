@@ -1,4 +1,4 @@
-"""The rebalance listener contract (Tansu): callbacks run on the thread that polls, the rebalance
+"""The rebalance listener contract (Apache Kafka): callbacks run on the thread that polls, the rebalance
 waits for them, and an exception raised in one reaches the caller of ``poll()``."""
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ PARTITIONS = 6
 ALL = frozenset(range(PARTITIONS))
 
 
-def test_listener_callbacks_run_on_the_polling_thread(tansu: Broker, topic_name: str):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
+def test_listener_callbacks_run_on_the_polling_thread(kafka: Broker, topic_name: str):
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     # range: eager, so enforce_rebalance() revokes everything and assigns it again
-    member = ThreadMember("A", member_config(tansu.bootstrap_servers, new_group(), "range"), [topic_name])
+    member = ThreadMember("A", member_config(kafka.bootstrap_servers, new_group(), "range"), [topic_name])
     member.start()
     try:
         wait_until(lambda: member.owned == ALL, WAIT_S, lambda: f"A owns {sorted(member.owned)}")
@@ -60,9 +60,9 @@ def test_listener_callbacks_run_on_the_polling_thread(tansu: Broker, topic_name:
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_rebalance_waits_for_a_slow_on_partitions_revoked(tansu: Broker, topic_name: str, strategy: str):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
-    config = member_config(tansu.bootstrap_servers, new_group(), strategy)
+def test_rebalance_waits_for_a_slow_on_partitions_revoked(kafka: Broker, topic_name: str, strategy: str):
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
+    config = member_config(kafka.bootstrap_servers, new_group(), strategy)
     slow_s = 1.5
     a = ThreadMember("A", config, [topic_name], listener_options={"slow_first_revoke_s": slow_s}).start()
     b = ThreadMember("B", config, [topic_name])
@@ -94,8 +94,8 @@ def poll_for(consumer: Consumer, seconds: float) -> None:
     raise AssertionError(f"poll() raised nothing within {seconds} s")
 
 
-def test_an_exception_raised_in_a_listener_reaches_the_caller_of_poll(tansu: Broker, topic_name: str):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
+def test_an_exception_raised_in_a_listener_reaches_the_caller_of_poll(kafka: Broker, topic_name: str):
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     events: list[Event] = []
     listener = RecordingListener(
         "A",
@@ -105,7 +105,7 @@ def test_an_exception_raised_in_a_listener_reaches_the_caller_of_poll(tansu: Bro
             "revoked": ListenerFailure("from on_partitions_revoked"),
         },
     )
-    consumer = Consumer(member_config(tansu.bootstrap_servers, new_group(), "range"))
+    consumer = Consumer(member_config(kafka.bootstrap_servers, new_group(), "range"))
     try:
         consumer.subscribe([topic_name], listener=listener)
         with pytest.raises(ListenerFailure, match="from on_partitions_assigned"):
@@ -126,16 +126,16 @@ def test_an_exception_raised_in_a_listener_reaches_the_caller_of_poll(tansu: Bro
         consumer.close(10.0)
 
 
-def test_close_while_a_revocation_is_pending_runs_on_partitions_revoked_once(noida: Broker, topic_name: str):
+def test_close_while_a_revocation_is_pending_runs_on_partitions_revoked_once(kafka: Broker, topic_name: str):
     """The application is busy (not polling) when a rebalance starts, then closes the consumer.
-    On noida-db: client-side behaviour, and its joins take 0.4 s instead of Tansu's 3 s."""
-    create_topic(noida.bootstrap_servers, topic_name, PARTITIONS)
+    Client-side behaviour."""
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     group = new_group()
     events: list[Event] = []
     listener = RecordingListener("A", events.append)
     listener.polling_thread = threading.current_thread()
-    a = Consumer(member_config(noida.bootstrap_servers, group, "range"))
-    b = ThreadMember("B", member_config(noida.bootstrap_servers, group, "range"), [topic_name])
+    a = Consumer(member_config(kafka.bootstrap_servers, group, "range"))
+    b = ThreadMember("B", member_config(kafka.bootstrap_servers, group, "range"), [topic_name])
     try:
         a.subscribe([topic_name], listener=listener)
         deadline = time.monotonic() + WAIT_S

@@ -1,4 +1,4 @@
-"""close() of a group member (noida-db: fast joins): the revocation callback runs before the
+"""close() of a group member (Apache Kafka): the revocation callback runs before the
 consumer counts as closed, so the commit-on-revoke pattern keeps its last commit."""
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ class CommitOnRevoke(ConsumerRebalanceListener):
             raise
 
 
-def test_commit_sync_in_on_partitions_revoked_during_close_is_kept(noida: Broker, topic_name: str) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, PARTITIONS)
-    produce(noida.bootstrap_servers, topic_name, {p: [b"r%d" % i for i in range(RECORDS)] for p in range(2)})
+def test_commit_sync_in_on_partitions_revoked_during_close_is_kept(kafka: Broker, topic_name: str) -> None:
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
+    produce(kafka.bootstrap_servers, topic_name, {p: [b"r%d" % i for i in range(RECORDS)] for p in range(2)})
     group = new_group()
     listener = CommitOnRevoke()
-    consumer = Consumer(member_config(noida.bootstrap_servers, group, "range"))
+    consumer = Consumer(member_config(kafka.bootstrap_servers, group, "range"))
     listener.consumer = consumer
     consumer.subscribe([topic_name], listener=listener)
     read = 0
@@ -61,6 +61,6 @@ def test_commit_sync_in_on_partitions_revoked_during_close_is_kept(noida: Broker
     assert listener.errors == []
     expected = {TopicPartition(topic_name, p): RECORDS for p in range(PARTITIONS)}
     assert listener.processed == expected
-    with Consumer(member_config(noida.bootstrap_servers, group)) as check:
+    with Consumer(member_config(kafka.bootstrap_servers, group)) as check:
         committed = check.committed(set(expected), timeout=WAIT_S)
     assert {tp: om.offset for tp, om in committed.items() if om is not None} == expected

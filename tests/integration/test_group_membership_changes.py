@@ -1,10 +1,11 @@
-"""Members joining, leaving with ``close()`` and being killed with SIGKILL (Tansu).
+"""Members joining, leaving with ``close()`` and being killed with SIGKILL (Apache Kafka and Tansu).
 
 Every member is a child process (see ``group_helpers.ProcessMember``) that logs each listener call
 with ``time.monotonic()``. From those logs the test builds, per partition, the intervals during
 which each member owned it, and shows that no partition ever had two owners at once. With
 cooperative-sticky it also shows that a surviving member's unmoved partitions are never revoked
-and that it keeps receiving records from them while the group rebalances.
+and that it keeps receiving records from them while the group rebalances (seen on Tansu, which
+holds a join for seconds; Kafka's rebalance is too short to have a record due in it).
 """
 
 from __future__ import annotations
@@ -96,12 +97,17 @@ def members() -> Iterator[list[ProcessMember]]:
         m.cleanup()
 
 
+#: The shortest rebalance in which the unmoved partitions' records must be seen consumed.
+OBSERVABLE_WINDOW_S = 1.0
+
+
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("broker", ["kafka", "tansu"], indirect=True)
 def test_partitions_move_to_survivors_without_ever_having_two_owners(
-    tansu: Broker, topic_name: str, strategy: str, members: list[ProcessMember]
+    broker: Broker, topic_name: str, strategy: str, members: list[ProcessMember]
 ):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
-    config = member_config(tansu.bootstrap_servers, new_group(), strategy)
+    create_topic(broker.bootstrap_servers, topic_name, PARTITIONS)
+    config = member_config(broker.bootstrap_servers, new_group(), strategy)
 
     def start(name: str) -> ProcessMember:
         member = ProcessMember(name, config, [topic_name])
@@ -112,7 +118,7 @@ def test_partitions_move_to_survivors_without_ever_having_two_owners(
         return {m.name: m.owned for m in group}
 
     phases: list[Phase] = []
-    with BackgroundProducer(tansu.bootstrap_servers, topic_name) as producer:
+    with BackgroundProducer(broker.bootstrap_servers, topic_name) as producer:
         a, b = start("A"), start("B")
         wait_converged([a, b], PARTITIONS)
 
@@ -162,6 +168,10 @@ def test_partitions_move_to_survivors_without_ever_having_two_owners(
             # no callback announces, from the kill) to the end of the final assignment.
             window_start = phase.started if phase is kill else caused[0].entered
             window_end = max(e.returned for e in caused)
+            if broker.name == "kafka" and window_end - window_start < OBSERVABLE_WINDOW_S:
+                # Kafka's coordinator finishes such a rebalance in ~10 ms: no record is due in it.
+                # Tansu holds each join for seconds, where consuming on is observable (below).
+                continue
             during = [r for r in s.records if r.partition in unmoved and window_start < r.at < window_end]
             assert during, (
                 f"{phase.name}: {s.name} got no records from its unmoved partitions {sorted(unmoved)} "

@@ -1,4 +1,4 @@
-"""Mixed groups (Tansu): two kaflux members and one confluent-kafka (librdkafka) member in the
+"""Mixed groups (Apache Kafka): two kaflux members and one confluent-kafka (librdkafka) member in the
 same group, all with the same ``partition.assignment.strategy``, converge to a complete and
 disjoint assignment, and no partition ever has two owners.
 
@@ -93,12 +93,12 @@ class ConfluentMember(Member):
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_two_kaflux_members_and_one_confluent_member_converge(tansu: Broker, topic_name: str, strategy: str):
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
+def test_two_kaflux_members_and_one_confluent_member_converge(kafka: Broker, topic_name: str, strategy: str):
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     group = new_group()
-    config = member_config(tansu.bootstrap_servers, group, strategy)
+    config = member_config(kafka.bootstrap_servers, group, strategy)
     kaflux_members = [ThreadMember(f"kaflux-{i}", config, [topic_name]) for i in range(2)]
-    confluent_member = ConfluentMember("confluent", tansu.bootstrap_servers, group, topic_name, strategy)
+    confluent_member = ConfluentMember("confluent", kafka.bootstrap_servers, group, topic_name, strategy)
     everyone: list[ThreadMember | ConfluentMember] = [*kaflux_members, confluent_member]
     first, then = (
         (kaflux_members, [confluent_member]) if strategy == "range" else ([confluent_member], kaflux_members)

@@ -1,4 +1,4 @@
-"""``max.poll.interval.ms`` (Tansu unless noted): a member that stops polling for longer leaves
+"""``max.poll.interval.ms`` (Apache Kafka): a member that stops polling for longer leaves
 the group, its partitions go to the other member, its next ``poll()`` reports them lost and it
 rejoins; its commits fail while it is out of the group."""
 
@@ -48,15 +48,15 @@ class ExpiredMember:
 
 
 @pytest.fixture
-def expired_member(tansu: Broker, topic_name: str) -> Iterator[ExpiredMember]:
-    create_topic(tansu.bootstrap_servers, topic_name, PARTITIONS)
+def expired_member(kafka: Broker, topic_name: str) -> Iterator[ExpiredMember]:
+    create_topic(kafka.bootstrap_servers, topic_name, PARTITIONS)
     group = new_group()
-    b = ThreadMember("B", member_config(tansu.bootstrap_servers, group, "range"), [topic_name]).start()
+    b = ThreadMember("B", member_config(kafka.bootstrap_servers, group, "range"), [topic_name]).start()
     events: list[Event] = []
     listener = RecordingListener("A", events.append)
     listener.polling_thread = threading.current_thread()
     a = Consumer(
-        member_config(tansu.bootstrap_servers, group, "range", max_poll_interval_ms=MAX_POLL_INTERVAL_MS)
+        member_config(kafka.bootstrap_servers, group, "range", max_poll_interval_ms=MAX_POLL_INTERVAL_MS)
     )
     try:
         a.subscribe([topic_name], listener=listener)
@@ -86,7 +86,8 @@ def test_member_that_stops_polling_loses_its_partitions_and_rejoins(expired_memb
     assert [e.partitions for e in lost] == [expired_member.owned_before]
     assert started <= lost[0].entered <= returned
     assert lost[0].on_polling_thread
-    assert [e for e in events if e.kind == "revoked"] == []  # lost, not revoked
+    # lost, not revoked (an eager rebalance while A and B first converged may have revoked)
+    assert [e for e in events[events_before:] if e.kind == "revoked"] == []
 
     deadline = time.monotonic() + WAIT_S
     owned = expired_member.listener.owned
@@ -104,8 +105,7 @@ def test_commit_from_a_member_removed_after_max_poll_interval_fails(
         expired_member.consumer.commit_sync({partition: 1}, timeout=10.0)
 
 
-# --- a lone member past max.poll.interval.ms (noida-db: these are client-side behaviours, and its
-# joins take 0.4 s instead of Tansu's 3 s) ------------------------------------------------------------
+# --- a lone member past max.poll.interval.ms (client-side behaviours) ---------------------------------
 
 
 @contextlib.contextmanager
@@ -131,14 +131,14 @@ def lone_expired_member(broker: Broker, topic: str) -> Iterator[tuple[Consumer, 
         consumer.close(10.0)
 
 
-def test_commit_from_a_lone_member_removed_after_max_poll_interval_fails(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, _):
+def test_commit_from_a_lone_member_removed_after_max_poll_interval_fails(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, _):
         with pytest.raises((CommitFailedError, RebalanceInProgressError)):
             consumer.commit_sync({TopicPartition(topic_name, 0): 1}, timeout=10.0)
 
 
-def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         started = time.monotonic()
         consumer.poll(1.0)  # noida answers in milliseconds: a second is plenty
         returned = time.monotonic()
@@ -148,15 +148,15 @@ def test_the_next_poll_after_max_poll_interval_reports_the_partitions_lost(noida
 
 
 def test_close_after_polls_of_an_expired_member_reports_the_partitions_lost_once(
-    noida: Broker, topic_name: str
+    kafka: Broker, topic_name: str
 ):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         consumer.poll(0)  # queues the PollEvent that turns the stale member into a losing one
         consumer.close(10.0)
         assert [(e.kind, e.partitions) for e in events] == [("assigned", {0, 1}), ("lost", {0, 1})]
 
 
-def test_close_of_an_expired_member_reports_the_partitions_lost(noida: Broker, topic_name: str):
-    with lone_expired_member(noida, topic_name) as (consumer, events):
+def test_close_of_an_expired_member_reports_the_partitions_lost(kafka: Broker, topic_name: str):
+    with lone_expired_member(kafka, topic_name) as (consumer, events):
         consumer.close(10.0)
         assert [(e.kind, e.partitions) for e in events] == [("assigned", {0, 1}), ("lost", {0, 1})]

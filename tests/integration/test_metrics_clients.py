@@ -1,4 +1,4 @@
-"""Consumer.metrics() and Producer.metrics() against known activity on noida-db.
+"""Consumer.metrics() and Producer.metrics() against known activity on Apache Kafka.
 
 Windowed rates are checked with the windows of Java's Rate, from the registry's config (2
 samples of 30 s): a rate is the sum over the elapsed window, which is the time since its
@@ -80,16 +80,16 @@ def poll_until(
     return seen
 
 
-def test_records_and_bytes_consumed_rate_agree_with_what_was_consumed(noida: Broker, topic_name: str) -> None:
+def test_records_and_bytes_consumed_rate_agree_with_what_was_consumed(kafka: Broker, topic_name: str) -> None:
     count, value = 50, b"x" * 100
-    produce_one_batch_per_record(noida, topic_name, count, value)
+    produce_one_batch_per_record(kafka, topic_name, count, value)
     # the size of each record's batch as it is on the wire: a single-record batch of the same
     # record (header fields have a fixed size; timestamp and offset deltas are 0)
     one = BatchBuilder(base_offset=0)
     one.append(1_000, None, value)
     batch_size = len(one.build())
     tp = TopicPartition(topic_name, 0)
-    consumer = Consumer({"bootstrap.servers": noida.bootstrap_servers, "auto.offset.reset": "earliest"})
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "auto.offset.reset": "earliest"})
     try:
         consumer.assign([tp])
         first: list[float] = []
@@ -115,13 +115,13 @@ def test_records_and_bytes_consumed_rate_agree_with_what_was_consumed(noida: Bro
     assert metrics[partition_group(tp)]["records-lag"] == 0
 
 
-def test_records_lag_is_the_end_offset_minus_the_position(noida: Broker, topic_name: str) -> None:
+def test_records_lag_is_the_end_offset_minus_the_position(kafka: Broker, topic_name: str) -> None:
     produced, per_poll = 100, 30
-    produce(noida, topic_name, produced)
+    produce(kafka, topic_name, produced)
     tp = TopicPartition(topic_name, 0)
     consumer = Consumer(
         {
-            "bootstrap.servers": noida.bootstrap_servers,
+            "bootstrap.servers": kafka.bootstrap_servers,
             "auto.offset.reset": "earliest",
             "max.poll.records": per_poll,
         }
@@ -146,9 +146,9 @@ def test_records_lag_is_the_end_offset_minus_the_position(noida: Broker, topic_n
     assert partition["records-lag-avg"] == pytest.approx(sum(lags) / len(lags))
 
 
-def test_producer_record_send_rate_after_sending_n_records(noida: Broker, topic_name: str) -> None:
+def test_producer_record_send_rate_after_sending_n_records(kafka: Broker, topic_name: str) -> None:
     count = 200
-    producer = Producer({"bootstrap.servers": noida.bootstrap_servers, "linger.ms": 20})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 20})
     try:
         before_first = ms()
         futures = [producer.send(topic_name, b"r%04d" % i, partition=0) for i in range(count)]
@@ -176,11 +176,11 @@ def test_producer_record_send_rate_after_sending_n_records(noida: Broker, topic_
     assert metrics["kaflux-producer-metrics"]["producer-epoch"] == 0
 
 
-def test_group_commit_and_node_metrics(noida: Broker, topic_name: str) -> None:
-    produce(noida, topic_name, 10)
+def test_group_commit_and_node_metrics(kafka: Broker, topic_name: str) -> None:
+    produce(kafka, topic_name, 10)
     consumer = Consumer(
         {
-            "bootstrap.servers": noida.bootstrap_servers,
+            "bootstrap.servers": kafka.bootstrap_servers,
             "group.id": f"g-{topic_name}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -209,13 +209,13 @@ def test_group_commit_and_node_metrics(noida: Broker, topic_name: str) -> None:
 
 
 def test_metrics_may_be_scraped_from_another_thread_while_the_application_polls(
-    noida: Broker, topic_name: str
+    kafka: Broker, topic_name: str
 ) -> None:
     prometheus = pytest.importorskip("prometheus_client")
     from kaflux.metrics.prometheus import KafluxCollector
 
-    produce(noida, topic_name, 20)
-    consumer = Consumer({"bootstrap.servers": noida.bootstrap_servers, "auto.offset.reset": "earliest"})
+    produce(kafka, topic_name, 20)
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "auto.offset.reset": "earliest"})
     registry = prometheus.CollectorRegistry()
     registry.register(KafluxCollector(consumer))
     scrapes: list[str] = []

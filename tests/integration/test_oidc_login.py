@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kaflux import AdminClient, Consumer, Producer, TopicPartition
-from kaflux.errors import AuthenticationError
+from kaflux.errors import AuthenticationError, KafkaError
 
 from support.oidc_provider import OidcProvider
 from support.security_fixtures import SecureTansu
@@ -152,3 +152,110 @@ def test_the_secret_is_kept_out_of_repr_and_metrics(door: SecureTansu, provider:
     assert SECRET not in repr(ProducerConfig.from_dict(config))
     with Producer(config) as producer:
         assert SECRET not in repr(producer.metrics())
+
+
+# -- failed refreshes ---------------------------------------------------------------------------------
+
+
+def _fail(provider: OidcProvider, how: str) -> None:
+    if how == "http-500":
+        provider.refuse_with = 500
+    elif how == "connection-refused":
+        provider.go_down()
+    else:
+        provider.failure = how  # "timeout" or "bad_json"
+
+
+@pytest.mark.parametrize(
+    ("how", "cause"),
+    [
+        ("http-500", "HTTP 500"),
+        ("timeout", "timed out"),
+        ("connection-refused", "could not be reached"),
+        ("bad_json", "not JSON"),
+    ],
+)
+def test_a_failed_refresh_is_logged_and_an_expired_token_is_not_used(
+    provider: OidcProvider, caplog: pytest.LogCaptureFixture, how: str, cause: str
+) -> None:
+    """The endpoint double fails refreshes four ways; the refresh logic runs on an injected
+    clock (the HTTP requests are real)."""
+    from kaflux.config import ProducerConfig
+    from kaflux.network.backoff import ExponentialBackoff
+    from kaflux.network.oidc import ClientCredentialsTokens
+    from kaflux.network.security import RefreshingTokens
+
+    caplog.set_level(logging.DEBUG)
+    now = [1_000_000.0]
+    provider.lifetime_s = 100.0
+    client = ProducerConfig.from_dict(
+        {
+            "bootstrap.servers": "127.0.0.1:9",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.token.endpoint.url": provider.token_url,
+            "sasl.oauthbearer.client.id": "billing",
+            "sasl.oauthbearer.client.secret": SECRET,
+        }
+    ).oidc_client()
+    endpoint = ClientCredentialsTokens(client, timeout_s=0.5, wall_clock=lambda: now[0])
+    tokens = RefreshingTokens(endpoint, lambda: now[0], ExponentialBackoff(1000, 1000, jitter=0.0))
+    first = tokens()
+    _fail(provider, how)
+    now[0] += 80.0  # time to refresh: it fails, the valid token stays in use
+    assert tokens() == first
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert provider.token_url in warnings[0] and cause in warnings[0]
+    now[0] += 30.0  # expired (and the backoff elapsed): another refresh fails, the token is not used
+    with pytest.raises(AuthenticationError) as caught:
+        tokens()
+    message = str(caught.value)
+    assert "expired" in message and cause in message and provider.token_url in message
+    shown = [message, repr(caught.value), repr(tokens), repr(endpoint), caplog.text]
+    shown += [r.getMessage() for r in caplog.records]
+    assert not [text for text in shown if SECRET in text]
+
+
+def test_a_short_lived_token_that_cannot_be_refreshed_is_never_sent(
+    make_sasl_tansu: Callable[..., SecureTansu],
+    provider: OidcProvider,
+    topic_name: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Tokens live 3 s and the door ends each session when its token expires; the endpoint
+    starts failing after the first token. The client re-authenticates with the token while it
+    is valid, then fails with an error naming the expiry and the endpoint's answer, and never
+    offers the door the expired token."""
+    caplog.set_level(logging.WARNING, logger="kaflux")
+    provider.lifetime_s = 3.0
+    double = make_sasl_tansu(
+        mechanisms=["OAUTHBEARER"], token_validator=provider.validator(), session_lifetime_ms=60_000
+    )
+    assert double.door is not None
+    # a long backoff after a failure, so that a retry cannot come before the token expires
+    config = oidc_config(
+        double,
+        provider,
+        **{"sasl.login.retry.backoff.ms": 5000, "sasl.login.retry.backoff.max.ms": 5000},
+    )
+    with AdminClient(config) as admin:
+        admin.list_topics(timeout=WAIT_S)
+        provider.refuse_with = 500
+        error: AuthenticationError | None = None
+        deadline = time.monotonic() + 6.0
+        while error is None and time.monotonic() < deadline:
+            try:
+                admin.list_topics(timeout=1.0)
+            except AuthenticationError as exc:
+                error = exc
+            except KafkaError:
+                pass
+    assert error is not None, "the expired token did not fail the client"
+    assert "expired" in str(error) and "HTTP 500" in str(error), str(error)
+    refused = [r for r in double.door.logins() if not r.success]
+    assert not [r for r in refused if "expired" in r.reason], refused
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(provider.token_url in w and "HTTP 500" in w for w in warnings), warnings
+    assert SECRET not in caplog.text and SECRET not in str(error)

@@ -51,31 +51,31 @@ def _read(consumer: Consumer, count: int) -> list[Any]:
 
 
 def test_confluent_kafka_writes_avro_and_kaflux_reads_it_with_no_registry_request_per_record(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
     with CkRegistry({"url": registry.url}) as peer:
         serializer = CkAvroSerializer(peer, PAGE_VIEW_STR)
-        producer = ck.Producer({"bootstrap.servers": tansu.bootstrap_servers})
+        producer = ck.Producer({"bootstrap.servers": kafka.bootstrap_servers})
         for i in range(300):
             producer.produce(topic_name, serializer(page_view(i), CkContext(topic_name, MessageField.VALUE)))
         assert producer.flush(WAIT_S) == 0
     before = registry.request_count
     with (
         SchemaRegistryClient({"url": registry.url}) as client,
-        _consumer(tansu, topic_name, value_deserializer=AvroDeserializer(client)) as consumer,
+        _consumer(kafka, topic_name, value_deserializer=AvroDeserializer(client)) as consumer,
     ):
         assert _read(consumer, 300) == [page_view(i) for i in range(300)]
     assert registry.request_count == before + 1  # the writer's schema, once
 
 
 def test_kaflux_writes_avro_and_confluent_kafka_reads_it(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
     with SchemaRegistryClient({"url": registry.url}) as client:
         with Producer(
-            {"bootstrap.servers": tansu.bootstrap_servers},
+            {"bootstrap.servers": kafka.bootstrap_servers},
             value_serializer=AvroSerializer(client, PAGE_VIEW_STR),
         ) as producer:
             producer.send(topic_name, page_view(0))
@@ -89,7 +89,7 @@ def test_kaflux_writes_avro_and_confluent_kafka_reads_it(
         deserializer = CkAvroDeserializer(peer)
         consumer = ck.Consumer(
             {
-                "bootstrap.servers": tansu.bootstrap_servers,
+                "bootstrap.servers": kafka.bootstrap_servers,
                 "group.id": topic_name,
                 "auto.offset.reset": "earliest",
             }
@@ -125,11 +125,11 @@ class _Recording(Deserializer):
         return data
 
 
-def test_deserializers_get_the_context_and_plain_callables_still_work(tansu: Broker, topic_name: str) -> None:
-    _create(tansu, topic_name)
+def test_deserializers_get_the_context_and_plain_callables_still_work(kafka: Broker, topic_name: str) -> None:
+    _create(kafka, topic_name)
     value_serializer = _RecordingSerializer()
     with Producer(
-        {"bootstrap.servers": tansu.bootstrap_servers},
+        {"bootstrap.servers": kafka.bootstrap_servers},
         key_serializer=str.encode,
         value_serializer=value_serializer,
     ) as producer:
@@ -138,7 +138,7 @@ def test_deserializers_get_the_context_and_plain_callables_still_work(tansu: Bro
     assert value_serializer.contexts == [SerializationContext(topic_name, "value", [("h", b"1")])]
     recording = _Recording()
     with _consumer(
-        tansu, topic_name, key_deserializer=bytes.decode, value_deserializer=recording
+        kafka, topic_name, key_deserializer=bytes.decode, value_deserializer=recording
     ) as consumer:
         records: list[Any] = []
         deadline = time.monotonic() + WAIT_S
@@ -149,9 +149,9 @@ def test_deserializers_get_the_context_and_plain_callables_still_work(tansu: Bro
 
 
 def test_bad_records_raise_naming_their_offset_and_seek_past_them_continues(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
     with SchemaRegistryClient({"url": registry.url}) as client:
         good = AvroSerializer(client, USER_V1)
         ctx = SerializationContext(topic_name, "value")
@@ -162,12 +162,12 @@ def test_bad_records_raise_naming_their_offset_and_seek_past_them_continues(
             b"\x00\x00\x00\x03\xe7" + first[5:],
             first[:-2],
         ]  # no magic, unknown id, truncated
-        with Producer({"bootstrap.servers": tansu.bootstrap_servers}) as producer:
+        with Producer({"bootstrap.servers": kafka.bootstrap_servers}) as producer:
             for value in [first, *bad, last]:
                 producer.send(topic_name, value)
             producer.flush(WAIT_S)
         tp = TopicPartition(topic_name, 0)
-        with _consumer(tansu, topic_name, value_deserializer=AvroDeserializer(client)) as consumer:
+        with _consumer(kafka, topic_name, value_deserializer=AvroDeserializer(client)) as consumer:
             assert _read(consumer, 1) == [{"name": "first"}]
             for offset in (1, 2, 3):
                 deadline = time.monotonic() + WAIT_S

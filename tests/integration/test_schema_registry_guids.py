@@ -142,12 +142,12 @@ def _guid_requests(registry: SchemaRegistryDouble) -> list[str]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_confluent_kafka_header_framed_keys_and_values_are_read_by_kaflux(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
     with ck_sr.SchemaRegistryClient({"url": registry.url}) as peer:
         key_ser, value_ser = _peer_serializers(fmt, peer)
-        producer = ck.Producer({"bootstrap.servers": tansu.bootstrap_servers})
+        producer = ck.Producer({"bootstrap.servers": kafka.bootstrap_servers})
         for i in range(COUNT):
             headers: list[tuple[str, str | bytes | None]] = [("app", b"x")]
             key = key_ser(_key(fmt, i), CkContext(topic_name, MessageField.KEY, headers))
@@ -156,7 +156,7 @@ def test_confluent_kafka_header_framed_keys_and_values_are_read_by_kaflux(
             producer.produce(topic_name, key=key, value=value, headers=headers)
         assert producer.flush(WAIT_S) == 0
     before = len(_guid_requests(registry))
-    records = _read_with_kaflux(tansu, topic_name, fmt, registry)
+    records = _read_with_kaflux(kafka, topic_name, fmt, registry)
     assert records == [
         (_key(fmt, i), _value(fmt, i), ["app", "__key_schema_id", "__value_schema_id"]) for i in range(COUNT)
     ]
@@ -166,13 +166,13 @@ def test_confluent_kafka_header_framed_keys_and_values_are_read_by_kaflux(
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kaflux_producer_header_framing_is_read_by_confluent_kafka_s_default_deserializers(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
     with SchemaRegistryClient({"url": registry.url}) as client:
         key_ser, value_ser = _kaflux_serializers(fmt, client)
         with Producer(
-            {"bootstrap.servers": tansu.bootstrap_servers}, key_serializer=key_ser, value_serializer=value_ser
+            {"bootstrap.servers": kafka.bootstrap_servers}, key_serializer=key_ser, value_serializer=value_ser
         ) as producer:
             for i in range(COUNT):
                 producer.send(
@@ -183,7 +183,7 @@ def test_kaflux_producer_header_framing_is_read_by_confluent_kafka_s_default_des
         key_de, value_de = _peer_deserializer(fmt, peer), _peer_deserializer(fmt, peer)
         consumer = ck.Consumer(
             {
-                "bootstrap.servers": tansu.bootstrap_servers,
+                "bootstrap.servers": kafka.bootstrap_servers,
                 "group.id": topic_name,
                 "auto.offset.reset": "earliest",
             }
@@ -215,15 +215,15 @@ def test_kaflux_producer_header_framing_is_read_by_confluent_kafka_s_default_des
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kaflux_async_producer_header_framing_is_read_by_kaflux(
-    tansu: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
+    kafka: Broker, registry: SchemaRegistryDouble, topic_name: str, fmt: str
 ) -> None:
-    _create(tansu, topic_name)
+    _create(kafka, topic_name)
 
     async def produce() -> None:
         with SchemaRegistryClient({"url": registry.url}) as client:
             key_ser, value_ser = _kaflux_serializers(fmt, client)
             async with AsyncProducer(
-                {"bootstrap.servers": tansu.bootstrap_servers},
+                {"bootstrap.servers": kafka.bootstrap_servers},
                 key_serializer=key_ser,
                 value_serializer=value_ser,
             ) as producer:
@@ -232,7 +232,7 @@ def test_kaflux_async_producer_header_framing_is_read_by_kaflux(
                 await producer.flush(WAIT_S)
 
     asyncio.run(produce())
-    records = _read_with_kaflux(tansu, topic_name, fmt, registry)
+    records = _read_with_kaflux(kafka, topic_name, fmt, registry)
     assert records == [
         (_key(fmt, i), _value(fmt, i), ["__key_schema_id", "__value_schema_id"]) for i in range(COUNT)
     ]

@@ -1,6 +1,9 @@
-"""Share groups (KIP-932) on librdkafka's mock cluster: ``kaflux.ShareConsumer`` with Java's
-semantics, next to confluent-kafka's own ``ShareConsumer`` (the peer that shows the mock's
-behaviour).
+"""Share groups (KIP-932) on Apache Kafka 4.4 and on librdkafka's mock cluster:
+``kaflux.ShareConsumer`` with Java's semantics, next to confluent-kafka's own ``ShareConsumer``
+(the peer that shows the broker's behaviour). Each test runs on both (``share_cluster``) but the
+v1-only RENEW refusal, which only the mock shows. On Kafka each share group gets the mock's
+timings as group configs (1 s heartbeats, a 6 s session, a 30 s record lock) and its topic is
+created with 4 partitions before the first record.
 
 The mock serves ShareGroupHeartbeat, ShareFetch and ShareAcknowledge v1. A share group starts
 at the latest offset, so members join before records are produced. The cluster is started
@@ -22,9 +25,12 @@ from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 
-from kaflux import AcknowledgeType, ConsumerRecord, ShareConsumer, TopicPartition
+from kaflux import AcknowledgeType, AdminClient, ConsumerRecord, NewTopic, ShareConsumer, TopicPartition
+from kaflux.admin import AlterConfigOp, ConfigResource
+from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import (
     IllegalStateError,
     KafkaError,
@@ -48,6 +54,35 @@ _TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def share_mock() -> Iterator[ShareMockCluster]:
     with ShareMockCluster(session_timeout_ms=SESSION_TIMEOUT_MS) as cluster:
         yield cluster
+
+
+ShareCluster = ShareMockCluster | Broker
+
+
+@pytest.fixture(params=["kafka", "mock"])
+def share_cluster(request: pytest.FixtureRequest) -> ShareCluster:
+    """Apache Kafka's session broker, then the share-group mock."""
+    found: ShareCluster = request.getfixturevalue("share_mock" if request.param == "mock" else "kafka")
+    return found
+
+
+#: Kafka's share-group configs giving a group the mock's timings (the broker's minimums allow them).
+KAFKA_GROUP_CONFIGS = {
+    "share.heartbeat.interval.ms": "1000",
+    "share.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+}
+
+
+def _prepare(cluster: ShareCluster, feed: Feed, group: str) -> None:
+    """Make the topic (4 partitions) and, on Kafka, give the group the mock's timings."""
+    if isinstance(cluster, ShareMockCluster):
+        feed.create()
+        return
+    with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic(feed.topic, PARTITIONS)], timeout=WAIT_S)
+        ops = [AlterConfigOp(k, v, "set") for k, v in KAFKA_GROUP_CONFIGS.items()]
+        admin.incremental_alter_configs({ConfigResource("group", group): ops}, timeout=WAIT_S)
+    feed.create()
 
 
 def _names() -> tuple[str, str]:
@@ -137,14 +172,14 @@ def _spread(feed: Feed, prefix: str) -> list[bytes]:
 
 
 def test_implicit_mixed_group_delivers_every_record_once_with_delivery_count_one(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    members = [_kaflux(share_mock.bootstrap_servers, group) for _ in range(2)]
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    members = [_kaflux(share_cluster.bootstrap_servers, group) for _ in range(2)]
     peer = confluent_kafka.ShareConsumer(
-        {"bootstrap.servers": share_mock.bootstrap_servers, "group.id": group}
+        {"bootstrap.servers": share_cluster.bootstrap_servers, "group.id": group}
     )
     try:
         for m in members:
@@ -192,12 +227,12 @@ def test_implicit_mixed_group_delivers_every_record_once_with_delivery_count_one
 
 
 def test_explicit_release_redelivers_with_the_count_up_and_reject_or_accept_end_a_record(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    with _kaflux(share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    with _kaflux(share_cluster.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
         consumer.subscribe([topic])
         _wait_joined(consumer)
         feed.send([b"release-me", b"reject-me", b"accept-me"], partition=1)
@@ -225,12 +260,12 @@ def test_explicit_release_redelivers_with_the_count_up_and_reject_or_accept_end_
 
 
 def test_explicit_poll_with_unacknowledged_records_raises_until_all_are_acknowledged(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    with _kaflux(share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    with _kaflux(share_cluster.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
         consumer.subscribe([topic])
         _wait_joined(consumer)
         feed.send([b"one", b"two"], partition=2)
@@ -247,12 +282,12 @@ def test_explicit_poll_with_unacknowledged_records_raises_until_all_are_acknowle
 
 
 def test_commit_sync_reports_each_partition_and_the_async_callback_runs_on_the_app_thread(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    with _kaflux(share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    with _kaflux(share_cluster.bootstrap_servers, group, share_acknowledgement_mode="explicit") as consumer:
         calls: list[tuple[dict[TopicPartition, set[int]], KafkaError | None, int]] = []
         consumer.set_acknowledgement_commit_callback(
             lambda offsets, error: calls.append((offsets, error, threading.get_ident()))
@@ -313,12 +348,12 @@ def test_renew_is_refused_with_unsupported_version_by_a_v1_broker(share_mock: Sh
         assert consumer.commit_sync(10) == {TopicPartition(topic, 0): None}
 
 
-def test_a_closing_member_gives_its_unacknowledged_records_back_at_once(share_mock: ShareMockCluster) -> None:
+def test_a_closing_member_gives_its_unacknowledged_records_back_at_once(share_cluster: ShareCluster) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    leaver = _kaflux(share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit")
-    with _kaflux(share_mock.bootstrap_servers, group) as survivor:
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    leaver = _kaflux(share_cluster.bootstrap_servers, group, share_acknowledgement_mode="explicit")
+    with _kaflux(share_cluster.bootstrap_servers, group) as survivor:
         leaver.subscribe([topic])
         survivor.subscribe([topic])
         _wait_joined(leaver, survivor)
@@ -339,17 +374,17 @@ def test_a_closing_member_gives_its_unacknowledged_records_back_at_once(share_mo
 
 
 def test_a_sigkilled_members_records_go_to_a_survivor_with_delivery_count_two(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([_TESTS_DIR, os.environ.get("PYTHONPATH", "")]))
     child = subprocess.Popen(
         [
             sys.executable,
             os.path.join(_TESTS_DIR, "support", "share_child.py"),
-            share_mock.bootstrap_servers,
+            share_cluster.bootstrap_servers,
             group,
             topic,
         ],
@@ -372,7 +407,7 @@ def test_a_sigkilled_members_records_go_to_a_survivor_with_delivery_count_two(
         while "joined" not in lines:
             assert time.monotonic() < deadline and child.poll() is None, f"the child did not join: {lines}"
             time.sleep(0.05)
-        with _kaflux(share_mock.bootstrap_servers, group) as survivor:
+        with _kaflux(share_cluster.bootstrap_servers, group) as survivor:
             survivor.subscribe([topic])
             _wait_joined(survivor, partitions=range(1, PARTITIONS))
             values = _spread(feed, "doomed")
@@ -408,12 +443,12 @@ def test_a_sigkilled_members_records_go_to_a_survivor_with_delivery_count_two(
 
 
 def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
-    share_mock: ShareMockCluster,
+    share_cluster: ShareCluster,
 ) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
-    with _kaflux(share_mock.bootstrap_servers, group) as consumer:
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
+    with _kaflux(share_cluster.bootstrap_servers, group) as consumer:
         with pytest.raises(IllegalStateError, match="subscribe"):
             consumer.poll(0)
         consumer.subscribe([topic])
@@ -447,12 +482,12 @@ def test_lifecycle_wakeup_metrics_group_state_unsubscribe_and_context_manager(
         consumer.poll(0)
 
 
-def test_explicit_mode_with_a_fetch_split_over_several_polls(share_mock: ShareMockCluster) -> None:
+def test_explicit_mode_with_a_fetch_split_over_several_polls(share_cluster: ShareCluster) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
     with _kaflux(
-        share_mock.bootstrap_servers, group, share_acknowledgement_mode="explicit", max_poll_records=2
+        share_cluster.bootstrap_servers, group, share_acknowledgement_mode="explicit", max_poll_records=2
     ) as consumer:
         consumer.subscribe([topic])
         _wait_joined(consumer)
@@ -472,10 +507,10 @@ def test_explicit_mode_with_a_fetch_split_over_several_polls(share_mock: ShareMo
         assert consumer.poll(1.0) == []  # every record accepted: nothing comes back
 
 
-def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_mock: ShareMockCluster) -> None:
+def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_cluster: ShareCluster) -> None:
     topic, group = _names()
-    feed = Feed(share_mock.bootstrap_servers, topic)
-    feed.create()
+    feed = Feed(share_cluster.bootstrap_servers, topic)
+    _prepare(share_cluster, feed, group)
     failed: list[bytes] = []
 
     def decode(value: bytes | None) -> str:
@@ -486,7 +521,7 @@ def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_mock:
         return value.decode()
 
     consumer = ShareConsumer(
-        {"bootstrap.servers": share_mock.bootstrap_servers, "group.id": group}, value_deserializer=decode
+        {"bootstrap.servers": share_cluster.bootstrap_servers, "group.id": group}, value_deserializer=decode
     )
     with consumer:
         consumer.subscribe([topic])
@@ -500,3 +535,116 @@ def test_a_record_that_cannot_be_deserialized_raises_and_is_released(share_mock:
         rest = _poll_until(consumer, lambda got: {r.value for r in got} >= {"ok-2", "bad"})
         counts = {r.value: r.delivery_count for r in rest}
         assert counts == {"ok-2": 1, "bad": 2}  # released, then delivered again
+
+
+# -- a member takes no more than its share (the mock's manual assignment puts several members on one
+# partition, as Kafka's share assignor may) -------------------------------------------------------------
+
+SHARE_POLL_RECORDS = 10
+PROCESSING_S = 0.2  # what each member spends on one poll's records
+
+
+def _member_id(consumer: ShareConsumer) -> str:
+    member_id = consumer.group_state().member_id
+    assert member_id
+    return member_id
+
+
+def _wait_assigned(consumer: ShareConsumer, expected: set[TopicPartition]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while consumer.group_state().assignment != expected:
+        assert time.monotonic() < deadline, f"not assigned {expected}: {consumer.group_state().assignment}"
+        assert consumer.poll(0.05) == []
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: meta.leader for p, meta in partitions.items()}
+
+
+def test_two_members_on_one_partitions_backlog_both_make_progress_within_a_poll_interval(
+    share_mock: ShareMockCluster,
+) -> None:
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    members = [
+        _kaflux(share_mock.bootstrap_servers, group, max_poll_records=SHARE_POLL_RECORDS) for _ in range(2)
+    ]
+    try:
+        for m in members:
+            m.subscribe([topic])
+        _wait_joined(*members)
+        for m in members:
+            share_mock.assign(group, _member_id(m), topic, [0])
+        for m in members:
+            _wait_assigned(m, {TopicPartition(topic, 0)})
+        feed.send([f"backlog-{i}".encode() for i in range(200)], partition=0)
+        counts = [0, 0]
+        start = time.monotonic()
+        while min(counts) == 0 and time.monotonic() - start < WAIT_S:
+            for i, m in enumerate(members):
+                got = m.poll(0.05)
+                assert len(got) <= SHARE_POLL_RECORDS
+                counts[i] += len(got)
+                if got:
+                    time.sleep(PROCESSING_S)
+        took = time.monotonic() - start
+        assert min(counts) > 0, counts
+        # one member's poll, its processing and the other's poll: both have records by then
+        assert took < 4 * PROCESSING_S + 2.0, f"both members had records only after {took:.1f} s: {counts}"
+    finally:
+        for m in members:
+            m.close(10)
+
+
+def test_a_member_acquires_no_more_than_one_poll_from_several_brokers(share_mock: ShareMockCluster) -> None:
+    """A member whose partitions are led by several brokers asks them for max.poll.records
+    between them, and asks none while records wait in its buffer: of a backlog of one poll's
+    worth per broker, all but one poll's worth is left for the other member while the first one
+    processes its poll. (Before, it asked each broker for max.poll.records and held it all.)"""
+    topic, group = _names()
+    feed = Feed(share_mock.bootstrap_servers, topic)
+    feed.create()
+    partitions = [0, 1, 2]
+    for partition in partitions:  # one partition per broker
+        share_mock.set_leader(topic, partition, partition + 1)
+    leaders = _leaders(share_mock.bootstrap_servers, topic)
+    assert [leaders[p] for p in partitions] == [1, 2, 3], leaders
+    tps = {TopicPartition(topic, p) for p in partitions}
+    busy, other = (
+        _kaflux(share_mock.bootstrap_servers, group, max_poll_records=SHARE_POLL_RECORDS) for _ in range(2)
+    )
+    try:
+        for m in (busy, other):
+            m.subscribe([topic])
+        _wait_joined(busy, other)
+        for m in (busy, other):
+            share_mock.assign(group, _member_id(m), topic, [])
+        for m in (busy, other):
+            _wait_assigned(m, set())
+        values = [f"held-{p}-{i}".encode() for p in partitions for i in range(SHARE_POLL_RECORDS)]
+        for p in partitions:
+            feed.send([v for v in values if v.startswith(f"held-{p}-".encode())], partition=p)
+        share_mock.assign(group, _member_id(busy), topic, partitions)
+        first = _poll_until(busy, lambda got: len(got) > 0)
+        assert len(first) <= SHARE_POLL_RECORDS
+        # `busy` now processes its records (it does not poll); `other` joins the partitions
+        share_mock.assign(group, _member_id(other), topic, partitions)
+        deadline = time.monotonic() + WAIT_S
+        got: list[ConsumerRecord] = []
+        while other.group_state().assignment != tps:
+            assert time.monotonic() < deadline
+            got += other.poll(0.05)
+        settle = time.monotonic() + 3.0
+        while time.monotonic() < settle:
+            got += other.poll(0.1)
+        assert len(got) >= len(values) - SHARE_POLL_RECORDS, (
+            f"the other member got {len(got)} of {len(values)}; the busy one held the rest"
+        )
+        rest = _poll_until(busy, lambda more: len(first) + len(more) + len(got) >= len(values))
+        assert sorted(r.value for r in first + rest + got) == sorted(values)
+    finally:
+        busy.close(10)
+        other.close(10)

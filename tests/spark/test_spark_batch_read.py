@@ -48,7 +48,7 @@ def collected(df: Any) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda row: (row[2], row[3], row[4]))
 
 
-@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=LATEST_DEFECT, raises=AssertionError)
 def test_batch_read_returns_exactly_the_produced_rows(
     spark_session: Any, broker: Broker, topic_name: str
 ) -> None:
@@ -77,10 +77,10 @@ def test_offset_json_ranges_give_exactly_those_rows(
     assert collected(df) == expected(want)
 
 
-def test_include_headers(spark_session: Any, noida: Broker, topic_name: str) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 2)
-    records = produce(noida.bootstrap_servers, topic_name, 12, partitions=2, headers=True)
-    df = load(spark_session, noida, subscribe=topic_name, includeHeaders="true")
+def test_include_headers(spark_session: Any, kafka: Broker, topic_name: str) -> None:
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
+    records = produce(kafka.bootstrap_servers, topic_name, 12, partitions=2, headers=True)
+    df = load(spark_session, kafka, subscribe=topic_name, includeHeaders="true")
     assert df.schema == kafka_schema(True)
     rows = collected(df)
     assert rows == expected(records, headers=True)
@@ -88,7 +88,7 @@ def test_include_headers(spark_session: Any, noida: Broker, topic_name: str) -> 
     assert ("h2", None) in rows[0][7], "a header with a null value keeps it"
 
 
-@pytest.mark.broker_defect("tansu", reason=TIMESTAMP_DEFECT)
+@pytest.mark.broker_defect("tansu", reason=TIMESTAMP_DEFECT, raises=AssertionError)
 def test_starting_offsets_by_timestamp(spark_session: Any, broker: Broker, topic_name: str) -> None:
     create_topic(broker.bootstrap_servers, topic_name, 2)
     base = int(time.time() * 1000) - 60_000  # recent: brokers may drop records older than retention.ms
@@ -123,25 +123,25 @@ def test_starting_offsets_by_timestamp(spark_session: Any, broker: Broker, topic
 
 
 def test_min_partitions_and_max_records_per_partition_split_ranges(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 2)
-    records = produce(noida.bootstrap_servers, topic_name, 100, partitions=2)
-    plain = load(spark_session, noida, subscribe=topic_name)
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
+    records = produce(kafka.bootstrap_servers, topic_name, 100, partitions=2)
+    plain = load(spark_session, kafka, subscribe=topic_name)
     assert plain.rdd.getNumPartitions() == 2
-    split = load(spark_session, noida, subscribe=topic_name, minPartitions="6")
+    split = load(spark_session, kafka, subscribe=topic_name, minPartitions="6")
     assert split.rdd.getNumPartitions() == 6
     assert collected(split) == expected(records)
-    capped = load(spark_session, noida, subscribe=topic_name, maxRecordsPerPartition="10")
+    capped = load(spark_session, kafka, subscribe=topic_name, maxRecordsPerPartition="10")
     assert capped.rdd.getNumPartitions() == 10
     assert capped.count() == 100
 
 
-def test_custom_schema_is_rejected(spark_session: Any, noida: Broker) -> None:
+def test_custom_schema_is_rejected(spark_session: Any, kafka: Broker) -> None:
     reader = (
         spark_session.read.format("kaflux")
         .schema("value string")
-        .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("subscribe", "t")
     )
     with pytest.raises(Exception, match="fixed schema"):

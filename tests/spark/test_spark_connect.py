@@ -260,10 +260,10 @@ def test_main_job_takes_master_or_remote(capsys: pytest.CaptureFixture[str]) -> 
     assert "--remote takes sc://host:port or local[N]" in capsys.readouterr().err
 
 
-def test_batch_read_without_registering(connect: ConnectChild, noida: Broker, topic_name: str) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 3)
-    produced = produce(noida.bootstrap_servers, topic_name, 30, partitions=3, headers=True)
-    rows = connect.call("read", bootstrap=noida.bootstrap_servers, topic=topic_name)
+def test_batch_read_without_registering(connect: ConnectChild, kafka: Broker, topic_name: str) -> None:
+    create_topic(kafka.bootstrap_servers, topic_name, 3)
+    produced = produce(kafka.bootstrap_servers, topic_name, 30, partitions=3, headers=True)
+    rows = connect.call("read", bootstrap=kafka.bootstrap_servers, topic=topic_name)
     want = [
         [
             p.topic,
@@ -280,12 +280,12 @@ def test_batch_read_without_registering(connect: ConnectChild, noida: Broker, to
     assert sorted(rows, key=repr) == sorted(want, key=repr)
 
 
-def test_batch_write_after_registering(connect: ConnectChild, noida: Broker, topic_name: str) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 2)
+def test_batch_write_after_registering(connect: ConnectChild, kafka: Broker, topic_name: str) -> None:
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
     assert connect.call("register") == "kaflux"  # the one call that works on classic and Connect alike
     rows = [[None if i % 4 == 0 else f"k{i}", f"v{i}", i % 2] for i in range(20)]
-    assert connect.call("write", bootstrap=noida.bootstrap_servers, topic=topic_name, rows=rows) == 20
-    got = consume_all(noida.bootstrap_servers, topic_name, len(rows), 2)
+    assert connect.call("write", bootstrap=kafka.bootstrap_servers, topic=topic_name, rows=rows) == 20
+    got = consume_all(kafka.bootstrap_servers, topic_name, len(rows), 2)
     assert sorted(((r.partition, r.key, r.value) for r in got), key=repr) == sorted(
         ((p, None if k is None else k.encode(), v.encode()) for k, v, p in rows),  # type: ignore[union-attr]
         key=repr,
@@ -293,14 +293,14 @@ def test_batch_write_after_registering(connect: ConnectChild, noida: Broker, top
 
 
 def test_stream_available_now_to_parquet(
-    connect: ConnectChild, noida: Broker, topic_name: str, tmp_path: Path
+    connect: ConnectChild, kafka: Broker, topic_name: str, tmp_path: Path
 ) -> None:
     import pyarrow.parquet as pq
 
-    create_topic(noida.bootstrap_servers, topic_name, 2)
-    produced = produce(noida.bootstrap_servers, topic_name, 16, partitions=2)
+    create_topic(kafka.bootstrap_servers, topic_name, 2)
+    produced = produce(kafka.bootstrap_servers, topic_name, 16, partitions=2)
     batches = connect.call(
-        "stream", bootstrap=noida.bootstrap_servers, topic=topic_name, path=str(tmp_path), max_per_trigger=10
+        "stream", bootstrap=kafka.bootstrap_servers, topic=topic_name, path=str(tmp_path), max_per_trigger=10
     )
     assert batches == [10, 6]  # maxOffsetsPerTrigger holds through Connect
     table = pq.read_table(tmp_path / "data").to_pylist()
@@ -310,7 +310,7 @@ def test_stream_available_now_to_parquet(
 
 
 def test_main_job_on_the_connect_session(
-    connect: ConnectChild, noida: Broker, topic_name: str, tmp_path: Path
+    connect: ConnectChild, kafka: Broker, topic_name: str, tmp_path: Path
 ) -> None:
     """The main job's body (``pipeline.run``) with a ``--remote local[2]`` command line, on a session
     from the job's own ``spark_session(remote="local[2]")``: what ``main`` runs, minus a second
@@ -319,7 +319,7 @@ def test_main_job_on_the_connect_session(
         "--remote", "local[2]", "--topic", topic_name, "--partitions", "2", "--records", "1000",
         "--rate", "2000", "--max-offsets-per-trigger", "600", "--output", str(tmp_path), "--timeout", "100",
     ]  # fmt: skip
-    done = connect.call("job", bootstrap=noida.bootstrap_servers, argv=argv)
+    done = connect.call("job", bootstrap=kafka.bootstrap_servers, argv=argv)
     assert done["exit"] == 0, done["printed"]
     assert "total views in Parquet: 1,000; events read: 1,000 -> OK" in done["printed"], done["printed"]
 

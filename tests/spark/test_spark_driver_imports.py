@@ -72,8 +72,8 @@ def test_the_stream_reader_plans_without_importing_the_read_path() -> None:
     assert "pyspark_kaflux.stream_reader" in loaded["driver"]
 
 
-def test_the_first_offset_lookup_imports_the_consumer_but_not_the_sink(noida: Broker) -> None:
-    loaded = _run(noida.bootstrap_servers, lookup=True)
+def test_the_first_offset_lookup_imports_the_consumer_but_not_the_sink(kafka: Broker) -> None:
+    loaded = _run(kafka.bootstrap_servers, lookup=True)
     after = set(loaded["after_lookup"])
     assert {"kaflux.consumer", "pyspark_kaflux.offset_reader"} <= after
     assert (

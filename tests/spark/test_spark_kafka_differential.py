@@ -4,7 +4,7 @@ The same query runs through both sources, and the rows (every column: key, value
 offset, timestamp, timestampType and, where asked, headers) and the schemas must be identical. The
 sink writes the same DataFrame through both, and what lands in Kafka must be the same. Spark's
 connector is spark-sql-kafka-0-10 4.2.0 (the newest on Maven Central) on pyspark 4.3.0; see
-tests/support/spark_kafka_connector.py. Deliberate differences are listed in docs/spark.md.
+tests/support/spark_kafka_connector.py. Deliberate differences are listed in docs/spark-vs-kafka-connector.md.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_min_partitions_splits_alike(anchor: Any, kafka: Broker, topic_name: str
 
 def _available_now(
     spark: Any, fmt: str, broker: Broker, topic: str, tmp: Any, per_trigger: int
-) -> tuple[list[Any], int]:
+) -> tuple[list[Any], list[int]]:
     """Read ``topic`` with an availableNow stream into a memory table; its rows and non-empty batches."""
     name = f"diff_{fmt}_{int(time.time() * 1000)}"
     stream = (
@@ -169,9 +169,10 @@ def test_available_now_with_max_offsets_per_trigger(
     anchor_rows, anchor_batches = _available_now(anchor, "kafka", kafka, topic_name, tmp_path, 20)
     kaflux_rows, kaflux_batches = _available_now(anchor, "kaflux", kafka, topic_name, tmp_path, 20)
     assert len(anchor_rows) == 95 and kaflux_rows == anchor_rows
-    # A deliberate difference (docs/spark.md): Spark's connector floors each partition's share of
-    # the limit (95 records over 3 partitions: batches of 18, then 5); kaflux hands out the
-    # remainder too, so every trigger but the last reads exactly the limit, in fewer triggers.
+    # A deliberate difference (docs/spark-vs-kafka-connector.md): Spark's connector floors each
+    # partition's share of the limit (95 records over 3 partitions: batches of 18, then 5);
+    # kaflux hands out the remainder too, so every trigger but the last reads exactly the
+    # limit, in fewer triggers.
     assert sum(anchor_batches) == sum(kaflux_batches) == 95
     assert max(anchor_batches) <= 20 and kaflux_batches == [20, 20, 20, 20, 15]
     assert len(kaflux_batches) <= len(anchor_batches)
@@ -231,7 +232,12 @@ def _landed(bootstrap: str, topic: str, count: int) -> list[tuple[Any, ...]]:
     got: list[Any] = []
     try:
         consumer.subscribe([topic])
-        assert wait_until(lambda: got.extend(consumer.poll(0.5)) or len(got) >= count, WAIT_S)
+
+        def more() -> bool:
+            got.extend(consumer.poll(0.5))
+            return len(got) >= count
+
+        assert wait_until(more, WAIT_S)
     finally:
         consumer.close()
     return sorted(((r.partition, r.key or b"", r.value, tuple(r.headers or ())) for r in got), key=repr)
@@ -258,8 +264,9 @@ def test_sink_writes_the_same_records(anchor: Any, kafka: Broker, topic_name: st
             .option("includeHeaders", "true")
         )
         if fmt == "kaflux":
-            # An unavoidable difference (docs/spark.md): Spark accepts only the append and
-            # overwrite modes for a Python data source, so .save() needs .mode("append").
+            # An unavoidable difference (docs/spark-vs-kafka-connector.md): Spark accepts only
+            # the append and overwrite modes for a Python data source, so .save() needs
+            # .mode("append").
             with pytest.raises(Exception, match="Append"):
                 writer.save()
             writer = writer.mode("append")

@@ -242,13 +242,13 @@ def test_sink_options() -> None:
 
 
 @pytest.mark.spark
-def test_option_errors_surface_in_spark(spark_session: Any, noida: Broker) -> None:
+def test_option_errors_surface_in_spark(spark_session: Any, kafka: Broker) -> None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     def failure(**options: str) -> str:
         reader = spark_session.read.format("kaflux").option(
-            "kafka.bootstrap.servers", noida.bootstrap_servers
+            "kafka.bootstrap.servers", kafka.bootstrap_servers
         )
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -264,7 +264,7 @@ def test_option_errors_surface_in_spark(spark_session: Any, noida: Broker) -> No
     with pytest.raises((PySparkException, Py4JJavaError), match="ending offset not valid in streaming"):
         (
             spark_session.readStream.format("kaflux")
-            .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
             .option("subscribe", "t")
             .option("endingOffsets", "latest")
             .load()

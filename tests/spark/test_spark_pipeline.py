@@ -28,7 +28,7 @@ def _run(spark: Any, bootstrap: str, argv: list[str]) -> tuple[int, str]:
 
 @pytest.mark.spark
 def test_progress_shows_reading_while_writing_and_the_temporary_output_goes(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
     # 6 s of production at 1,000 events/s once the query has read the first 100; batches every 2 s
     argv = [
@@ -43,7 +43,7 @@ def test_progress_shows_reading_while_writing_and_the_temporary_output_goes(
         "--timeout",
         "180",
     ]
-    code, printed = _run(spark_session, noida.bootstrap_servers, argv)
+    code, printed = _run(spark_session, kafka.bootstrap_servers, argv)
     assert code == 0, printed
     assert printed.index("starting the streaming query") < printed.index("streaming 6,000 page views")
     progress = [tuple(int(n.replace(",", "")) for n in m.groups()) for m in PROGRESS.finditer(printed)]
@@ -55,7 +55,7 @@ def test_progress_shows_reading_while_writing_and_the_temporary_output_goes(
 
 @pytest.mark.spark
 def test_an_output_directory_given_is_kept(
-    spark_session: Any, noida: Broker, topic_name: str, tmp_path: Path
+    spark_session: Any, kafka: Broker, topic_name: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     argv = [
@@ -70,7 +70,7 @@ def test_an_output_directory_given_is_kept(
         "--output",
         str(out),
     ]
-    code, printed = _run(spark_session, noida.bootstrap_servers, argv)
+    code, printed = _run(spark_session, kafka.bootstrap_servers, argv)
     assert code == 0, printed
     assert (out / "aggregates").is_dir() and "removed the temporary output" not in printed
 

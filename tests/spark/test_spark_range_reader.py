@@ -103,7 +103,7 @@ def read_with(consumer: Any, topic: str, start: int, end: int, carry: Carry) -> 
     )
 
 
-@pytest.mark.parametrize("broker", ["noida"], indirect=True)
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_the_next_range_starts_with_the_records_the_last_one_polled_past_its_end(
     consumer_for: Any, broker: Broker, topic_name: str
 ) -> None:
@@ -128,7 +128,7 @@ def test_the_next_range_starts_with_the_records_the_last_one_polled_past_its_end
     assert read_with(consumer, topic_name, 8, 10, carry) == [8, 9]
 
 
-@pytest.mark.parametrize("broker", ["noida"], indirect=True)
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_read_partition_keeps_a_consumer_per_partition_and_its_carried_records(
     broker: Broker, topic_name: str
 ) -> None:
@@ -169,7 +169,7 @@ def transactional_producer(broker: Broker) -> Iterator[Any]:
         producer.close()
 
 
-@pytest.mark.parametrize("broker", ["noida"], indirect=True)
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_transaction_markers_and_aborted_records_are_skipped_gaps(
     consumer_for: Any, topic_name: str, broker: Broker
 ) -> None:
@@ -269,7 +269,7 @@ def test_poll_arrow_batches_become_the_source_schema_column_by_column() -> None:
     assert without.schema.equals(arrow_schema(False))
 
 
-@pytest.mark.parametrize("broker", ["noida"], indirect=True)
+@pytest.mark.parametrize("broker", ["kafka", "noida"], indirect=True)
 def test_a_partition_without_a_consumer_gets_a_new_one_until_the_pool_is_full(
     broker: Broker, topic_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

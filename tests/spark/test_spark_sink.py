@@ -51,45 +51,45 @@ def test_batch_sink_round_trip(spark_session: Any, broker: Broker, topic_name: s
 
 
 def test_topic_option_overrides_the_topic_column_and_strings_are_utf8(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 1)
+    create_topic(kafka.bootstrap_servers, topic_name, 1)
     decoy = f"kx-decoy-{uuid.uuid4().hex[:8]}"
     df = spark_session.createDataFrame(
         [(decoy, f"é-{i}", f"k{i}") for i in range(5)], "topic string, value string, key string"
     )
-    write(df, noida, topic=topic_name)
-    got = consume_all(noida.bootstrap_servers, topic_name, 5, 1)
+    write(df, kafka, topic=topic_name)
+    got = consume_all(kafka.bootstrap_servers, topic_name, 5, 1)
     assert sorted((r.key, r.value) for r in got) == [(f"k{i}".encode(), f"é-{i}".encode()) for i in range(5)]
-    with AdminClient({"bootstrap.servers": noida.bootstrap_servers}) as admin:
+    with AdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
         assert decoy not in admin.list_topics(timeout=WAIT_S)
 
 
-def test_sink_rejects_bad_input(spark_session: Any, noida: Broker, topic_name: str) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 1)
+def test_sink_rejects_bad_input(spark_session: Any, kafka: Broker, topic_name: str) -> None:
+    create_topic(kafka.bootstrap_servers, topic_name, 1)
     values = spark_session.createDataFrame([("a",)], "value string")
     with pytest.raises(Exception, match="topic option required when no 'topic' attribute is present"):
-        write(values, noida)
+        write(values, kafka)
     with pytest.raises(Exception, match="value attribute type must be a string or binary"):
-        write(spark_session.createDataFrame([(1,)], "value int"), noida, topic=topic_name)
+        write(spark_session.createDataFrame([(1,)], "value int"), kafka, topic=topic_name)
     with pytest.raises(Exception, match="Overwrite is not allowed"):
         values.write.format("kaflux").mode("overwrite").option(
-            "kafka.bootstrap.servers", noida.bootstrap_servers
+            "kafka.bootstrap.servers", kafka.bootstrap_servers
         ).option("topic", topic_name).save()
     with pytest.raises(Exception, match="Null topic present in the data"):
-        write(spark_session.createDataFrame([(None, "a")], "topic string, value string"), noida)
+        write(spark_session.createDataFrame([(None, "a")], "topic string, value string"), kafka)
 
 
 def test_stream_sink_copies_a_topic(
-    spark_session: Any, noida: Broker, topic_name: str, tmp_path: Path
+    spark_session: Any, kafka: Broker, topic_name: str, tmp_path: Path
 ) -> None:
     source, target = f"{topic_name}-in", f"{topic_name}-out"
-    create_topic(noida.bootstrap_servers, source, 2)
-    create_topic(noida.bootstrap_servers, target, 2)
-    produced = produce(noida.bootstrap_servers, source, 30, partitions=2, headers=True)
+    create_topic(kafka.bootstrap_servers, source, 2)
+    create_topic(kafka.bootstrap_servers, target, 2)
+    produced = produce(kafka.bootstrap_servers, source, 30, partitions=2, headers=True)
     query = (
         spark_session.readStream.format("kaflux")
-        .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
@@ -97,7 +97,7 @@ def test_stream_sink_copies_a_topic(
         .load()
         .select("key", "value", "partition", "headers")
         .writeStream.format("kaflux")
-        .option("kafka.bootstrap.servers", noida.bootstrap_servers)
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
         .option("topic", target)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -105,7 +105,7 @@ def test_stream_sink_copies_a_topic(
     )
     assert query.awaitTermination(120)
     assert [p["numInputRows"] for p in query.recentProgress] == [10, 10, 10]
-    got = consume_all(noida.bootstrap_servers, target, 30, 2)
+    got = consume_all(kafka.bootstrap_servers, target, 30, 2)
     assert sorted(((r.partition, r.key, r.value, list(r.headers)) for r in got), key=repr) == sorted(
         ((p.partition, p.key, p.value, list(p.headers)) for p in produced), key=repr
     )
@@ -125,14 +125,14 @@ def test_the_sink_producer_is_idempotent_unless_the_option_turns_it_off() -> Non
 
 @pytest.mark.parametrize("idempotence", ["true", "false"])
 def test_rows_for_several_topics_go_to_each_topic(
-    spark_session: Any, noida: Broker, topic_name: str, idempotence: str
+    spark_session: Any, kafka: Broker, topic_name: str, idempotence: str
 ) -> None:
     topics = [f"{topic_name}-a", f"{topic_name}-b"]
     for topic in topics:
-        create_topic(noida.bootstrap_servers, topic, 2)
+        create_topic(kafka.bootstrap_servers, topic, 2)
     rows = [(f"k{i}", b"v%d" % i, topics[i % 2]) for i in range(200)]
     df = spark_session.createDataFrame(rows, "key string, value binary, topic string").repartition(3)
-    write(df, noida, **{"kafka.enable.idempotence": idempotence})
+    write(df, kafka, **{"kafka.enable.idempotence": idempotence})
     for index, topic in enumerate(topics):
-        got = consume_all(noida.bootstrap_servers, topic, 100, 2)
+        got = consume_all(kafka.bootstrap_servers, topic, 100, 2)
         assert sorted(r.value for r in got) == sorted(v for _, v, t in rows if t == topics[index])

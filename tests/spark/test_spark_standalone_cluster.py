@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kaflux import Producer
-from kaflux.devbrokers.kinds import start_broker
+from kaflux.devbrokers.brokers import Broker
 
 from support.scenarios import create_topic
 from support.spark_cluster import StandaloneCluster, java_home
@@ -47,8 +47,9 @@ BATCH_JOB = Path(__file__).with_name("spark_cluster_batch_job.py")
 
 
 @pytest.mark.skipif(java_home() is None, reason="Spark needs Java")
-def test_a_batch_read_spreads_over_both_workers_executors(tmp_path: Path) -> None:
-    with start_broker("noida") as broker, StandaloneCluster(tmp_path, workers=2) as cluster:
+def test_a_batch_read_spreads_over_both_workers_executors(kafka: Broker, tmp_path: Path) -> None:
+    broker = kafka
+    with StandaloneCluster(tmp_path, workers=2) as cluster:
         topic = "kx-cluster-batch"
         create_topic(broker.bootstrap_servers, topic, 4)
         with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:

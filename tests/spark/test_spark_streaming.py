@@ -1,5 +1,6 @@
 """``spark.readStream.format("kaflux")`` end to end: restarts from a checkpoint while records keep coming,
-admission control, topics appearing and disappearing. On noida-db (Tansu's ListOffsets LATEST is wrong)."""
+admission control, topics appearing and disappearing. On Apache Kafka 4.4, the reference broker
+(Tansu's ListOffsets LATEST is wrong)."""
 
 from __future__ import annotations
 
@@ -70,17 +71,17 @@ class ProducerThread(threading.Thread):
 
 
 def test_parquet_stream_survives_restarts_without_loss_or_duplicates(
-    spark_session: Any, noida: Broker, topic_name: str, tmp_path: Path
+    spark_session: Any, kafka: Broker, topic_name: str, tmp_path: Path
 ) -> None:
-    create_topic(noida.bootstrap_servers, topic_name, 3)
+    create_topic(kafka.bootstrap_servers, topic_name, 3)
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
-    backlog = produce(noida.bootstrap_servers, topic_name, 3 * MAX_OFFSETS, partitions=3)
-    producer = ProducerThread(noida, topic_name, 3, per_round=5, interval=0.05)
+    backlog = produce(kafka.bootstrap_servers, topic_name, 3 * MAX_OFFSETS, partitions=3)
+    producer = ProducerThread(kafka, topic_name, 3, per_round=5, interval=0.05)
 
     def start(max_offsets: int, **trigger: Any) -> Any:
         df = stream(
             spark_session,
-            noida,
+            kafka,
             subscribe=topic_name,
             startingOffsets="earliest",
             maxOffsetsPerTrigger=str(max_offsets),
@@ -123,19 +124,19 @@ def test_parquet_stream_survives_restarts_without_loss_or_duplicates(
 
 
 def test_subscribe_pattern_picks_up_a_topic_created_while_running(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
     first, second = f"{topic_name}-a", f"{topic_name}-b"
-    create_topic(noida.bootstrap_servers, first, 2)
-    produce(noida.bootstrap_servers, first, 10, partitions=2)
+    create_topic(kafka.bootstrap_servers, first, 2)
+    produce(kafka.bootstrap_servers, first, 10, partitions=2)
     df = stream(
-        spark_session, noida, subscribePattern=re.escape(topic_name) + "-.*", startingOffsets="earliest"
+        spark_session, kafka, subscribePattern=re.escape(topic_name) + "-.*", startingOffsets="earliest"
     )
     query, table = to_memory(df.select("topic", "partition", "offset"), processingTime="200 milliseconds")
     query.processAllAvailable()
     assert spark_session.table(table).count() == 10
-    create_topic(noida.bootstrap_servers, second, 3)
-    produce(noida.bootstrap_servers, second, 9, partitions=3)
+    create_topic(kafka.bootstrap_servers, second, 3)
+    produce(kafka.bootstrap_servers, second, 9, partitions=3)
     assert wait_until(lambda: spark_session.table(table).where(f"topic = '{second}'").count() >= 9)
     rows = spark_session.table(table).collect()
     assert len(rows) == 19 and len({tuple(r) for r in rows}) == 19
@@ -143,34 +144,34 @@ def test_subscribe_pattern_picks_up_a_topic_created_while_running(
 
 
 def test_fail_on_data_loss_true_fails_the_query_when_its_topic_is_deleted(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
-    create_topic(noida.bootstrap_servers, topic_name, 1)
-    produce(noida.bootstrap_servers, topic_name, 5, partitions=1)
-    df = stream(spark_session, noida, subscribe=topic_name, startingOffsets="earliest")
+    create_topic(kafka.bootstrap_servers, topic_name, 1)
+    produce(kafka.bootstrap_servers, topic_name, 5, partitions=1)
+    df = stream(spark_session, kafka, subscribe=topic_name, startingOffsets="earliest")
     query, table = to_memory(df, processingTime="200 milliseconds")
     query.processAllAvailable()
     assert spark_session.table(table).count() == 5
-    delete_topic(noida.bootstrap_servers, topic_name)
+    delete_topic(kafka.bootstrap_servers, topic_name)
     with pytest.raises(StreamingQueryException, match=r"are gone[\s\S]*failOnDataLoss"):
         query.awaitTermination(60)
 
 
 def test_fail_on_data_loss_false_continues_when_a_topic_is_deleted(
-    spark_session: Any, noida: Broker, topic_name: str
+    spark_session: Any, kafka: Broker, topic_name: str
 ) -> None:
     doomed, kept = f"{topic_name}-doomed", f"{topic_name}-kept"
     for topic in (doomed, kept):
-        create_topic(noida.bootstrap_servers, topic, 1)
-        produce(noida.bootstrap_servers, topic, 5, partitions=1)
+        create_topic(kafka.bootstrap_servers, topic, 1)
+        produce(kafka.bootstrap_servers, topic, 5, partitions=1)
     # An offset lookup that still includes the deleted partition waits for the lookup timeout
     # before the source finds the partition gone; keep that wait well inside WAIT_S (its 30 s
     # default alone would take the whole of it, so the test raced the broker's metadata).
     df = stream(
         spark_session,
-        noida,
+        kafka,
         subscribe=f"{doomed},{kept}",
         startingOffsets="earliest",
         failOnDataLoss="false",
@@ -179,8 +180,8 @@ def test_fail_on_data_loss_false_continues_when_a_topic_is_deleted(
     query, table = to_memory(df.select("topic", "offset"), processingTime="200 milliseconds")
     query.processAllAvailable()
     assert spark_session.table(table).count() == 10
-    delete_topic(noida.bootstrap_servers, doomed)
-    produce(noida.bootstrap_servers, kept, 5, partitions=1, start=5)
+    delete_topic(kafka.bootstrap_servers, doomed)
+    produce(kafka.bootstrap_servers, kept, 5, partitions=1, start=5)
     assert wait_until(lambda: spark_session.table(table).where(f"topic = '{kept}'").count() >= 10)
     time.sleep(1.0)
     assert query.isActive and query.exception() is None

@@ -54,7 +54,7 @@ from kaflux.consumer.assignors import (
     decode_subscription,
 )
 from kaflux.consumer.components import build_consumer_components
-from kaflux.consumer.events import BackgroundEvent, RebalanceCallbackNeededEvent
+from kaflux.consumer.events import BackgroundEvent, ErrorEvent, RebalanceCallbackNeededEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.member_state import MEMBER_TRANSITIONS, MemberState
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
@@ -989,9 +989,11 @@ class Member:
             self.pending_callbacks.append(event)
             self._requested_at[event.callback_id] = now
             self.driver.record(self, "callback", (event.method, event.partitions))
-        else:  # only the membership posts events: an ErrorEvent is its fatal error
+        elif isinstance(event, ErrorEvent):  # the membership's fatal error
             self.fatal.append(event.error)
             self._on_error(event.error)
+        else:  # the membership posts no other event (AutoCommittedEvent: the commit manager)
+            raise AssertionError(f"unexpected background event {event!r}")
 
     def _on_transition(self, source: MemberState, target: MemberState) -> None:
         self.transitions.append((self.driver.now_ms, source, target))

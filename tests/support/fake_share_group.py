@@ -74,6 +74,8 @@ class FakeShareGroup:
         self.sessions: dict[tuple[str, int], int] = {}
         self.max_version = 2
         self.requests: list[Any] = []
+        #: batch_optimized acquisitions round up to a multiple of this many records (0: exact)
+        self.batch_records = 0
 
     # -- set-up -----------------------------------------------------------------------------------
 
@@ -233,6 +235,8 @@ class FakeShareGroup:
         if error:
             return roundtrip(sf.ShareFetchResponse(error_code=error), version)
         responses: list[sf.ShareFetchableTopicResponse] = []
+        #: MaxRecords bounds the whole request, as in Kafka (batch_optimized: see batch_records)
+        left = [request.max_records]
         for topic in request.topics:
             name = self.topic_name(topic.topic_id)
             assert name is not None
@@ -240,7 +244,7 @@ class FakeShareGroup:
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
                 ack_error = self._acknowledge(request.member_id, tp, part.acknowledgement_batches)  # type: ignore[arg-type]
-                records, acquired = self._acquire(request.member_id, tp, request.max_records)  # type: ignore[arg-type]
+                records, acquired = self._acquire(request.member_id, tp, left, request.share_acquire_mode)  # type: ignore[arg-type]
                 parts.append(
                     sf.PartitionData(
                         partition_index=tp.partition,
@@ -255,10 +259,16 @@ class FakeShareGroup:
         )
 
     def _acquire(
-        self, member_id: str, tp: TopicPartition, max_records: int
+        self, member_id: str, tp: TopicPartition, left: list[int], mode: int = 0
     ) -> tuple[memoryview, list[sf.AcquiredRecords]]:
         log = self.logs[tp]
-        offsets = [o for o, r in enumerate(log) if r.state == AVAILABLE][:max_records]
+        available = [o for o, r in enumerate(log) if r.state == AVAILABLE]
+        take = left[0]
+        if self.batch_records and mode == 0 and 0 < take < len(available):
+            # batch_optimized: round up to the end of the producer's batch (Kafka's soft limit)
+            take = min(len(available), -(-take // self.batch_records) * self.batch_records)
+        offsets = available[: max(0, take)]
+        left[0] = max(0, left[0] - len(offsets))
         if not offsets:
             return memoryview(b""), []
         builder = BatchBuilder(base_offset=offsets[0])

@@ -3,6 +3,10 @@
 * ``proxied_tansu`` / ``proxied_noida``: one broker behind a
   :class:`~support.fault_proxy.FaultProxy` per test module; every test starts and ends with
   no faults armed (``clean_proxy``, autouse where imported).
+* ``proxied_tansu_tls``: the same over TLS (relay -> stunnel -> proxy -> Tansu, see
+  :func:`support.scenarios.start_proxied_broker`); ``tansu_rig`` is either, by its parameter
+  ``transport`` ("plaintext" or "tls"), for tests that run over both. Clients take
+  ``pb.config(...)``, which adds the TLS settings.
 * ``timing``: records a measured time against its bound; the values are printed with the test's
   result line (``[timings] ...``) and kept as the test's ``user_properties`` (JUnit XML).
 
@@ -23,8 +27,10 @@ import pytest
 from kaflux import Consumer, Producer
 from kaflux.devbrokers.brokers import BrokerUnavailableError
 
+from support.certs import TestCerts
 from support.fault_proxy import Fault, FaultProxy
 from support.scenarios import ProxiedBroker, create_topic, start_proxied_broker
+from support.tls import TlsUnavailableError
 
 #: slack added to every deadline before a test calls it missed
 MARGIN_S = 3.0
@@ -34,12 +40,14 @@ REQUEST_TIMEOUT_MS = 2000
 Timing = Callable[[str, float, float], None]
 
 
-def proxied_broker(kind: str) -> Iterator[ProxiedBroker]:
+def proxied_broker(
+    kind: str, *, security: str = "PLAINTEXT", certs: TestCerts | None = None
+) -> Iterator[ProxiedBroker]:
     """Body of a fixture: a broker of ``kind`` behind a new proxy, skipped when not installed."""
     try:
-        pb = start_proxied_broker(kind)
-    except BrokerUnavailableError as e:
-        pytest.skip(f"{kind} broker not available: {e}")
+        pb = start_proxied_broker(kind, security=security, certs=certs)
+    except (BrokerUnavailableError, TlsUnavailableError) as e:
+        pytest.skip(f"{kind} broker over {security} not available: {e}")
     try:
         yield pb
     finally:
@@ -56,6 +64,22 @@ def proxied_tansu() -> Iterator[ProxiedBroker]:
 def proxied_noida() -> Iterator[ProxiedBroker]:
     """noida-db behind a proxy (which rewrites its address), for the whole module."""
     yield from proxied_broker("noida")
+
+
+@pytest.fixture(scope="module")
+def proxied_tansu_tls(certs: TestCerts) -> Iterator[ProxiedBroker]:
+    """Tansu behind the TLS rig (relay, stunnel, proxy), for the whole module."""
+    yield from proxied_broker("tansu", security="SSL", certs=certs)
+
+
+@pytest.fixture(params=["plaintext", "tls"])
+def tansu_rig(request: pytest.FixtureRequest) -> ProxiedBroker:
+    """``proxied_tansu`` or ``proxied_tansu_tls``, with no faults armed."""
+    name = "proxied_tansu" if request.param == "plaintext" else "proxied_tansu_tls"
+    pb: ProxiedBroker = request.getfixturevalue(name)
+    for proxy in pb.proxies():
+        reset_proxy(proxy)
+    return pb
 
 
 def reset_proxy(proxy: FaultProxy) -> None:
@@ -79,7 +103,7 @@ def timing(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -
 
 def new_topic(pb: ProxiedBroker, partitions: int = 1) -> str:
     topic = f"kx-fault-{uuid.uuid4().hex[:10]}"
-    create_topic(pb.bootstrap_servers, topic, partitions)
+    create_topic(pb.bootstrap_servers, topic, partitions, config=pb.security)
     return topic
 
 
@@ -89,9 +113,17 @@ def arm(proxy: FaultProxy, variant: str, api_key: int) -> Fault:
     return fault
 
 
-def produce_keys(bootstrap: str, topic: str, keys: list[str], partition: int | None = None) -> None:
-    """Produce ``keys`` (value = key) and wait until all are acknowledged."""
-    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+def produce_keys(
+    bootstrap: str,
+    topic: str,
+    keys: list[str],
+    partition: int | None = None,
+    *,
+    config: dict[str, object] | None = None,
+) -> None:
+    """Produce ``keys`` (value = key) and wait until all are acknowledged (``config``: further
+    client settings, e.g. ``pb.security``)."""
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(config or {})}) as producer:
         futures = [producer.send(topic, k.encode(), key=k.encode(), partition=partition) for k in keys]
         producer.flush(WAIT_S)
     for f in futures:

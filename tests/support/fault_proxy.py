@@ -34,6 +34,17 @@ The per-API faults take ``times`` (default 1; ``None`` for every matching frame)
 :class:`Fault` whose :meth:`Fault.wait` blocks until it fired. :meth:`FaultProxy.stats` counts
 connections, requests and responses per API key.
 
+**TLS.** A proxy in front of a TLS listener sees only TLS records. With ``framing="tls"`` it cuts
+the streams into TLS records (5-byte header: content type, version, length) instead of Kafka
+frames, and the per-API faults take the record's content type as a pseudo API key:
+:data:`TLS_HANDSHAKE` (the hellos, certificates, key exchange), :data:`TLS_APPLICATION_DATA`
+(Kafka's bytes, and TLS 1.3's encrypted handshake), :data:`TLS_CHANGE_CIPHER_SPEC`,
+:data:`TLS_ALERT`. ``cut_mid_request(TLS_APPLICATION_DATA, min_bytes=8000)`` breaks a large write
+halfway; ``cut_mid_response(TLS_HANDSHAKE)`` breaks the server's hello. ``rst_cuts=True`` makes
+every cut a reset (RST, SO_LINGER 0) instead of an orderly close (FIN). To cut a Kafka exchange
+inside TLS (a SASL login, say), put a Kafka-framed proxy *behind* the TLS terminator; its
+``advertised`` address (the client-facing one) is what it writes into Metadata responses.
+
 A broker that cannot advertise the proxy's address (noida-db) is handled with
 ``rewrite_addresses=True``: the proxy decodes Metadata and FindCoordinator responses with kaflux's
 generated classes, replaces the upstream port with its own and re-encodes them, so every client
@@ -79,7 +90,16 @@ from kaflux.protocol.messages.headers import ResponseHeader
 from kaflux.protocol.messages.metadata import MetadataResponse
 from kaflux.protocol.primitives import Reader, Writer
 
-__all__ = ["Fault", "FaultProxy", "ProxyStats", "rewrite_broker_addresses"]
+__all__ = [
+    "TLS_ALERT",
+    "TLS_APPLICATION_DATA",
+    "TLS_CHANGE_CIPHER_SPEC",
+    "TLS_HANDSHAKE",
+    "Fault",
+    "FaultProxy",
+    "ProxyStats",
+    "rewrite_broker_addresses",
+]
 
 _HOST = "127.0.0.1"
 _SIZE = struct.Struct(">i")
@@ -91,9 +111,17 @@ _HIGH_WATER = 8 * 1024 * 1024
 #: a size prefix above this (or negative) means the stream is not Kafka framing: forward it raw
 _MAX_FRAME = 1 << 30
 _CONTROL_TIMEOUT_S = 10.0
+_TLS_HEADER = struct.Struct(">BHH")
+
+#: pseudo API keys of TLS records (minus the record's content type), for ``framing="tls"``
+TLS_CHANGE_CIPHER_SPEC = -20
+TLS_ALERT = -21
+TLS_HANDSHAKE = -22
+TLS_APPLICATION_DATA = -23
 
 Point = Literal["request", "response"]
 Action = Literal["cut_before", "cut_mid", "cut_after", "drop", "replace"]
+Framing = Literal["kafka", "tls"]
 
 
 # --- public types ---------------------------------------------------------------------------------------
@@ -112,6 +140,7 @@ class Fault:
         times: int | None,
         keep: float | int,
         replacer: Callable[[bytes], bytes] | None,
+        min_bytes: int = 0,
     ) -> None:
         self.name = name
         self.point = point
@@ -120,6 +149,8 @@ class Fault:
         self._proxy = proxy
         self._remaining = times
         self._keep = keep
+        #: act only on frames at least this long (size prefix or TLS header included)
+        self.min_bytes = min_bytes
         self._replacer = replacer
         self._fired = 0
         self._fired_at: list[float] = []
@@ -208,8 +239,17 @@ class FaultProxy:
         port: int = 0,
         rewrite_addresses: bool = False,
         name: str = "fault-proxy",
+        framing: Framing = "kafka",
+        rst_cuts: bool = False,
+        advertised: tuple[str, int] | None = None,
     ) -> None:
+        if framing not in ("kafka", "tls"):
+            raise ValueError(f"unknown framing {framing!r}")
         self._upstream = upstream
+        self.framing = framing
+        self.rst_cuts = rst_cuts
+        #: the address written into Metadata/FindCoordinator responses (default: the proxy's own)
+        self.advertised = advertised
         self._requested_port = port
         self._port: int | None = None
         self.rewrite_addresses = rewrite_addresses
@@ -311,14 +351,19 @@ class FaultProxy:
         """Close every open connection now; returns how many were closed."""
         return int(self._call(lambda: self._cut_all(rst), 0))
 
-    def cut_before_request(self, api_key: int | None, times: int | None = 1) -> Fault:
+    def cut_before_request(self, api_key: int | None, times: int | None = 1, *, min_bytes: int = 0) -> Fault:
         """Close the connection when a request of ``api_key`` arrives, instead of forwarding it."""
-        return self._arm("cut_before_request", "request", "cut_before", api_key, times)
+        return self._arm("cut_before_request", "request", "cut_before", api_key, times, min_bytes=min_bytes)
 
-    def cut_mid_request(self, api_key: int | None, times: int | None = 1, keep: float | int = 0.5) -> Fault:
+    def cut_mid_request(
+        self, api_key: int | None, times: int | None = 1, keep: float | int = 0.5, *, min_bytes: int = 0
+    ) -> Fault:
         """Forward the first part of a request of ``api_key`` (``keep``: a fraction or a byte count
-        of the frame, size prefix included), then close."""
-        return self._arm("cut_mid_request", "request", "cut_mid", api_key, times, keep=keep)
+        of the frame, size prefix included), then close. ``min_bytes``: only a frame at least that
+        long (a large write)."""
+        return self._arm(
+            "cut_mid_request", "request", "cut_mid", api_key, times, keep=keep, min_bytes=min_bytes
+        )
 
     def cut_after_request(self, api_key: int | None, times: int | None = 1) -> Fault:
         """Forward a request of ``api_key`` to the broker, then close the connection at once."""
@@ -466,11 +511,12 @@ class FaultProxy:
         *,
         keep: float | int = 0.5,
         replacer: Callable[[bytes], bytes] | None = None,
+        min_bytes: int = 0,
     ) -> Fault:
         if times is not None and times < 1:
             raise ValueError("times must be at least 1, or None for always")
         key = None if api_key is None else int(api_key)
-        fault = Fault(self, name, point, action, key, times, keep, replacer)
+        fault = Fault(self, name, point, action, key, times, keep, replacer, min_bytes)
         with self._lock:
             self._rules.append(fault)
         return fault
@@ -696,18 +742,31 @@ class FaultProxy:
 
     # -- frame handling (proxy thread) -------------------------------------------------------------------
 
-    def _match(self, point: Point, api_key: int | None) -> Fault | None:
+    def _match(self, point: Point, api_key: int | None, size: int = 0) -> Fault | None:
         """The first armed fault for this frame, taken (counted as fired); under the lock."""
         now = time.monotonic()
         for fault in self._rules:
-            matches = fault.point == point and (fault.api_key is None or fault.api_key == api_key)
+            matches = (
+                fault.point == point
+                and (fault.api_key is None or fault.api_key == api_key)
+                and size >= fault.min_bytes
+            )
             if matches and fault._take(now):
                 if fault._remaining == 0:
                     self._rules.remove(fault)
                 return fault
         return None
 
+    def _on_tls_record(self, point: Point, frame: bytes) -> _Decision:
+        api_key = -frame[0]
+        with self._lock:
+            (self._requests if point == "request" else self._responses)[api_key] += 1
+            fault = self._match(point, api_key, len(frame))
+        return _Decision(frame, fault)
+
     def _on_request(self, link: _Link, frame: bytes) -> _Decision:
+        if self.framing == "tls":
+            return self._on_tls_record("request", frame)
         api_key: int | None = None
         if len(frame) >= 4 + _REQUEST_HEADER.size:
             key, version, correlation_id = _REQUEST_HEADER.unpack_from(frame, 4)
@@ -716,10 +775,12 @@ class FaultProxy:
         with self._lock:
             if api_key is not None:
                 self._requests[api_key] += 1
-            fault = self._match("request", api_key)
+            fault = self._match("request", api_key, len(frame))
         return _Decision(frame, fault)
 
     def _on_response(self, link: _Link, frame: bytes) -> _Decision:
+        if self.framing == "tls":
+            return self._on_tls_record("response", frame)
         api: tuple[int, int] | None = None
         if len(frame) >= 4 + _CORRELATION_ID.size:
             (correlation_id,) = _CORRELATION_ID.unpack_from(frame, 4)
@@ -728,7 +789,8 @@ class FaultProxy:
         if api is not None and self.rewrite_addresses and api[0] in _ADDRESS_APIS:
             upstream = link.upstream
             try:
-                rewritten = rewrite_broker_addresses(frame, api[0], api[1], {upstream[1]: (_HOST, self.port)})
+                advertised = self.advertised or (_HOST, self.port)
+                rewritten = rewrite_broker_addresses(frame, api[0], api[1], {upstream[1]: advertised})
             except (KafkaError, ValueError):
                 with self._lock:
                     self._counts["rewrite_failures"] += 1
@@ -740,7 +802,7 @@ class FaultProxy:
         with self._lock:
             if api_key is not None:
                 self._responses[api_key] += 1
-            fault = self._match("response", api_key)
+            fault = self._match("response", api_key, len(frame))
         return _Decision(frame, fault)
 
     def _count_bytes(self, upstream: bool, count: int) -> None:
@@ -794,8 +856,9 @@ class _Close(Exception):
 class _Pipe:
     """One direction of a link: bytes read from ``src``, cut into frames, queued for ``dst``."""
 
-    def __init__(self, upstream: bool) -> None:
+    def __init__(self, upstream: bool, framing: Framing = "kafka") -> None:
         self.upstream = upstream  # client -> broker (requests)
+        self.framing = framing
         self.inbuf = bytearray()
         self.raw = False  # not Kafka framing: forward bytes as they come
         self.pending: collections.deque[tuple[float, bytes, bool]] = collections.deque()
@@ -814,6 +877,16 @@ class _Pipe:
         """
         buf = self.inbuf
         start = 0
+        if self.framing == "tls":
+            while len(buf) - start >= _TLS_HEADER.size:
+                _, _, length = _TLS_HEADER.unpack_from(buf, start)
+                end = start + _TLS_HEADER.size + length
+                if len(buf) < end:
+                    break
+                yield bytes(buf[start:end]), True
+                start = end
+            del buf[:start]
+            return
         while not self.raw and len(buf) - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > _MAX_FRAME:
@@ -839,8 +912,8 @@ class _Link:
         self.server = server
         self.connected = connected
         self.upstream: tuple[str, int] = server.getpeername() if connected else proxy.upstream or ("", 0)
-        self.up = _Pipe(upstream=True)
-        self.down = _Pipe(upstream=False)
+        self.up = _Pipe(upstream=True, framing=proxy.framing)
+        self.down = _Pipe(upstream=False, framing=proxy.framing)
         self.correlations: dict[int, tuple[int, int]] = {}
         self.closing = False  # a cut is pending: read nothing more, flush, then close
         self.registered: dict[str, int] = {}
@@ -947,7 +1020,7 @@ class _Link:
     def _cut(self) -> None:
         with self.proxy._lock:
             self.proxy._counts["cuts"] += 1
-        raise _Close(False)
+        raise _Close(self.proxy.rst_cuts)
 
     def _queue(self, pipe: _Pipe, release: float, data: bytes, then_close: bool) -> None:
         pipe.pending.append((release, data, then_close))

@@ -257,9 +257,11 @@ class ThreadMember(Member):
         *,
         poll_s: float = _POLL_S,
         listener_options: dict[str, Any] | None = None,
+        commit: bool = False,
     ) -> None:
         super().__init__(name)
         self.config = {"client.id": name, **config}
+        self.commit = commit  # commit_sync() after every poll that returned records
         self.topics = topics
         self.poll_s = poll_s
         self.listener = RecordingListener(name, self._add_event, **(listener_options or {}))
@@ -291,6 +293,8 @@ class ThreadMember(Member):
                     self._add_records(
                         Received(self.name, r.partition, r.offset, r.value or b"", now) for r in records
                     )
+                    if self.commit:
+                        consumer.commit_sync(timeout=WAIT_S)
             self._run_calls(consumer)
         except BaseException as e:
             self.errors.append(e)

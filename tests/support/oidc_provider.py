@@ -69,27 +69,35 @@ class Issued:
 @dataclass
 class OidcProvider:
     """The token endpoint. ``clients`` maps client ids to secrets; tokens live ``lifetime_s``.
-    ``refuse_with`` (an HTTP status) makes it refuse every request, e.g. 503."""
+    ``refuse_with`` (an HTTP status) makes it refuse every request, e.g. 503. ``failure`` makes
+    it fail every request another way: ``"timeout"`` (answers only after ``hang_s``, or when
+    stopped), ``"bad_json"`` (HTTP 200 with a body that is not JSON). :meth:`go_down` closes
+    its port (connection refused), :meth:`come_back` opens it again on the same port."""
 
     clients: dict[str, str]
     key: bytes = b"kaflux-test-signing-key"
     lifetime_s: float = 3600.0
     refuse_with: int | None = None
+    failure: str | None = None
+    hang_s: float = 30.0
     clock: Callable[[], float] = time.time
     issued: list[Issued] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
+    _port: int = 0
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def token_url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/oauth2/token"
+        assert self._port
+        return f"http://127.0.0.1:{self._port}/oauth2/token"
 
     def validator(self) -> TokenValidator:
         return hs256_validator(self.key, clock=self.clock)
 
     def start(self) -> OidcProvider:
         provider = self
+        self._stopping.clear()
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -98,6 +106,18 @@ class OidcProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                if provider.failure == "timeout":
+                    provider.issued.append(Issued(None, None, 0))
+                    provider._stopping.wait(provider.hang_s)
+                    return
+                if provider.failure == "bad_json":
+                    provider.issued.append(Issued(None, None, 200))
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", "15")
+                    self.end_headers()
+                    self.wfile.write(b"<html>oops</htm")
+                    return
                 status, answer, client, scope = provider._answer(self.headers.get("Authorization", ""), form)
                 provider.issued.append(Issued(client, scope, status))
                 body = json.dumps(answer).encode()
@@ -107,7 +127,9 @@ class OidcProvider:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        self._server.daemon_threads = True
+        self._port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="oidc-provider", daemon=True)
         self._thread.start()
         return self
@@ -144,7 +166,17 @@ class OidcProvider:
     def tokens_issued(self) -> int:
         return sum(1 for i in self.issued if i.status == 200)
 
+    def go_down(self) -> None:
+        """Close the port: token requests meet "connection refused"."""
+        self.stop()
+        self._stopping.clear()
+
+    def come_back(self) -> None:
+        """Serve again on the same port (after :meth:`go_down`)."""
+        self.start()
+
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -4,7 +4,12 @@ sending thread; members are child processes (:mod:`support.group_member`)]
 
 * :func:`start_proxied_broker` starts a broker whose every client connection goes through a proxy
   (Tansu advertises the proxy's port; for noida-db the proxy rewrites the broker address in
-  Metadata and FindCoordinator responses).
+  Metadata and FindCoordinator responses). With ``security="SSL"`` or ``"SASL_SSL"`` the
+  clients speak TLS: client -> *relay* (a FaultProxy cutting TLS records, RST cuts) -> stunnel
+  -> *proxy* (the Kafka-framed FaultProxy) [-> SASL front door] -> broker, so a test can reset
+  the TLS connection at any moment or during the handshake (the relay), and cut any Kafka
+  exchange inside TLS, the SASL login included (the proxy); :meth:`ProxiedBroker.config` gives
+  the client settings.
 * :class:`KeyedProducer` writes unique keys at a steady rate and records which were acknowledged,
   where and when.
 * :func:`run_kill_restart`: a producer and a consumer-group member run while the broker is killed
@@ -26,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol, Self
@@ -37,8 +42,11 @@ from kaflux.devbrokers.kinds import start_broker
 from kaflux.errors import KafkaError
 from kaflux.structs import RecordMetadata
 
+from support.certs import TestCerts
 from support.fault_proxy import FaultProxy
 from support.group_member import Commit, MemberEvent, MemberProcess, Read
+from support.sasl_front_door import SaslFrontDoor
+from support.tls import TlsTerminator
 
 __all__ = [
     "GROUP_TIMINGS",
@@ -116,21 +124,49 @@ class PeakRss:
 class ProxiedBroker:
     """A broker and the :class:`FaultProxy` every client connection goes through.
 
-    Clients use :attr:`bootstrap_servers` (the proxy). :meth:`kill` and :meth:`restart` act on the
-    broker (same port); the proxy keeps running.
+    Clients use :attr:`bootstrap_servers` (the proxy, or over TLS the relay) and the settings of
+    :meth:`config`. :meth:`kill` and :meth:`restart` act on the broker (same port); the proxies keep
+    running. Over TLS, :attr:`relay` is the TLS-record proxy in front of stunnel (``terminator``)
+    and :attr:`proxy` the Kafka-framed one behind it; ``door`` is the SASL front door (SASL_SSL).
     """
 
-    def __init__(self, broker: Broker, proxy: FaultProxy) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        proxy: FaultProxy,
+        *,
+        relay: FaultProxy | None = None,
+        terminator: TlsTerminator | None = None,
+        door: SaslFrontDoor | None = None,
+        security: dict[str, object] | None = None,
+    ) -> None:
         self.broker = broker
         self.proxy = proxy
+        self.relay = relay
+        self.terminator = terminator
+        self.door = door
+        #: the client settings besides bootstrap.servers (security.protocol, CA, SASL login)
+        self.security: dict[str, object] = dict(security or {})
 
     @property
     def kind(self) -> str:
         return self.broker.name
 
     @property
+    def security_protocol(self) -> str:
+        return str(self.security.get("security.protocol", "PLAINTEXT"))
+
+    @property
     def bootstrap_servers(self) -> str:
-        return self.proxy.bootstrap_servers
+        return (self.relay or self.proxy).bootstrap_servers
+
+    def config(self, **overrides: object) -> dict[str, object]:
+        """Client settings (kaflux's and confluent-kafka's keys alike) with ``overrides``."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security, **overrides}
+
+    def proxies(self) -> list[FaultProxy]:
+        """Every proxy on the way (the relay first)."""
+        return [p for p in (self.relay, self.proxy) if p is not None]
 
     def kill(self) -> None:
         self.broker.kill()
@@ -139,9 +175,14 @@ class ProxiedBroker:
         self.broker.restart(timeout)
 
     def close(self) -> None:
-        """Stop the proxy and the broker and delete the broker's work directory."""
+        """Stop the proxies, stunnel, the door and the broker and delete their work directories."""
         try:
-            self.proxy.close()
+            for proxy in self.proxies():
+                proxy.close()
+            if self.terminator is not None:
+                self.terminator.cleanup()
+            if self.door is not None:
+                self.door.stop()
         finally:
             self.broker.cleanup()
 
@@ -152,11 +193,24 @@ class ProxiedBroker:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<ProxiedBroker {self.broker!r} via {self.proxy!r}>"
+        return f"<ProxiedBroker {self.broker!r} via {self.proxy!r} ({self.security_protocol})>"
 
 
-def start_proxied_broker(kind: str, *, timeout: float = WAIT_S) -> ProxiedBroker:
-    """Start a broker of ``kind`` ("tansu" or "noida") behind a new proxy."""
+#: the one login of the SASL_SSL rig
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+
+
+def start_proxied_broker(
+    kind: str, *, timeout: float = WAIT_S, security: str = "PLAINTEXT", certs: TestCerts | None = None
+) -> ProxiedBroker:
+    """Start a broker of ``kind`` ("tansu" or "noida") behind a new proxy.
+
+    ``security`` "SSL" or "SASL_SSL" (Tansu only) puts the relay and stunnel in front (see the
+    module's docstring); they need ``certs`` (the server certificate for 127.0.0.1)."""
+    if security != "PLAINTEXT":
+        if certs is None:
+            raise ValueError(f"security={security} needs certs")
+        return _start_tls_rig(kind, security, certs, timeout)
     if kind == "tansu":
         proxy = FaultProxy(name="fault-proxy-tansu").start()
         broker: Broker | None = None
@@ -181,8 +235,116 @@ def start_proxied_broker(kind: str, *, timeout: float = WAIT_S) -> ProxiedBroker
     raise ValueError(f"unknown broker kind {kind!r}")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = WAIT_S) -> None:
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+def _start_tls_rig(kind: str, security: str, certs: TestCerts, timeout: float) -> ProxiedBroker:
+    if security not in ("SSL", "SASL_SSL"):
+        raise ValueError(f"unknown security protocol {security!r}")
+    if security == "SASL_SSL" and kind != "tansu":
+        raise ValueError("the SASL_SSL rig runs on Tansu (behind the SASL front door)")
+    started: list[Callable[[], None]] = []
+    try:
+        relay = FaultProxy(name=f"tls-relay-{kind}", framing="tls", rst_cuts=True).start()
+        started.append(relay.close)
+        broker: Broker
+        if kind == "tansu":
+            proxy = FaultProxy(name="fault-proxy-tansu-tls").start()
+            started.append(proxy.close)
+            broker = TansuBroker(advertised_port=relay.port)
+            started.append(broker.cleanup)
+            broker.start(timeout)
+            upstream = (broker.host, broker.port)
+        elif kind == "noida":
+            broker = start_broker("noida", timeout=timeout)
+            started.append(broker.cleanup)
+            upstream = (broker.host, broker.port)
+            proxy = FaultProxy(
+                upstream,
+                rewrite_addresses=True,
+                advertised=(relay.host, relay.port),
+                name="fault-proxy-noida-tls",
+            ).start()
+            started.append(proxy.close)
+        else:
+            raise ValueError(f"unknown broker kind {kind!r}")
+        door: SaslFrontDoor | None = None
+        security_config: dict[str, object] = {
+            "security.protocol": security,
+            "ssl.ca.location": str(certs.ca_cert),
+        }
+        if security == "SASL_SSL":
+            door = SaslFrontDoor({SASL_USER: SASL_PASSWORD}, upstream=upstream).start()
+            started.append(door.stop)
+            upstream = ("127.0.0.1", door.port)
+            security_config.update(
+                {
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": SASL_USER,
+                    "sasl.password": SASL_PASSWORD,
+                }
+            )
+        proxy.set_upstream(*upstream)
+        terminator = TlsTerminator(proxy.port, cert=certs.server_cert, key=certs.server_key)
+        started.append(terminator.cleanup)
+        terminator.start(timeout)
+        relay.set_upstream("127.0.0.1", terminator.port)
+        return ProxiedBroker(
+            broker, proxy, relay=relay, terminator=terminator, door=door, security=security_config
+        )
+    except BaseException:
+        for stop in reversed(started):
+            with contextlib.suppress(Exception):
+                stop()
+        raise
+
+
+class TlsFront:
+    """TLS in front of any one-address Kafka service (e.g. librdkafka's mock cluster with one
+    broker): relay -> stunnel -> proxy (rewriting the service's address to the relay's) -> service.
+    Clients use :attr:`bootstrap_servers` with :attr:`security`."""
+
+    def __init__(self, upstream: tuple[str, int], certs: TestCerts, timeout: float = WAIT_S) -> None:
+        self.relay = FaultProxy(name="tls-relay", framing="tls", rst_cuts=True).start()
+        self.proxy: FaultProxy | None = None
+        self.terminator: TlsTerminator | None = None
+        try:
+            self.proxy = FaultProxy(
+                upstream,
+                rewrite_addresses=True,
+                advertised=(self.relay.host, self.relay.port),
+                name="fault-proxy-tls-front",
+            ).start()
+            self.terminator = TlsTerminator(self.proxy.port, cert=certs.server_cert, key=certs.server_key)
+            self.terminator.start(timeout)
+            self.relay.set_upstream("127.0.0.1", self.terminator.port)
+        except BaseException:
+            self.close()
+            raise
+        self.security: dict[str, object] = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca_cert)}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.relay.bootstrap_servers
+
+    def config(self, **overrides: object) -> dict[str, object]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security, **overrides}
+
+    def close(self) -> None:
+        self.relay.close()
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.terminator is not None:
+            self.terminator.cleanup()
+
+
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = WAIT_S,
+    *,
+    config: Mapping[str, object] | None = None,
+) -> None:
+    """Create ``topic``; ``config``: further client settings (security)."""
+    with AdminClient({"bootstrap.servers": bootstrap, **(config or {})}) as admin:
         admin.create_topics([NewTopic(topic, partitions)], timeout=timeout)
 
 
@@ -326,7 +488,12 @@ class KeyedProducer:
 
 
 def read_back(
-    bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 60.0,
+    *,
+    config: Mapping[str, object] | None = None,
 ) -> dict[str, list[tuple[int, int]]]:
     """Every record in ``topic`` as ``{key: [(partition, offset), ...]}``, read with confluent-kafka
     (an independent client) from the beginning up to each partition's high watermark.
@@ -345,6 +512,7 @@ def read_back(
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "log_level": 3,
+            **(config or {}),
         }
     )
     found: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -541,10 +709,17 @@ def member_config(bootstrap: str, group: str, **extra: object) -> dict[str, obje
 
 
 def _committed_offsets(
-    bootstrap: str, group: str, topic: str, partitions: int, timeout: float
+    bootstrap: str,
+    group: str,
+    topic: str,
+    partitions: int,
+    timeout: float,
+    security: Mapping[str, object] | None = None,
 ) -> dict[int, int]:
     """The group's committed offsets as the broker reports them (read with a non-member kaflux consumer)."""
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    probe = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **(security or {})}
+    )
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -598,9 +773,9 @@ def run_kill_restart(
     topic = unique_name("kx-kill")
     group = unique_name("kx-kill-group")
     report = KillRestartReport(pb.kind, topic)
-    create_topic(pb.bootstrap_servers, topic, partitions)
-    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate).start()
-    member = MemberProcess("reader", member_config(pb.bootstrap_servers, group), topic)
+    create_topic(pb.bootstrap_servers, topic, partitions, config=pb.security)
+    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate, config=pb.security).start()
+    member = MemberProcess("reader", member_config(pb.bootstrap_servers, group, **pb.security), topic)
     try:
         if not member.wait(lambda m: m.read_count() > 0, WAIT_S):
             report.other_problems.append(
@@ -627,7 +802,9 @@ def run_kill_restart(
             pb.restart()
             restart = Restart(index, killed_at, time.monotonic())
             report.restarts.append(restart)
-            restart.committed = _committed_offsets(pb.bootstrap_servers, group, topic, partitions, WAIT_S)
+            restart.committed = _committed_offsets(
+                pb.bootstrap_servers, group, topic, partitions, WAIT_S, pb.security
+            )
             member.resume_commits()
             _measure_recovery(restart, producer, member, recovery_bound_s, report)
             log(
@@ -687,7 +864,7 @@ def _finish_kill_restart(
     report.produced = len(sent_at)
     report.acknowledged = len(acked)
     report.send_failures = len(failed)
-    on_broker = read_back(pb.bootstrap_servers, report.topic, partitions)
+    on_broker = read_back(pb.bootstrap_servers, report.topic, partitions, config=pb.security)
     report.producer_duplicates = sum(len(v) - 1 for v in on_broker.values() if len(v) > 1)
     report.broker_lost = sum(1 for k in acked if k not in on_broker)
 
@@ -895,6 +1072,12 @@ class ChurnTarget(Protocol):
     def bootstrap_servers(self) -> str: ...
 
 
+def _security(target: object) -> dict[str, object]:
+    """A churn target's client security settings (a :class:`ProxiedBroker`'s; none for the mock)."""
+    security = getattr(target, "security", None)
+    return dict(security) if isinstance(security, dict) else {}
+
+
 def run_group_churn(
     pb: ChurnTarget,
     *,
@@ -932,13 +1115,19 @@ def run_group_churn(
     topic = unique_name("kx-churn")
     group = unique_name("kx-churn-group")
     report = ChurnReport(pb.kind, topic)
-    (create or create_topic)(pb.bootstrap_servers, topic, partitions)
+    security = _security(pb)
+    if create is not None:
+        create(pb.bootstrap_servers, topic, partitions)
+    else:
+        create_topic(pb.bootstrap_servers, topic, partitions, config=security)
     if group_protocol == "consumer":
-        config = member_config(pb.bootstrap_servers, group, **{"group.protocol": "consumer"})
+        config = member_config(pb.bootstrap_servers, group, **{"group.protocol": "consumer", **security})
         for classic_only in GROUP_TIMINGS:
             config.pop(classic_only, None)
     else:
-        config = member_config(pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy})
+        config = member_config(
+            pb.bootstrap_servers, group, **{"partition.assignment.strategy": strategy, **security}
+        )
     everyone: list[MemberProcess] = []
     live: list[MemberProcess] = []
     serial = 0
@@ -965,7 +1154,7 @@ def run_group_churn(
     schedule = ChurnSchedule(
         actions, duration, rng, started=started, outage=outage is not None, max_members=max_members
     )
-    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate).start()
+    producer = KeyedProducer(pb.bootstrap_servers, topic, rate=rate, config=security).start()
     try:
         for _ in range(initial_members):
             spawn()

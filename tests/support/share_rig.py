@@ -98,6 +98,8 @@ class ShareRig:
     #: requests of this kind are failed with a lost connection instead of being answered
     cut: set[type] = field(default_factory=set)
     sent: list[Any] = field(default_factory=list)
+    max_poll_records: int = 100
+    acquire_mode: str = "batch_optimized"
 
     def __post_init__(self) -> None:
         self.coordinator = FakeCoordinator()
@@ -131,7 +133,8 @@ class ShareRig:
             ),
             on_error=self.errors.append,
             topic_ids=self.membership.topic_id,
-            max_poll_records=100,
+            max_poll_records=self.max_poll_records,
+            acquire_mode=self.acquire_mode,
             metrics=share_metrics,
         )
 
@@ -168,7 +171,10 @@ class ShareRig:
             body = self.group.heartbeat(message)
             version = 1
         elif isinstance(message, sf.ShareFetchRequest):
-            body = self.group.share_fetch(node, message, version)
+            try:
+                body = self.group.share_fetch(node, message, version)
+            except UnsupportedVersionError as exc:  # as the network client fails an unencodable request
+                error = exc
         elif isinstance(message, sa.ShareAcknowledgeRequest):
             try:
                 body = self.group.share_acknowledge(node, message, version)

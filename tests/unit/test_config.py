@@ -275,3 +275,30 @@ def test_consumer_rejects_an_unknown_or_empty_assignment_strategy_with_or_withou
         config["group.id"] = group
     with pytest.raises(ConfigError, match=r"partition\.assignment\.strategy"):
         Consumer(config)
+
+
+def test_a_delivery_timeout_below_linger_plus_request_timeout_is_refused_naming_both() -> None:
+    # (issue 33, defect 7: delivery.timeout.ms=1 was accepted; Java refuses it)
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig.from_dict({**BOOT, "delivery.timeout.ms": 1})
+    message = str(info.value)
+    assert "delivery.timeout.ms" in message and "linger.ms" in message and "request.timeout.ms" in message
+    assert "5 + 30000 = 30005" in message and "got 1" in message
+    with pytest.raises(ConfigError, match="1000 \\+ 2000 = 3000"):
+        ProducerConfig.from_dict(
+            {**BOOT, "linger.ms": 1000, "request.timeout.ms": 2000, "delivery.timeout.ms": 2999}
+        )
+
+
+def test_a_delivery_timeout_equal_to_linger_plus_request_timeout_is_accepted() -> None:
+    config = ProducerConfig.from_dict(
+        {**BOOT, "linger.ms": 1000, "request.timeout.ms": 2000, "delivery.timeout.ms": 3000}
+    )
+    assert config.delivery_timeout_ms == 3000
+
+
+def test_the_default_delivery_timeout_is_raised_to_linger_plus_request_timeout() -> None:
+    # as Java: only an explicit value is refused; the default gives way, so a long
+    # request.timeout.ms alone is not an error
+    config = ProducerConfig.from_dict({**BOOT, "request.timeout.ms": 200_000})
+    assert config.delivery_timeout_ms == 200_005

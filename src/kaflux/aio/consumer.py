@@ -15,7 +15,7 @@ positions advance only for records returned.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from re import Pattern
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -29,6 +29,7 @@ from kaflux.consumer.consumer import METRICS_TIMEOUT_S, Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.membership.group import GroupMetadata, GroupState
 from kaflux.consumer.rebalance_listener import ConsumerRebalanceListener
+from kaflux.interceptors import ConsumerInterceptor
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
 
 if TYPE_CHECKING:
@@ -70,10 +71,13 @@ class AsyncConsumer:
         config: Mapping[str, object],
         key_deserializer: Deserializer | AsyncSerde | None = None,
         value_deserializer: Deserializer | AsyncSerde | None = None,
+        interceptors: Sequence[ConsumerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (the sync consumer's keys) and start the network thread. A
         deserializer may be async (e.g. ``AsyncAvroDeserializer``): ``poll()`` awaits it
-        (see :mod:`kaflux.aio.serde`).
+        (see :mod:`kaflux.aio.serde`). ``interceptors``: as :class:`kaflux.Consumer`'s (their
+        hooks run on the loop's thread; with an async deserializer, ``on_consume`` sees the
+        records before it has decoded them).
 
         Raises:
             ConfigError: a key is unknown, a value has the wrong type or is out of range.
@@ -84,6 +88,7 @@ class AsyncConsumer:
             config,
             None if self._key_async else key_deserializer,  # type: ignore[arg-type]
             None if self._value_async else value_deserializer,  # type: ignore[arg-type]
+            interceptors,
         )
         self._guard = LoopGuard("AsyncConsumer")
         self._closed = False

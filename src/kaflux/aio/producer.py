@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -22,6 +22,7 @@ from kaflux.aio.driver import FutureAwaitable, LoopGuard
 from kaflux.aio.serde import AsyncSerde, is_async
 from kaflux.config import ProducerConfig
 from kaflux.errors import KafkaTimeoutError
+from kaflux.interceptors import ProducerInterceptor
 from kaflux.producer.futures import DeliveryCallback
 from kaflux.producer.producer import METRICS_TIMEOUT_S, Headers, Producer, Serializer
 from kaflux.serialization import SerializationContext
@@ -50,23 +51,28 @@ class AsyncProducer:
         config: Mapping[str, object],
         key_serializer: Serializer | AsyncSerde | None = None,
         value_serializer: Serializer | AsyncSerde | None = None,
+        interceptors: Sequence[ProducerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (the sync producer's keys) and start the network thread. A
         serializer may be async (e.g. ``AsyncAvroSerializer``): ``send()`` awaits it (see
-        :mod:`kaflux.aio.serde`).
+        :mod:`kaflux.aio.serde`). ``interceptors``: as :class:`kaflux.Producer`'s (``on_send``
+        runs on the loop's thread; with an async serializer it sees the value already
+        serialized).
 
         Raises:
             ConfigError: a key is unknown, a value invalid, or settings conflict.
         """
         self._max_block_s = ProducerConfig.from_dict(config).max_block_ms / 1000
-        # The sync producer serializes (plain functions or context-aware serializers alike);
-        # async serializers are awaited here, before it.
+        # The sync producer serializes (plain functions or context-aware serializers alike) and
+        # runs the interceptors (its send() is the intercepting one when there are some); async
+        # serializers are awaited here, before it.
         self._key_async: Any = key_serializer if is_async(key_serializer) else None
         self._value_async: Any = value_serializer if is_async(value_serializer) else None
         self._producer = Producer(
             {**config, "max.block.ms": 0},
             key_serializer=None if self._key_async else key_serializer,  # type: ignore[arg-type]
             value_serializer=None if self._value_async else value_serializer,  # type: ignore[arg-type]
+            interceptors=interceptors,
         )
         self._guard = LoopGuard("AsyncProducer")
         self._topics: set[str] = set()

@@ -15,7 +15,7 @@ accepted when the cancelled poll started, as Java's would be).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +26,7 @@ from kaflux.consumer.membership.group import GroupState
 from kaflux.consumer.share.acknowledgements import AcknowledgeType
 from kaflux.consumer.share.consumer import AcknowledgementCommitCallback, ShareConsumer
 from kaflux.errors import KafkaError
+from kaflux.interceptors import ShareConsumerInterceptor
 from kaflux.records import ConsumerRecord
 from kaflux.structs import TopicPartition
 
@@ -52,14 +53,16 @@ class AsyncShareConsumer:
         config: Mapping[str, object],
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        interceptors: Sequence[ShareConsumerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (the sync share consumer's keys) and start the network thread.
+        ``interceptors``: as :class:`kaflux.ShareConsumer`'s (their hooks run on the loop's thread).
 
         Raises:
             ConfigError: ``group.id`` is missing, a key is unknown or belongs to consumer
                 groups, or a value is wrong.
         """
-        self._consumer = ShareConsumer(config, key_deserializer, value_deserializer)
+        self._consumer = ShareConsumer(config, key_deserializer, value_deserializer, interceptors)
         self._guard = LoopGuard("AsyncShareConsumer")
         self._closed = False
         self._batch: Iterator[ConsumerRecord] = iter(())

@@ -1,7 +1,7 @@
 """``kaflux broker start``: run an embedded development broker until Ctrl-C or SIGTERM. [app]
 
-The broker is a child process from :mod:`kaflux.devbrokers` (noida-db, Tansu, or librdkafka's
-three-broker mock cluster) on 127.0.0.1; its bootstrap string is the one line on stdout, so
+The broker is a child process from :mod:`kaflux.devbrokers` (noida-db, Tansu, Apache Kafka, or
+librdkafka's three-broker mock cluster) on 127.0.0.1; its bootstrap string is the one line on stdout, so
 ``BOOTSTRAP=$(kaflux broker start &)``-style scripts can read it. It is stopped by its PID when
 this command ends, and dies with it even when this process is killed.
 
@@ -37,10 +37,19 @@ def broker() -> None:
 @broker.command()
 @click.option(
     "--kind",
-    type=click.Choice(["noida", "tansu", "mock"]),
+    type=click.Choice(["noida", "tansu", "kafka", "mock"]),
     default="noida",
     show_default=True,
-    help="noida-db (data in a temporary directory), Tansu (in memory) or librdkafka's mock cluster.",
+    help="noida-db (data in a temporary directory), Tansu (in memory), Apache Kafka (a KRaft node; "
+    "needs Java 17 and Kafka's jars) or librdkafka's mock cluster.",
+)
+@click.option(
+    "--kafka-home",
+    type=click.Path(exists=True, file_okay=False),
+    envvar="KAFLUX_KAFKA_HOME",
+    show_envvar=True,
+    help="--kind kafka: an unpacked Apache Kafka distribution to run (default: the jar cache that "
+    "`python -m kaflux.devbrokers resolve` fills).",
 )
 @click.option(
     "--port", type=click.IntRange(1, 65535), help="Listen on this port (noida, tansu; default: a free one)."
@@ -51,9 +60,7 @@ def broker() -> None:
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for it to start.",
+    help="Seconds to wait for it to start.  [default: 30; 120 for kafka]",
 )
 @click.option(
     "--env",
@@ -61,13 +68,20 @@ def broker() -> None:
     help=f'Run in the background and print export lines: eval "$(kaflux broker start --env)" sets '
     f"$KAFLUX_BOOTSTRAP_SERVERS and ${ENV_PID} (kaflux broker stop stops it).",
 )
-def start(kind: str, port: int | None, brokers: int, timeout: float, env: bool) -> None:
+def start(
+    kind: str, kafka_home: str | None, port: int | None, brokers: int, timeout: float | None, env: bool
+) -> None:
     """Start a broker on 127.0.0.1, print its bootstrap servers and run until Ctrl-C or SIGTERM."""
+    if timeout is None:
+        timeout = 120.0 if kind == "kafka" else 30.0
+    if kafka_home is not None and kind != "kafka":
+        raise click.UsageError("--kafka-home applies to --kind kafka only")
     if env:
-        _start_detached(kind, port, brokers, timeout)
+        _start_detached(kind, kafka_home, port, brokers, timeout)
         return
     from kaflux.devbrokers.brokers import (  # imported when the command runs: --help stays fast
         Broker,
+        BrokerUnavailableError,
         NoidaBroker,
         TansuBroker,
     )
@@ -78,15 +92,23 @@ def start(kind: str, port: int | None, brokers: int, timeout: float, env: bool) 
         if port is not None:
             raise click.UsageError("--port does not apply to the mock cluster (it picks its ports)")
         server = MockCluster(brokers=brokers)
+    elif kind == "kafka":
+        from kaflux.devbrokers.apache_kafka import KafkaBroker
+
+        try:
+            server = KafkaBroker(port=port, kafka_home=kafka_home)
+        except BrokerUnavailableError as e:
+            raise CliError(str(e)) from None
     else:
         server = NoidaBroker(port=port) if kind == "noida" else TansuBroker(port=port)
     try:
         server.start(timeout)
         click.echo(server.bootstrap_servers)
         sys.stdout.flush()
+        version = getattr(server, "started_version", lambda: None)()
+        what = f"{kind} broker" + (f" (Apache Kafka {version})" if version else "")
         click.echo(
-            f"{kind} broker running at {server.bootstrap_servers} (pid {server.pid}); "
-            "Ctrl-C or SIGTERM stops it",
+            f"{what} running at {server.bootstrap_servers} (pid {server.pid}); Ctrl-C or SIGTERM stops it",
             err=True,
         )
         try:
@@ -100,10 +122,14 @@ def start(kind: str, port: int | None, brokers: int, timeout: float, env: bool) 
         server.cleanup()
 
 
-def _start_detached(kind: str, port: int | None, brokers: int, timeout: float) -> None:
+def _start_detached(
+    kind: str, kafka_home: str | None, port: int | None, brokers: int, timeout: float
+) -> None:
     """``start`` in its own session, its stdout read for the bootstrap string; prints exports."""
     command = [sys.executable, "-m", "kaflux.cli", "broker", "start", "--kind", kind]
     command += ["--timeout", str(timeout)]
+    if kafka_home is not None:
+        command += ["--kafka-home", kafka_home]
     if port is not None:
         command += ["--port", str(port)]
     if kind == "mock":

@@ -20,6 +20,7 @@ def admin_client(settings: ClientSettings) -> Iterator[AdminClient]:
     from kaflux.admin import AdminClient  # imported when the command runs: --help stays fast
 
     with AdminClient(settings.for_client("admin")) as admin:
+        settings.ensure_reachable()
         yield admin
 
 
@@ -34,6 +35,7 @@ def offsets_consumer(settings: ClientSettings) -> Iterator[Consumer]:
 
     consumer = Consumer(config)
     try:
+        settings.ensure_reachable()
         yield consumer
     finally:
         consumer.close(timeout=5.0)

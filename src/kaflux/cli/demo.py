@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kaflux.cli.main import ENV_BOOTSTRAP
+from kaflux.cli.main import DEFAULT_TIMEOUT_S, ENV_BOOTSTRAP, ClientSettings
 
 
 @click.command()
@@ -30,6 +30,14 @@ from kaflux.cli.main import ENV_BOOTSTRAP
     is_flag=True,
     help="Then run an exactly-once consume-transform-produce loop (embedded broker: noida-db).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="With -b: how long to wait for a broker to accept a connection.",
+)
 def demo(
     bootstrap_servers: str | None,
     topic: str,
@@ -37,6 +45,7 @@ def demo(
     partitions: int,
     compression: str,
     exactly_once: bool,
+    timeout: float,
 ) -> None:
     """Produce page-view events and read them back with the plain clients.
 
@@ -45,6 +54,7 @@ def demo(
     argv = ["--topic", topic, "--records", str(records), "--partitions", str(partitions)]
     argv += ["--compression", compression]
     if bootstrap_servers:
+        ClientSettings(bootstrap_servers=bootstrap_servers, timeout=timeout).ensure_reachable()
         argv += ["--bootstrap-servers", bootstrap_servers]
     if exactly_once:
         argv.append("--exactly-once")

@@ -15,19 +15,21 @@ a traceback (``KAFLUX_TRACEBACK=1`` shows it); SIGTERM is handled as Ctrl-C.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# logging, pathlib, socket, time and traceback are imported where used: `kaflux --help` and
+# `--version` load as little as they can (tests/cli/test_cli_startup.py)
 
 ClientKind = Literal["consumer", "producer", "admin"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,13 +96,62 @@ def _known_keys() -> dict[ClientKind, frozenset[str]]:
     }
 
 
-@dataclass
-class ClientSettings:
-    """The client settings a command was given: ``--config``, then ``-X``, then ``-b``."""
+#: how long a command waits for a first broker to accept a connection, unless --timeout says
+DEFAULT_TIMEOUT_S = 5.0
+_RETRY_S = 0.2
+_ATTEMPT_S = 2.0
 
-    bootstrap_servers: str | None = None
-    overrides: list[tuple[str, str]] = field(default_factory=list)
-    config_file: Path | None = None
+
+class ClientSettings:
+    """The client settings a command was given: ``--config``, then ``-X``, then ``-b``; and
+    ``--timeout``, how long to wait for a first broker to accept a connection."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | None = None,
+        overrides: list[tuple[str, str]] | None = None,
+        config_file: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.overrides: list[tuple[str, str]] = [] if overrides is None else overrides
+        self.config_file = config_file
+        self.timeout = timeout
+        self._reached = False
+
+    def ensure_reachable(self) -> None:
+        """Wait up to :attr:`timeout` seconds for one of the bootstrap servers to accept a TCP
+        connection (once per command); raise CliError naming each address and why not. Commands
+        call it once their client exists (its settings checked) and before they need a broker.
+
+        A command against a wrong or dead address fails in seconds, as kcat does, instead of
+        waiting out the clients' 60 s API timeouts. Only reaching a broker is bounded so: a
+        slow answer from a live cluster still gets the client's own timeouts.
+        """
+        if self._reached:
+            return
+        import time
+
+        servers = self.merged()["bootstrap.servers"]
+        addresses = [a.strip() for a in servers.split(",") if a.strip()]
+        deadline = time.monotonic() + self.timeout
+        errors: dict[str, str] = {}
+        while True:
+            for address in addresses:
+                # at most 2 s an attempt, so that a black-holed first address leaves time for the rest
+                error = _try_connect(address, min(_ATTEMPT_S, max(0.05, deadline - time.monotonic())))
+                if error is None:
+                    self._reached = True
+                    return
+                errors[address] = error
+            if time.monotonic() + _RETRY_S >= deadline:
+                break
+            time.sleep(_RETRY_S)  # a broker may be starting: try again until the deadline
+        tried = ", ".join(f"{address} ({why})" for address, why in errors.items())
+        raise CliError(
+            f"no broker reachable at {tried} within {self.timeout:g} s: check -b/--bootstrap-servers, "
+            "or wait longer with --timeout"
+        )
 
     def merged(self) -> dict[str, str]:
         """Every setting given, as strings (the config classes parse them)."""
@@ -132,11 +183,34 @@ class ClientSettings:
         return config
 
 
+def _try_connect(address: str, timeout: float) -> str | None:
+    """None when ``address`` (``[SCHEME://]host:port``) accepts a TCP connection within
+    ``timeout`` seconds, else why not."""
+    hostport = address.split("://", 1)[-1]
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or not port_text.isdigit():
+        return "not of the form host:port"
+    host = host.strip("[]")
+    import socket
+
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout):
+            return None
+    except socket.gaierror as e:
+        return f"cannot resolve {host!r}: {e.strerror}"
+    except TimeoutError:
+        return "connect timed out"
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         settings: ClientSettings = ctx.meta.setdefault(_META, ClientSettings())
         if name == "bootstrap":
             settings.bootstrap_servers = value or None
+        elif name == "timeout":
+            settings.timeout = value
         elif name == "overrides":
             from kaflux.cli.output import key_values_callback  # rich: not for --version or --help
 
@@ -148,8 +222,8 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
 
 
 def client_options(f: F) -> F:
-    """``-b/--bootstrap-servers``, ``-X KEY=VALUE`` and ``--config/--command-config FILE``; read
-    them in the command with :func:`client_settings`."""
+    """``-b/--bootstrap-servers``, ``-X KEY=VALUE``, ``--config/--command-config FILE`` and
+    ``--timeout SECONDS``; read them in the command with :func:`client_settings`."""
     return _client_options(("--config", "--command-config"))(f)
 
 
@@ -159,8 +233,27 @@ def client_options_without_config(f: F) -> F:
     return _client_options(("--command-config",))(f)
 
 
-def _client_options(file_option: tuple[str, ...]) -> Callable[[F], F]:
+def client_options_without_timeout(f: F) -> F:
+    """:func:`client_options` for a command whose own ``--timeout`` means more (``consume``): it
+    sets :attr:`ClientSettings.timeout` itself."""
+    return _client_options(("--config", "--command-config"), timeout=False)(f)
+
+
+def _client_options(file_option: tuple[str, ...], *, timeout: bool = True) -> Callable[[F], F]:
     def decorate(f: F) -> F:
+        from pathlib import Path
+
+        if timeout:
+            f = click.option(
+                "--timeout",
+                type=click.FloatRange(min=0),
+                default=DEFAULT_TIMEOUT_S,
+                show_default=True,
+                metavar="SECONDS",
+                expose_value=False,
+                callback=_store("timeout"),
+                help="How long to wait for a broker to accept a connection.",
+            )(f)
         f = click.option(
             *file_option,
             "config_file",
@@ -201,21 +294,55 @@ def client_settings() -> ClientSettings:
 
 # --- the group ---------------------------------------------------------------------------------------
 
-#: subcommand -> (module, attribute); imported when used, since they import this module
-_SUBCOMMANDS: Mapping[str, tuple[str, str]] = {
-    "acls": ("kaflux.cli.operations", "acls"),
-    "broker": ("kaflux.cli.broker", "broker"),
-    "configs": ("kaflux.cli.operations", "configs"),
-    "consume": ("kaflux.cli.consume", "consume"),
-    "demo": ("kaflux.cli.demo", "demo"),
-    "groups": ("kaflux.cli.groups", "groups"),
-    "produce": ("kaflux.cli.produce", "produce"),
-    "quotas": ("kaflux.cli.tokens_quotas", "quotas"),
-    "share": ("kaflux.cli.share", "share"),
-    "tokens": ("kaflux.cli.tokens_quotas", "tokens"),
-    "topics": ("kaflux.cli.topics", "topics"),
-    "transactions": ("kaflux.cli.operations", "transactions"),
-    "users": ("kaflux.cli.operations", "users"),
+#: subcommand -> (module, attribute, its short help); the module is imported when the command is
+#: used (they import this module), and ``kaflux --help`` lists the short help without importing
+#: any (a test checks they match the commands' own)
+_SUBCOMMANDS: Mapping[str, tuple[str, str, str]] = {
+    "acls": ("kaflux.cli.operations", "acls", "List, create and delete ACLs."),
+    "broker": ("kaflux.cli.broker", "broker", "Run an embedded development broker."),
+    "configs": ("kaflux.cli.operations", "configs", "Show and change topic and broker configs."),
+    "consume": (
+        "kaflux.cli.consume",
+        "consume",
+        "Print the records of TOPIC until Ctrl-C (or -n COUNT records).",
+    ),
+    "demo": (
+        "kaflux.cli.demo",
+        "demo",
+        "Produce page-view events and read them back with the plain clients.",
+    ),
+    "groups": (
+        "kaflux.cli.groups",
+        "groups",
+        "List, describe and inspect consumer groups; reset or delete their offsets; remove members.",
+    ),
+    "produce": (
+        "kaflux.cli.produce",
+        "produce",
+        "Send each line of FILE (default: stdin) to TOPIC as a record's value.",
+    ),
+    "quotas": (
+        "kaflux.cli.tokens_quotas",
+        "quotas",
+        "Client quotas (byte rates, request percentage...) of users, client ids and IPs.",
+    ),
+    "share": (
+        "kaflux.cli.share",
+        "share",
+        "Share groups (KIP-932): queue semantics on Kafka topics; consume, and administer groups.",
+    ),
+    "tokens": (
+        "kaflux.cli.tokens_quotas",
+        "tokens",
+        "Delegation tokens: create, renew, expire, describe (the brokers need delegation.token.secret.key).",
+    ),
+    "topics": (
+        "kaflux.cli.topics",
+        "topics",
+        "List, describe, create and delete topics; look up their offsets.",
+    ),
+    "transactions": ("kaflux.cli.operations", "transactions", "List, describe and abort transactions."),
+    "users": ("kaflux.cli.operations", "users", "List SCRAM users, set their passwords, delete them."),
 }
 
 
@@ -232,6 +359,31 @@ class _Group(click.Group):
         command = getattr(importlib.import_module(spec[0]), spec[1])
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from :data:`_SUBCOMMANDS`: no subcommand module (nor
+        what they import: rich, the clients, the wire protocol) is loaded to show it."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            spec = _SUBCOMMANDS.get(name)
+            if spec is None:
+                command = super().get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                rows.append((name, _shorten(spec[2], limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` characters, as click shortens a command's help."""
+    return click.Command(None, help=text).get_short_help_str(limit)
 
 
 def _version() -> str:
@@ -253,6 +405,8 @@ def cli(verbose: int) -> None:
     for any client setting and --config FILE (a Java properties file). Listings print a table on
     a terminal and JSON otherwise (--format chooses).
     """
+    import logging
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="kaflux: %(levelname)s: %(name)s: %(message)s")
 
@@ -314,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.exit(0)
     except Exception as e:
         if os.environ.get("KAFLUX_TRACEBACK"):
+            import traceback
+
             traceback.print_exc()
         _fail(describe_error(e), 1)
     sys.exit(result if isinstance(result, int) else 0)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import contextlib
 import datetime as dt
+import itertools
 import json
+import os
+import select
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Literal, Protocol, TypeVar
@@ -192,36 +196,51 @@ def record_json(record: RecordLike) -> dict[str, object]:
 
 
 class RecordWriter(Protocol):
-    """Prints consumed records on stdout, one poll's worth at a time."""
+    """Turns consumed records into what stdout shows, one poll's worth at a time."""
 
-    def write(self, records: Sequence[RecordLike]) -> None: ...
-
-
-class JsonLinesWriter:
-    """One JSON object per record and line."""
+    def chunks(self, records: Sequence[RecordLike]) -> list[bytes]:
+        """The bytes of each record, in order: one chunk per record (an empty chunk for a record
+        an earlier chunk showed already, as a table's rows)."""
+        ...
 
     def write(self, records: Sequence[RecordLike]) -> None:
+        """Print ``records`` on ``sys.stdout`` and flush it."""
+        ...
+
+
+class _ChunkWriter:
+    def chunks(self, records: Sequence[RecordLike]) -> list[bytes]:
+        raise NotImplementedError
+
+    def write(self, records: Sequence[RecordLike]) -> None:
+        data = b"".join(self.chunks(records))
         out = sys.stdout  # looked up each time: a live progress bar may stand in for it
-        out.write("".join(dumps_line(record_json(r)) + "\n" for r in records))
-        out.flush()
-
-
-class RawWriter:
-    """Each record's value as it is, one per line (a null value as an empty line)."""
-
-    def write(self, records: Sequence[RecordLike]) -> None:
-        out = sys.stdout
         binary = getattr(out, "buffer", None)
+        out.flush()
         if binary is not None:
-            out.flush()
-            binary.write(b"".join((r.value or b"") + b"\n" for r in records))
+            binary.write(data)
             binary.flush()
         else:
-            out.write("".join((r.value or b"").decode("utf-8", "replace") + "\n" for r in records))
+            out.write(data.decode("utf-8", "replace"))
             out.flush()
 
 
-class TableWriter:
+class JsonLinesWriter(_ChunkWriter):
+    """One JSON object per record and line."""
+
+    def chunks(self, records: Sequence[RecordLike]) -> list[bytes]:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        return [(dumps_line(record_json(r)) + "\n").encode(encoding, "replace") for r in records]
+
+
+class RawWriter(_ChunkWriter):
+    """Each record's value as it is, one per line (a null value as an empty line)."""
+
+    def chunks(self, records: Sequence[RecordLike]) -> list[bytes]:
+        return [(r.value or b"") + b"\n" for r in records]
+
+
+class TableWriter(_ChunkWriter):
     """Records as rows of a table, printed as they come (the header once)."""
 
     _COLUMNS = (
@@ -234,7 +253,9 @@ class TableWriter:
     def __init__(self) -> None:
         self._header = True
 
-    def write(self, records: Sequence[RecordLike]) -> None:
+    def chunks(self, records: Sequence[RecordLike]) -> list[bytes]:
+        if not records:
+            return []
         rows = Table(box=None, show_header=self._header, header_style="bold", pad_edge=False)
         self._header = False
         for name, width, justify in self._COLUMNS:
@@ -249,7 +270,11 @@ class TableWriter:
             rows.add_row(
                 str(r.partition), str(r.offset), stamp.replace("+00:00", "Z"), cell(key), Text(cell(value))
             )
-        Console(file=sys.stdout).print(rows)
+        console = Console(file=sys.stdout)  # a terminal's width and colours, when stdout is one
+        with console.capture() as captured:
+            console.print(rows)
+        # The table is one piece: the first record's chunk; the others' are empty.
+        return [captured.get().encode("utf-8", "replace")] + [b""] * (len(records) - 1)
 
 
 def record_writer(fmt: str) -> RecordWriter:
@@ -259,6 +284,75 @@ def record_writer(fmt: str) -> RecordWriter:
     if fmt == "table":
         return TableWriter()
     return JsonLinesWriter()
+
+
+class StdoutSink:
+    """Writes records' chunks to stdout's file descriptor with no buffer in between, so that it
+    knows which records reached stdout: every short write is continued, EINTR retried (PEP 475)
+    and a full pipe waited on. When ``stop()`` turns true meanwhile (a signal arrived), it ends
+    at the next record boundary. A closed reader (EPIPE) ends it too, and :attr:`closed` says so.
+
+    Where stdout is not a plain file descriptor (a progress bar's proxy, a test's capture), the
+    chunks go through ``sys.stdout`` and count as written once it is flushed.
+    """
+
+    def __init__(self, stop: Callable[[], bool] = lambda: False, fd: int | None = None) -> None:
+        self._stop = stop
+        self._fd = fd  # None: stdout's
+        #: the reader went away (EPIPE): nothing more can be written
+        self.closed = False
+
+    def write(self, chunks: Sequence[bytes]) -> int:
+        """Write ``chunks``; returns how many were written whole, the first ones."""
+        if self.closed:
+            return 0
+        fd = _stdout_fd() if self._fd is None else self._fd
+        if fd is None:
+            out = sys.stdout
+            out.write(b"".join(chunks).decode(getattr(out, "encoding", None) or "utf-8", "replace"))
+            out.flush()
+            return len(chunks)
+        if self._fd is None:
+            sys.stdout.flush()  # anything printed before goes first
+        ends = list(itertools.accumulate(len(c) for c in chunks))
+        data = memoryview(b"".join(chunks))
+        limit = len(data)
+        done = 0
+        stopping = False
+        while done < limit:
+            if not stopping and self._stop():
+                stopping = True  # finish the record being written, then stop
+                limit = 0 if done == 0 else ends[bisect.bisect_left(ends, done)]
+                continue
+            try:
+                done += os.write(fd, data[done:limit])
+            except BlockingIOError:  # stdout shared with someone who made it non-blocking
+                select.select([], [fd], [])
+            except BrokenPipeError:
+                self.closed = True
+                break
+        return bisect.bisect_right(ends, done)
+
+    def reader_gone(self) -> bool:
+        """Whether stdout is a pipe whose reader went away (``| head`` ended), found without
+        writing: a command with nothing to print learns it here, not at its next record."""
+        fd = _stdout_fd() if self._fd is None else self._fd
+        if fd is not None and not self.closed and hasattr(select, "poll"):  # not on Windows
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)  # a pipe without readers reports POLLERR
+            if any(events & select.POLLERR for _, events in poller.poll(0)):
+                self.closed = True
+        return self.closed
+
+
+def _stdout_fd() -> int | None:
+    out = sys.stdout
+    if out is not sys.__stdout__ or out is None:
+        return None
+    try:
+        return out.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError
+        return None
 
 
 # --- progress ----------------------------------------------------------------------------------------

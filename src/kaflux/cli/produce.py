@@ -207,7 +207,8 @@ def produce(
     if json_input and json_value:
         raise click.UsageError("give at most one of --json and --json-value")
     extra: dict[str, object] = {} if compression is None else {"compression.type": compression}
-    config = client_settings().for_client("producer", **extra)
+    settings = client_settings()
+    config = settings.for_client("producer", **extra)
     total_bytes = _input_size(file)
     deliveries = _Deliveries()
     sent = 0
@@ -227,6 +228,8 @@ def produce(
                     line, line_no, json_input=json_input, key_field=key_field, json_value=json_value
                 )
                 if record is not None:
+                    if sent == 0:
+                        settings.ensure_reachable()  # a wrong address fails in seconds, not 60
                     producer.send(
                         topic,
                         record.value,

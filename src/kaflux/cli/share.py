@@ -17,7 +17,14 @@ import click
 from rich.console import RenderableType
 
 from kaflux.cli.clients import admin_client
-from kaflux.cli.main import ClientSettings, CliError, client_options, client_settings, describe_error
+from kaflux.cli.main import (
+    ClientSettings,
+    CliError,
+    client_options,
+    client_options_without_timeout,
+    client_settings,
+    describe_error,
+)
 from kaflux.cli.output import (
     RecordWriter,
     cell,
@@ -92,18 +99,23 @@ def share_config(settings: ClientSettings, group: str) -> dict[str, object]:
     "--timeout",
     type=click.FloatRange(min=0),
     metavar="SECONDS",
-    help="Stop after this long without a record (an error if -n was not reached).",
+    help="Stop after this long without a record (an error if -n was not reached); also how long "
+    "to wait for a broker to accept a connection (default: 5).",
 )
-@client_options
+@client_options_without_timeout
 def consume(topic: str, group: str, ack: str, count: int | None, fmt: str, timeout: float | None) -> None:
     """Print the records of TOPIC that the share group GROUP hands this member, acknowledging
     each as --ack says, until Ctrl-C (or -n COUNT records)."""
-    config = share_config(client_settings(), group)
+    settings = client_settings()
+    if timeout is not None:
+        settings.timeout = timeout
+    config = share_config(settings, group)
     if count is not None:
         config.setdefault("max.poll.records", str(min(count, 500)))
     ack_type = _ACK_TYPES[ack]
     consumer = ShareConsumer(config)
     try:
+        settings.ensure_reachable()
         consumer.subscribe([topic])
         try:
             _print_records(consumer, topic, ack_type, count, fmt, timeout)

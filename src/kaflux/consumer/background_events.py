@@ -16,9 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kaflux.blocking import Steps
-from kaflux.consumer.events import BackgroundEvent, ErrorEvent, RebalanceCallbackNeededEvent
+from kaflux.consumer.events import (
+    AutoCommittedEvent,
+    BackgroundEvent,
+    ErrorEvent,
+    RebalanceCallbackNeededEvent,
+)
 from kaflux.errors import KafkaError, NoOffsetForPartitionError
-from kaflux.structs import TopicPartition
+from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +44,17 @@ class SubscriptionView(Protocol):
 class BackgroundEventHandler:
     """The queue of background events, its network-thread hooks and its processing."""
 
-    def __init__(self, client_id: str, subscription: SubscriptionView, wake: Callable[[], None]) -> None:
-        """``wake``: cut short a waiting ``poll()`` (``FetchBuffer.wakeup``)."""
+    def __init__(
+        self,
+        client_id: str,
+        subscription: SubscriptionView,
+        wake: Callable[[], None],
+        on_auto_committed: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = None,
+    ) -> None:
+        """``wake``: cut short a waiting ``poll()`` (``FetchBuffer.wakeup``);
+        ``on_auto_committed``: the interceptors' ``on_commit``, for auto-commits."""
         self._client_id = client_id
+        self._on_auto_committed = on_auto_committed
         self._subscription = subscription
         self._wake = wake
         self._queue: queue.SimpleQueue[BackgroundEvent] = queue.SimpleQueue()
@@ -84,6 +97,10 @@ class BackgroundEventHandler:
                 break
             if isinstance(event, ErrorEvent):
                 error: BaseException | None = event.error
+            elif isinstance(event, AutoCommittedEvent):
+                if self._on_auto_committed is not None:
+                    self._on_auto_committed(event.offsets)
+                continue
             else:
                 error = yield from run_callback(event)
             if error is None or self._is_stale(error):
@@ -94,6 +111,17 @@ class BackgroundEventHandler:
                 log.warning("%s: further background error: %s", self._client_id, error)
         if first is not None:
             raise first
+
+    def process_after_close(self) -> None:
+        """At close: report the auto-commits still queued; drop the rest (the consumer is
+        closed: no callback may run, no error matters any more)."""
+        while True:
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, AutoCommittedEvent) and self._on_auto_committed is not None:
+                self._on_auto_committed(event.offsets)
 
     def _is_stale(self, error: BaseException) -> bool:
         """A NoOffsetForPartitionError is moot once the application gave its partitions a

@@ -78,8 +78,14 @@ class RebalanceListenerInvoker:
 class CommitCallbackInvoker:
     """Asynchronous commits not yet reported, with their callbacks, in commit order."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(
+        self,
+        client_id: str,
+        on_commit: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = None,
+    ) -> None:
+        """``on_commit``: the interceptors' hook, run before a successful commit's callback."""
         self._client_id = client_id
+        self._on_commit = on_commit
         self._pending: list[tuple[Future[Any], CommitCallback | None]] = []
 
     def add(self, future: Future[Any], callback: CommitCallback | None) -> None:
@@ -96,6 +102,8 @@ class CommitCallbackInvoker:
             future, callback = self._pending.pop(0)
             error = future.exception()
             offsets = future.result() if error is None else {}
+            if error is None and self._on_commit is not None:
+                self._on_commit(offsets)
             if callback is not None:
                 callback(offsets, error)
             elif error is not None:

@@ -137,8 +137,12 @@ class CommitRequestManager(RequestManager):
         member_info: Callable[[], MemberInfo] = MemberInfo,
         consumer_protocol: bool = False,
         metrics: CoordinatorMetrics | None = None,
+        on_auto_committed: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = None,
     ) -> None:
+        """``on_auto_committed`` is told, on this (the network) thread, what each successful
+        auto-commit committed (for the consumer's interceptors)."""
         self._group_id = group_id
+        self._on_auto_committed = on_auto_committed
         #: commit-latency and commit-rate (consumer-coordinator-metrics)
         self._metrics = metrics
         #: group.protocol=consumer: commits carry the member epoch (OffsetCommit v9)
@@ -233,7 +237,10 @@ class CommitRequestManager(RequestManager):
             self._auto_commit_in_flight = False
             error = f.exception()
             if error is None:
-                self._last_auto_committed.update(f.result())
+                committed = f.result()
+                self._last_auto_committed.update(committed)
+                if self._on_auto_committed is not None and committed:
+                    self._on_auto_committed(committed)
             else:
                 # As Java: a failure that the next auto-commit may cure is logged at DEBUG only.
                 expected = isinstance(error, (RebalanceInProgressError, RetriableCommitFailedError)) or (

@@ -51,6 +51,7 @@ from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.metadata_manager import MetadataManager
 from kaflux.network.requests import RequestManager
+from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 
 class NetworkParts(Protocol):
@@ -235,6 +236,7 @@ def build_consumer_components(
     post_event: Callable[[BackgroundEvent], None],
     on_error: Callable[[KafkaError], None],
     metrics: MetricsRegistry | None = None,
+    on_auto_committed: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = None,
 ) -> ConsumerComponents:
     """Wire the background components of a consumer configured by ``config``.
 
@@ -273,6 +275,7 @@ def build_consumer_components(
             member_info=member_info,
             consumer_protocol=config.group_protocol == "consumer",
             metrics=coordinator_metrics,
+            on_auto_committed=on_auto_committed,
         )
         build_group = GROUP_PROTOCOLS[config.group_protocol]
         membership, heartbeat = build_group(

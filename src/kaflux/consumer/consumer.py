@@ -28,7 +28,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +45,7 @@ from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
+    AutoCommittedEvent,
     CommitEvent,
     CompletableEvent,
     EnforceRebalanceEvent,
@@ -72,6 +73,7 @@ from kaflux.errors import (
     InvalidGroupIdError,
     KafkaError,
 )
+from kaflux.interceptors import ConsumerInterceptor, ConsumerInterceptors, load_interceptors
 from kaflux.metrics.clients import NetworkMetrics, PollMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
@@ -120,11 +122,16 @@ class Consumer(OffsetCalls, Closeable):
         config: Mapping[str, object],
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        interceptors: Sequence[ConsumerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (Kafka consumer keys, Java defaults) and start the network thread.
 
+        ``interceptors`` (and the classes of ``interceptor.classes``) see what poll() returns
+        and what is committed (:class:`kaflux.ConsumerInterceptor`, :mod:`kaflux.interceptors`).
+
         Raises:
-            ConfigError: a key is unknown, a value has the wrong type or is out of range.
+            ConfigError: a key is unknown, a value has the wrong type or is out of range, or an
+                interceptor class cannot be loaded.
         """
         self._config = config_ = ConsumerConfig.from_dict(config)
         # Checked with or without a group.id, as Java checks its config.
@@ -132,12 +139,19 @@ class Consumer(OffsetCalls, Closeable):
         rebalance_protocol_for(assignors)
         group = config_.group_id
         self.client_id = config_.client_id or f"consumer-{group or 'nogroup'}-{next(_client_ids)}"
+        found = load_interceptors(
+            ConsumerInterceptor, "consumer", self, interceptors, config_.interceptor_classes, config
+        )
+        #: None without interceptors: poll() checks this one attribute per call
+        self._interceptors = ConsumerInterceptors(self.client_id, found) if found else None
+        on_commit = None if self._interceptors is None else self._interceptors.on_commit
         self._read_committed = config_.isolation_level == "read_committed"
         self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
         self._fetch_buffer = FetchBuffer()
         self._background_events = BackgroundEventHandler(
-            self.client_id, self._subscription, self._fetch_buffer.wakeup
+            self.client_id, self._subscription, self._fetch_buffer.wakeup, on_commit
         )
+        post_event = self._background_events.post
         network = build_network(
             config_, self.client_id, allow_auto_create_topics=config_.allow_auto_create_topics
         )
@@ -159,6 +173,9 @@ class Consumer(OffsetCalls, Closeable):
             post_event=self._background_events.post,
             on_error=self._background_events.post_error,
             metrics=network_metrics,
+            on_auto_committed=None
+            if on_commit is None
+            else lambda offsets: post_event(AutoCommittedEvent(dict(offsets))),
         )
         self._membership = parts.membership
         network.metadata.add_error_listener(self._background_events.on_topic_error)
@@ -189,7 +206,7 @@ class Consumer(OffsetCalls, Closeable):
         self._listeners = RebalanceListenerInvoker(
             self._fetch_buffer, self._subscription, self._thread.submit
         )
-        self._commit_callbacks = CommitCallbackInvoker(self.client_id)
+        self._commit_callbacks = CommitCallbackInvoker(self.client_id, on_commit)
         self._guard = SingleThreadGuard()
         self._wakeup = WakeupTrigger(self._fetch_buffer.wakeup)
         self._closed = False
@@ -421,6 +438,8 @@ class Consumer(OffsetCalls, Closeable):
             KafkaError: any other error found by the network thread.
         """
         records = yield from self._poll_with(timeout, self._collector.collect, _num_records, "poll()")
+        if self._interceptors is not None and records:
+            records = self._interceptors.on_consume_by_partition(records)
         return ConsumerRecords(records)
 
     @blocking
@@ -451,6 +470,8 @@ class Consumer(OffsetCalls, Closeable):
         batch: pa.RecordBatch = yield from self._poll_with(
             timeout, self._collector.collect_arrow, _num_rows, "poll_arrow()"
         )
+        if self._interceptors is not None and batch.num_rows:
+            batch = self._interceptors.on_consume_batch(batch)
         return batch
 
     def _poll_with(
@@ -608,15 +629,21 @@ class Consumer(OffsetCalls, Closeable):
                 event = CommitEvent(self._deadline_ms(remaining), offsets=None, sync=True)
                 try:
                     self._thread.submit(event)
-                    yield FutureWait(event.future, remaining, "the commit on close")
+                    committed = yield FutureWait(event.future, remaining, "the commit on close")
                 except KafkaError as exc:
                     log.warning("%s: commit on close failed: %s", self.client_id, exc)
+                else:
+                    if self._interceptors is not None:
+                        self._interceptors.on_commit(committed)
             # Only now is the consumer closed: the revocation callbacks above may still call
             # commit_sync() and the other methods, as they may in Java.
             self._closed = True
             remaining = max(0.0, deadline - time.monotonic())
             yield DoneWait(self._thread.request_close(remaining), remaining + 1.0)
             self._commit_callbacks.run_after_close()
+            if self._interceptors is not None:
+                self._background_events.process_after_close()
+                self._interceptors.close()
         finally:
             self._closed = True
             self._guard.release()

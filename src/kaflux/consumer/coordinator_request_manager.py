@@ -75,7 +75,9 @@ class CoordinatorRequestManager(RequestManager):
             return
         body = response.body
         if body.error_code != 0:
-            error = error_for_code(body.error_code)(body.error_message or f"group {self._group_id!r}")
+            # The group's name always: Kafka's own message ("Group authorization failed.") lacks it.
+            detail = f"group {self._group_id!r}" + (f": {body.error_message}" if body.error_message else "")
+            error = error_for_code(body.error_code)(detail)
             self._state.on_failure(response.received_ms)
             if not error.retriable:
                 self._on_fatal_error(error)

@@ -178,4 +178,12 @@ class RebalanceCallbackNeededEvent:
     partitions: frozenset[TopicPartition]
 
 
-BackgroundEvent = ErrorEvent | RebalanceCallbackNeededEvent
+@dataclass(frozen=True, slots=True)
+class AutoCommittedEvent:
+    """Auto-commit committed ``offsets`` (posted only for a consumer with interceptors, whose
+    ``on_commit`` runs on the application thread, as in Java)."""
+
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+
+
+BackgroundEvent = ErrorEvent | RebalanceCallbackNeededEvent | AutoCommittedEvent

@@ -29,6 +29,7 @@ from kaflux.consumer.events import (
 from kaflux.consumer.offsets_request_manager import OffsetResult
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaError, KafkaTimeoutError
+from kaflux.interceptors import ConsumerInterceptors
 from kaflux.network.metadata_manager import MetadataAnswer
 from kaflux.network.network_thread import NetworkThread
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
@@ -41,6 +42,7 @@ class OffsetCalls:
     _subscription: SubscriptionState
     _thread: NetworkThread
     _commit_callbacks: CommitCallbackInvoker
+    _interceptors: ConsumerInterceptors | None
 
     def _in_use(self) -> AbstractContextManager[None]:
         raise NotImplementedError  # Consumer: hold the consumer as its only user
@@ -96,7 +98,9 @@ class OffsetCalls:
             timeout_s = self._timeout_s(timeout)
             deadline = time.monotonic() + timeout_s
             event = CommitEvent(self._deadline_ms(timeout_s), offsets=self._normalize(offsets), sync=True)
-            yield from self._call(event, timeout_s)
+            committed = yield from self._call(event, timeout_s)
+            if self._interceptors is not None:
+                self._interceptors.on_commit(committed)
             for future in self._commit_callbacks.pending():
                 if not (yield DoneWait(future, max(0.0, deadline - time.monotonic()))):
                     raise KafkaTimeoutError("earlier asynchronous commits did not finish in time")

@@ -227,6 +227,12 @@ class KafkaBroker(Broker):
     ``extra_classpath`` (jars or class directories) puts plugins on the broker's classpath, for
     ``metric.reporters=`` and the like. Its
     storage is formatted on the first start (``kafka-storage format``) and kept across restarts.
+
+    ``advertised_port`` makes the plain listener advertise that port instead of its own (e.g. a
+    TCP proxy's, forwarding to :attr:`port`): clients then reach the node only through it. The
+    nodes then talk to each other on a separate plain listener (``INTERNAL``, on
+    :attr:`internal_port`), so that a fault in front of the clients' port does not cut
+    replication.
     """
 
     name = "kafka"
@@ -246,6 +252,7 @@ class KafkaBroker(Broker):
         node_id: int = 1,
         rack: str | None = None,
         controller_port: int | None = None,
+        advertised_port: int | None = None,
         _quorum: _Quorum | None = None,
     ) -> None:
         self.version = version
@@ -265,6 +272,11 @@ class KafkaBroker(Broker):
         self.properties_path = self.workdir / "server.properties"
         self.controller_port = controller_port if controller_port is not None else free_port()
         self._listener_ports: dict[str, int] = {n: free_port() for n in self.security.listener_names()}
+        self.advertised_port = advertised_port
+        # With an advertised port of its own (e.g. a fault proxy's), the nodes talk to each other
+        # on a separate plain listener, so that what stands in front of the clients' port is not
+        # between the nodes.
+        self.internal_port = free_port() if advertised_port is not None else None
         self._quorum = _quorum or _Quorum(f"{node_id}@{_HOST}:{self.controller_port}", _new_cluster_id())
 
     # --- what clients see ---
@@ -293,6 +305,13 @@ class KafkaBroker(Broker):
         """The ``server.properties`` this node runs with on ``port``."""
         listeners = {"PLAINTEXT": port, **self._listener_ports}
         protocol_map = {"CONTROLLER": "PLAINTEXT", **{n: n for n in listeners}}
+        advertised = dict(listeners)
+        inter_broker = "PLAINTEXT"
+        if self.advertised_port is not None and self.internal_port is not None:
+            advertised["PLAINTEXT"] = self.advertised_port
+            listeners["INTERNAL"] = advertised["INTERNAL"] = self.internal_port
+            protocol_map["INTERNAL"] = "PLAINTEXT"
+            inter_broker = "INTERNAL"
         props: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": self.node_id,
@@ -302,9 +321,9 @@ class KafkaBroker(Broker):
                 [f"{n}://{_HOST}:{p}" for n, p in listeners.items()]
                 + [f"CONTROLLER://{_HOST}:{self.controller_port}"]
             ),
-            "advertised.listeners": ",".join(f"{n}://{_HOST}:{p}" for n, p in listeners.items()),
+            "advertised.listeners": ",".join(f"{n}://{_HOST}:{p}" for n, p in advertised.items()),
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocol_map.items()),
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": inter_broker,
             "log.dirs": str(self.data_dir),
             "num.partitions": 1,
             # Fewer internal partitions than production's 50: creating them is the first group's
@@ -410,10 +429,15 @@ class KafkaBroker(Broker):
 
 
 def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, as Kafka makes them."""
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, as Kafka makes them,
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` avoids those too: command-line parsers,
+    ``kafka-storage format -t`` among them, take such an argument for an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 # --- a cluster --------------------------------------------------------------------------------------------
@@ -424,6 +448,8 @@ class KafkaCluster:
 
     Node ``i`` (1-based) has ``broker.rack`` ``racks[i-1]`` (default ``rack-1`` … ``rack-N``) and the
     rack-aware replica selector. Internal topics are replicated ``min(3, size)`` times.
+    ``advertised_ports`` (one per node) are what each node's plain listener advertises (see
+    :class:`KafkaBroker`): put a proxy in front of each node to cut a node off from the clients.
     ``nodes`` are :class:`KafkaBroker` objects: stop, kill and restart each on its own (by PID).
     """
 
@@ -438,12 +464,15 @@ class KafkaCluster:
         security: KafkaSecurity | None = None,
         racks: Sequence[str] | None = None,
         jvm_options: Iterable[str] | None = None,
+        advertised_ports: Sequence[int] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one node, not {size}")
         racks = list(racks) if racks is not None else [f"rack-{i}" for i in range(1, size + 1)]
         if len(racks) != size:
             raise ValueError(f"{size} nodes need {size} racks, got {len(racks)}")
+        if advertised_ports is not None and len(advertised_ports) != size:
+            raise ValueError(f"{size} nodes need {size} advertised ports, got {len(advertised_ports)}")
         self.workdir, self._owns_workdir = make_workdir(workdir, prefix="kaflux-kafka-cluster-")
         replication = min(3, size)
         cluster_config: dict[str, object] = {
@@ -472,6 +501,7 @@ class KafkaCluster:
                 node_id=i + 1,
                 rack=racks[i],
                 controller_port=controller_ports[i],
+                advertised_port=advertised_ports[i] if advertised_ports is not None else None,
                 _quorum=quorum,
             )
             for i in range(size)

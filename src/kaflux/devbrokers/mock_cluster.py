@@ -30,13 +30,18 @@ from typing import IO, Self
 
 from kaflux.devbrokers.brokers import running_pid, stop_process
 
-__all__ = ["MockCluster", "MockClusterStartError"]
+__all__ = ["MockCluster", "MockClusterStartError", "MockClusterUnavailableError"]
 
 _READY = "KAFLUX-MOCK-BOOTSTRAP "
+_NO_LIBRDKAFKA = "KAFLUX-MOCK-NO-CONFLUENT-KAFKA "
 
 
 class MockClusterStartError(RuntimeError):
     """The mock cluster process did not print its bootstrap servers in time, or exited."""
+
+
+class MockClusterUnavailableError(MockClusterStartError, ImportError):
+    """confluent-kafka, which carries librdkafka's mock cluster, does not import."""
 
 
 class MockCluster:
@@ -81,8 +86,24 @@ class MockCluster:
         assert proc.stdout is not None
         line = _read_line(proc.stdout, time.monotonic() + timeout)
         if line is None or not line.startswith(_READY):
+            try:
+                status: int | None = proc.wait(timeout=1.0)  # at EOF it is exiting
+            except subprocess.TimeoutExpired:
+                status = None
             self.stop()
-            raise MockClusterStartError(f"the mock cluster did not start within {timeout} s (got {line!r})")
+            if line is not None and line.startswith(_NO_LIBRDKAFKA):
+                why = line[len(_NO_LIBRDKAFKA) :].strip()
+                raise MockClusterUnavailableError(
+                    f"librdkafka's mock cluster needs confluent-kafka, which does not import ({why}): "
+                    "pip install confluent-kafka"
+                )
+            if status is not None:
+                raise MockClusterStartError(
+                    f"the mock cluster process exited (status {status}) before it started"
+                )
+            if line is not None:
+                raise MockClusterStartError(f"the mock cluster process printed {line!r}, not its address")
+            raise MockClusterStartError(f"the mock cluster did not start within {timeout:g} s")
         self._bootstrap = line[len(_READY) :].strip()
         return self
 
@@ -132,8 +153,11 @@ def _read_line(stream: IO[str], deadline: float) -> str | None:
 
 def _serve(brokers: int) -> None:
     """Run the mock cluster until stdin closes (the parent stopped us or died)."""
-    from confluent_kafka import Producer
-
+    try:
+        from confluent_kafka import Producer
+    except ImportError as e:
+        print(_NO_LIBRDKAFKA + str(e), flush=True)
+        sys.exit(3)
     holder = Producer({"test.mock.num.brokers": brokers, "bootstrap.servers": ""})
     metadata = holder.list_topics(timeout=10)
     servers = ",".join(f"{b.host}:{b.port}" for _, b in sorted(metadata.brokers.items()))

@@ -9,15 +9,22 @@ check :meth:`BrokerConnection.is_ready`. When the broker limits the SASL session
 :meth:`BrokerConnection.start_reauthentication` runs the exchange again on the open
 connection before the session ends.
 
-Failures of the handshake or the login raise :class:`~kaflux.errors.AuthenticationError`
-subclasses naming the broker and what to check; so does a security.protocol that does not
-match the listener (a TLS answer to a plaintext client, or the reverse).
+Failures of the handshake or the login are classified by their cause, as Java does. A refusal
+(the broker's certificate is not trusted, a TLS alert, the broker rejects the login) raises
+an :class:`~kaflux.errors.AuthenticationError` subclass naming the broker and what to check;
+so does a security.protocol that does not match the listener (a TLS answer to a plaintext
+client). A connection lost during the handshake or the login (a reset, an end of stream) is
+a disconnect, :class:`HandshakeInterruptedError`: retried with backoff like any other.
+
+:meth:`BrokerConnection.close` is total and idempotent: whatever raised before it, it fails
+every request in flight, closes the socket and ends DISCONNECTED, and it never raises.
 """
 
 from __future__ import annotations
 
 import enum
 import errno
+import logging
 import random
 import socket
 import ssl
@@ -46,6 +53,8 @@ from kaflux.protocol.framing import (
 )
 from kaflux.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kaflux.state_machine import StateMachine
+
+log = logging.getLogger(__name__)
 
 _CLIENT_SOFTWARE_NAME = "kaflux"
 _CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -86,6 +95,18 @@ _TLS_RECORD_TYPES = (0x15, 0x16)
 class ClosedBeforeAnsweringError(KafkaConnectionError):
     """The broker closed a new connection without answering its first request: what a TLS
     listener does to a client that does not speak TLS (several in a row mean exactly that)."""
+
+
+class HandshakeInterruptedError(KafkaConnectionError):
+    """The connection was lost during the TLS handshake (reset, or closed by the broker): a
+    disconnect, retried with backoff, not an authentication failure. ``closed_by_broker`` tells
+    an orderly end of stream from a reset; ``answered`` whether the broker had sent any byte
+    (a plaintext listener sends none: it closes, or resets, on reading a TLS hello)."""
+
+    def __init__(self, message: str, *, closed_by_broker: bool, answered: bool = False) -> None:
+        super().__init__(message)
+        self.closed_by_broker = closed_by_broker
+        self.answered = answered
 
 
 class SendFailedError(KafkaConnectionError):
@@ -211,17 +232,23 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"cannot resolve or open a socket to {self.host}:{self.port}: {exc}"
             ) from exc
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._send_buffer_bytes > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
-        if self._receive_buffer_bytes > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
         self._sock = sock
-        code = sock.connect_ex(address)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
+            if self._receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+            code = sock.connect_ex(address)
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {exc}") from exc
+        except BaseException:
+            self.close()  # not left CONNECTING with a socket nobody watches
+            raise
         if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            self._close_socket()
-            self._machine.transition_to(_S.DISCONNECTED)
+            self.close()
             raise KafkaConnectionError(
                 f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}"
             )
@@ -230,7 +257,10 @@ class BrokerConnection:
         """The socket is writable: finish connecting, or flush queued bytes."""
         assert self._sock is not None
         if self._machine.state is _S.CONNECTING:
-            code = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            try:
+                code = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            except OSError as exc:
+                raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {exc}") from exc
             if code != 0:
                 raise KafkaConnectionError(
                     f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}"
@@ -259,6 +289,8 @@ class BrokerConnection:
     def _tls_handshake(self, now_ms: int) -> None:
         """One step of the non-blocking TLS handshake; on completion, ApiVersions follows."""
         assert isinstance(self._sock, ssl.SSLSocket)
+        if not self.received_any:
+            self._peek_for_answer(self._sock)
         try:
             self._sock.do_handshake()
         except ssl.SSLWantReadError:
@@ -275,21 +307,56 @@ class BrokerConnection:
                 "certificate) and that the certificate names this host; "
                 "ssl.endpoint.identification.algorithm=none skips the host name check"
             ) from None
-        except (ssl.SSLError, OSError) as exc:
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:
+            # The broker closed the connection: a disconnect (a plaintext listener does this to
+            # a TLS hello; the network client concludes that only after several in a row).
+            raise HandshakeInterruptedError(
+                f"broker {self.broker} closed the connection during the TLS handshake ({exc})",
+                closed_by_broker=True,
+                answered=self.received_any,
+            ) from None
+        except ssl.SSLSyscallError as exc:
+            raise HandshakeInterruptedError(
+                f"connection to broker {self.broker} failed during the TLS handshake ({exc})",
+                closed_by_broker=False,
+                answered=self.received_any,
+            ) from None
+        except ssl.SSLError as exc:
+            # The TLS layer itself refused (an alert, a protocol mismatch): as Java, an
+            # authentication failure, not retried.
             raise SslAuthenticationError(
                 f"TLS handshake with broker {self.broker} failed ({exc}). If the broker's listener "
                 "is not TLS, use security.protocol=PLAINTEXT or SASL_PLAINTEXT; if it wants a client "
                 "certificate, set ssl.certificate.location and ssl.key.location"
             ) from None
+        except OSError as exc:
+            # A reset or a broken pipe on the socket: the network, not the credentials.
+            raise HandshakeInterruptedError(
+                f"connection to broker {self.broker} lost during the TLS handshake ({exc})",
+                closed_by_broker=False,
+                answered=self.received_any,
+            ) from None
         self.last_activity_ms = now_ms
         self._machine.transition_to(_S.CHECKING_API_VERSIONS)
         self._send_api_versions(now_ms)
+
+    def _peek_for_answer(self, sock: ssl.SSLSocket) -> None:
+        """Note whether the broker sent any byte yet, without consuming it (OpenSSL reads it
+        next): the TCP socket under the TLS one, peeked."""
+        try:
+            if socket.socket.recv(sock, 1, socket.MSG_PEEK):
+                self.received_any = True
+        except OSError:
+            pass  # nothing yet, or the connection failed: the handshake step reports that
 
     def _flush(self, now_ms: int) -> None:
         assert self._sock is not None
         while self._protocol.has_pending_output():
             try:
-                sent = self._sock.send(self._protocol.pending_output())
+                # The view is released when the block ends, also when send raises: the frames
+                # of ssl.SSLSocket.send, kept by the exception's traceback, still hold it.
+                with self._protocol.pending_output() as view:
+                    sent = self._sock.send(view)
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 return
             except OSError as exc:
@@ -325,7 +392,7 @@ class BrokerConnection:
                     count = sock.recv_into(view)
                     if count and not self.received_any:
                         self.received_any = True
-                        self._check_not_tls(view[:count])
+                        self._check_not_tls(bytes(view[:2]))
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except OSError as exc:
@@ -373,7 +440,7 @@ class BrokerConnection:
         """Nothing received yet on this connection, whose first request was ApiVersions."""
         return self._machine.state is _S.CHECKING_API_VERSIONS and not self.received_any
 
-    def _check_not_tls(self, first: memoryview) -> None:
+    def _check_not_tls(self, first: bytes) -> None:
         """A plaintext client's first bytes from the broker look like a TLS record: the
         listener is TLS (otherwise they would be a response size, far below 0x15000000)."""
         if self._ssl_context is None and len(first) >= 2 and first[0] in _TLS_RECORD_TYPES and first[1] == 3:
@@ -406,24 +473,38 @@ class BrokerConnection:
         )
         if expect_response:
             self._deadlines[in_flight.correlation_id] = now_ms + timeout_ms
-        self._flush(now_ms)
+        try:
+            self._flush(now_ms)
+        except SendFailedError:
+            raise
+        except Exception as exc:
+            # Queued means in flight: whatever the write raised, the request fails with the
+            # connection, once.
+            raise SendFailedError(f"send to {self.broker} failed: {exc!r}") from exc
         return in_flight
 
     def close(self) -> list[InFlightRequest]:
-        """Close the socket; returns the requests that were in flight (to be failed)."""
+        """Close the socket; returns the requests that were in flight (to be failed).
+
+        Total and idempotent: it never raises, whatever failed before it, and afterwards the
+        connection is DISCONNECTED with nothing in flight (a second call returns [])."""
         failed = [r for r in self._protocol.fail_all() if r.context not in _INTERNAL]
         self._deadlines.clear()
+        self._authenticator = None
+        self._tls_wants_write = False
         self._close_socket()
         if self._machine.state is not _S.DISCONNECTED:
             self._machine.transition_to(_S.DISCONNECTED)
         return failed
 
     def _close_socket(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        try:
+            sock.close()
+        except Exception as exc:  # the descriptor is released either way; nothing to retry
+            log.debug("closing the socket to %s failed: %r", self.broker, exc)
 
     # -- ApiVersions handshake --------------------------------------------------------------
 
@@ -517,6 +598,12 @@ class BrokerConnection:
                 f"{api_key.name} that kaflux implements"
             )
         return version
+
+
+def is_unexpected(exc: BaseException) -> bool:
+    """Whether ``exc`` is a bug rather than a network or broker failure (neither a kaflux
+    error nor an OSError): worth a traceback."""
+    return not isinstance(exc, (KafkaError, OSError))
 
 
 def describe_failure(exc: BaseException) -> KafkaError:

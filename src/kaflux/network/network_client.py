@@ -14,6 +14,13 @@ Responsibilities, mirroring Java's ``NetworkClient``:
 Every failure reaches the caller as a :class:`ClientResponse` with ``error`` set, all of
 them retriable: a request is never lost silently.
 
+No exception leaves a connection half-closed. Whatever step of a connection raises (connect,
+TLS handshake, write, read, SASL, re-authentication, even a bug), the connection is taken out
+of the selector (by the descriptor it was registered with, which stays known after its socket
+is gone), closed, every request on it completes once with an error, and the loop goes on. An
+unexpected exception (not a kaflux error) is logged with its traceback once per broker until a
+connection to it succeeds again, not on every pass.
+
 With :meth:`NetworkClient.enable_metrics`, it records the bytes each connection wrote and
 read (once per send and per I/O event, not per chunk), every request sent and every response
 read with its latency, into the network thread's metrics.
@@ -45,8 +52,10 @@ from kaflux.network.connection import (
     BrokerConnection,
     ClosedBeforeAnsweringError,
     ConnectionState,
+    HandshakeInterruptedError,
     SendFailedError,
     describe_failure,
+    is_unexpected,
 )
 from kaflux.network.reachability import Reachability
 from kaflux.network.requests import ClientRequest, ClientResponse
@@ -104,8 +113,18 @@ class NetworkClient:
         self._auth_errors: dict[int, AuthenticationError] = {}
         #: connections in a row that a broker closed before answering ApiVersions
         self._unanswered: dict[int, int] = {}
+        #: addresses (host, port) that answered ApiVersions at least once: never a TLS listener
+        self._answered_once: set[tuple[str, int]] = set()
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, BrokerConnection] = {}
+        #: the descriptor each connection is registered with in the selector, by node id: known
+        #: even when the connection's socket is gone, so it can always be unregistered
+        self._registered: dict[int, int] = {}
+        #: brokers whose connection failed with an unexpected exception since it was last ready
+        #: (its traceback is logged once, not on every pass)
+        self._unexpected_logged: set[int] = set()
+        #: addresses a TLS connection was established to: a TLS listener, whatever cuts later
+        self._tls_established: set[tuple[str, int]] = set()
         self._backoff: dict[int, _NodeBackoff] = {}
         self._completed: list[ClientResponse[Any]] = []
         self._wake_r, self._wake_w = socket.socketpair()
@@ -214,6 +233,8 @@ class NetworkClient:
         except SendFailedError as exc:
             # The request was queued: if it awaits a response it is in flight, and closing the
             # connection fails it with the others. Completing it here too would complete it twice.
+            if exc.__cause__ is not None and is_unexpected(exc.__cause__):
+                self._log_unexpected(conn, exc.__cause__, "sending a request")
             self._disconnect(conn, exc, now_ms)
             if not request.expect_response:
                 self._complete(request, None, exc, version, now_ms)
@@ -223,6 +244,12 @@ class NetworkClient:
             if isinstance(exc, KafkaConnectionError):
                 self._disconnect(conn, exc, now_ms)
             self._complete(request, None, exc, -1, now_ms)
+            return
+        except Exception as exc:
+            # A bug before anything was queued (after, the connection raises SendFailedError):
+            # the request fails, the connection goes on.
+            self._log_unexpected(conn, exc, "sending a request")
+            self._complete(request, None, describe_failure(exc), -1, now_ms)
             return
         metrics = self._metrics
         if metrics is not None:
@@ -238,7 +265,7 @@ class NetworkClient:
         ``clock`` reads the current time in ms after the wait (the only clock use here).
         """
         self._maybe_reauthenticate(now_ms)
-        self._update_interest()
+        self._update_interest(now_ms)
         if self._completed:
             timeout_ms = 0
         timeout_ms = min(timeout_ms, self._next_timeout_ms(now_ms))
@@ -298,20 +325,35 @@ class NetworkClient:
             self._connections[node_id] = conn
         try:
             conn.connect(now_ms)
-        except KafkaError as exc:
+            fd = conn.fileno()
+            self._selector.register(fd, selectors.EVENT_WRITE, conn)
+        except Exception as exc:
+            if is_unexpected(exc):
+                self._log_unexpected(conn, exc, "connecting")
+            error = describe_failure(exc)
+            conn.close()
             self._record_failure(node_id, now_ms)
-            self.reachability.failed(f"{conn.host}:{conn.port}", exc, now_ms)
+            self.reachability.failed(f"{conn.host}:{conn.port}", error, now_ms)
             return
-        self._selector.register(conn.fileno(), selectors.EVENT_WRITE, conn)
+        self._registered[node_id] = fd
 
-    def _update_interest(self) -> None:
-        for conn in self._connections.values():
-            if not conn.is_connected_or_connecting():
-                continue
-            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.wants_write() else 0)
-            key = self._selector.get_key(conn.fileno())
-            if key.events != mask:
-                self._selector.modify(conn.fileno(), mask, conn)
+    def _update_interest(self, now_ms: int) -> None:
+        for conn in list(self._connections.values()):
+            fd = self._registered.get(conn.node_id)
+            try:
+                if not conn.is_connected_or_connecting():
+                    if fd is not None:  # (cannot happen: a closed connection is unregistered)
+                        self._unregister(conn)
+                    continue
+                if fd is None:
+                    raise RuntimeError(f"connection to {conn.broker} is open but not registered")
+                mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.wants_write() else 0)
+                key = self._selector.get_key(fd)
+                if key.events != mask:
+                    self._selector.modify(fd, mask, conn)
+            except Exception as exc:
+                self._log_unexpected(conn, exc, "updating its selector interest")
+                self._disconnect(conn, describe_failure(exc), now_ms)
 
     def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
         was_ready = conn.is_ready()
@@ -325,6 +367,8 @@ class NetworkClient:
         except Exception as exc:
             # Complete what arrived before the failure first: a response read together with
             # the connection's close is an answer, not a loss.
+            if is_unexpected(exc):
+                self._log_unexpected(conn, exc, "doing I/O")
             self._record_io(conn, sent_before, received_before, now_ms)
             self._complete_received(received, now_ms)
             self._disconnect(conn, describe_failure(exc), now_ms)
@@ -338,6 +382,10 @@ class NetworkClient:
             self._backoff.pop(conn.node_id, None)
             self._auth_errors.pop(conn.node_id, None)
             self._unanswered.pop(conn.node_id, None)
+            self._answered_once.add((conn.host, conn.port))
+            self._unexpected_logged.discard(conn.node_id)
+            if self._ssl_context is not None:
+                self._tls_established.add((conn.host, conn.port))
 
     def _maybe_reauthenticate(self, now_ms: int) -> None:
         """KIP-368: hold new requests on a connection whose SASL session is due for renewal,
@@ -350,6 +398,8 @@ class NetworkClient:
                 try:
                     conn.start_reauthentication(now_ms)
                 except Exception as exc:
+                    if is_unexpected(exc):
+                        self._log_unexpected(conn, exc, "re-authenticating")
                     self._disconnect(conn, describe_failure(exc), now_ms)
 
     def _record_io(self, conn: BrokerConnection, sent_before: int, received_before: int, now_ms: int) -> None:
@@ -406,14 +456,37 @@ class NetworkClient:
                 deadline = min(deadline, request_deadline - now_ms)
         return max(0, deadline)
 
+    def _unregister(self, conn: BrokerConnection) -> None:
+        fd = self._registered.pop(conn.node_id, None)
+        if fd is None:
+            return
+        try:
+            self._selector.unregister(fd)
+        except (KeyError, ValueError, OSError):
+            pass  # not registered (any more): nothing to undo
+
+    def _log_unexpected(self, conn: BrokerConnection, exc: BaseException, doing: str) -> None:
+        """An exception that is not a kaflux error (a bug) failed the connection: a traceback
+        once per broker until it is ready again, DEBUG after that."""
+        if conn.node_id in self._unexpected_logged:
+            log.debug("%s: %s failed again while %s: %r", self._client_id, conn.broker, doing, exc)
+            return
+        self._unexpected_logged.add(conn.node_id)
+        log.error(
+            "%s: unexpected error while %s on the connection to %s; the connection is closed, its "
+            "requests fail and are retried",
+            self._client_id,
+            doing,
+            conn.broker,
+            exc_info=exc,
+        )
+
     def _disconnect(
         self, conn: BrokerConnection, error: KafkaError, now_ms: int, *, backoff: bool = True
     ) -> None:
-        if conn.is_connected_or_connecting():
-            try:
-                self._selector.unregister(conn.fileno())
-            except (KeyError, ValueError):
-                pass
+        """Unregister and close ``conn`` and fail its requests. Total: a connection's failures
+        all end here, whatever state it was left in."""
+        self._unregister(conn)
         established = conn.node_id in self._reported_ready
         if established:
             self._reported_ready.discard(conn.node_id)
@@ -426,8 +499,17 @@ class NetworkClient:
             error = KafkaConnectionError(f"connection closed after a malformed response: {malformed}")
         if isinstance(error, ResponseTooLargeError):
             self._log_oversized(conn.node_id, error, now_ms)
-        if isinstance(error, ClosedBeforeAnsweringError) and self._ssl_context is None:
+        if (
+            isinstance(error, ClosedBeforeAnsweringError)
+            and self._ssl_context is None
+            and (conn.host, conn.port) not in self._answered_once
+        ):
             error = self._maybe_tls_listener(conn, error)
+        if isinstance(error, HandshakeInterruptedError):
+            if error.answered or (conn.host, conn.port) in self._tls_established:
+                self._unanswered.pop(conn.node_id, None)  # a TLS listener: no longer "in a row"
+            else:
+                error = self._maybe_plaintext_listener(conn, error)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
         if backoff:
@@ -461,9 +543,14 @@ class NetworkClient:
 
     def _setup_timed_out(self, conn: BrokerConnection) -> KafkaError:
         limit = f"socket.connection.setup.timeout.ms={self._setup_timeout_ms}"
-        if conn.state is ConnectionState.TLS_HANDSHAKE:
+        if (
+            conn.state is ConnectionState.TLS_HANDSHAKE
+            and not conn.received_any
+            and (conn.host, conn.port) not in self._tls_established
+        ):
             # Typically a plaintext listener, waiting for the rest of what it read as a huge
-            # request (Kafka itself closes the connection at once instead).
+            # request (Kafka itself closes the connection at once instead). Not once a TLS
+            # connection to the address was established: then it is a slow or stalled network.
             return SslAuthenticationError(
                 f"broker {conn.broker} did not complete the TLS handshake within {limit}. If its "
                 "listener is PLAINTEXT, use security.protocol=PLAINTEXT (or SASL_PLAINTEXT)"
@@ -472,7 +559,12 @@ class NetworkClient:
 
     def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
         """A broker that closes three new plaintext connections in a row before answering
-        ApiVersions is a TLS listener (it took the request for a bad TLS hello)."""
+        ApiVersions is a TLS listener (it took the request for a bad TLS hello).
+
+        Only for an address that never answered: one that did speaks plaintext, and closing new
+        connections unanswered is what a proxy or load balancer in front of a restarting broker
+        does. Calling that an authentication error would fail sends that a retry would deliver.
+        """
         count = self._unanswered.get(conn.node_id, 0) + 1
         self._unanswered[conn.node_id] = count
         if count < UNANSWERED_BEFORE_TLS_VERDICT:
@@ -480,6 +572,21 @@ class NetworkClient:
         return SslAuthenticationError(
             f"broker {conn.broker} closed {count} connections in a row without answering ApiVersions: "
             "its listener is most likely TLS. Set security.protocol=SSL (or SASL_SSL) and ssl.ca.location"
+        )
+
+    def _maybe_plaintext_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
+        """A broker that ends three TLS handshakes in a row by closing or resetting the
+        connection without sending a byte is most likely a plaintext listener: Kafka closes a
+        connection whose first bytes, a TLS hello, read as an absurd request size (with the
+        rest of the hello unread, the close is a reset). Only before any TLS connection to that
+        address was established: after that, a cut handshake is the network, retried."""
+        count = self._unanswered.get(conn.node_id, 0) + 1
+        self._unanswered[conn.node_id] = count
+        if count < UNANSWERED_BEFORE_TLS_VERDICT:
+            return error
+        return SslAuthenticationError(
+            f"broker {conn.broker} closed {count} TLS handshakes in a row: its listener is most likely "
+            "not TLS. Use security.protocol=PLAINTEXT (or SASL_PLAINTEXT), or the broker's TLS port"
         )
 
     def _record_failure(self, node_id: int, now_ms: int) -> None:

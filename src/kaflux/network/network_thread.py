@@ -79,6 +79,8 @@ class NetworkThread(threading.Thread):
         self.sleeping_until_ms = 0
         self.loop_count = 0
         self._failed_managers: set[str] = set()
+        #: the last error a pass raised, logged with its traceback once (not on every pass)
+        self._last_loop_error = ""
 
     # -- application thread ------------------------------------------------------------------
 
@@ -122,10 +124,10 @@ class NetworkThread(threading.Thread):
             while self._close_deadline_ms is None:
                 try:
                     self.run_once()
-                except Exception:
+                except Exception as exc:
                     # A bug in one pass must not kill the client; managers report their own
-                    # failures through events.
-                    log.exception("%s: error in network loop", self.name)
+                    # failures through events. The same error again is not logged again.
+                    self._loop_failed(exc)
                     time.sleep(0.01)
             self._run_close()
         finally:
@@ -157,6 +159,14 @@ class NetworkThread(threading.Thread):
         self.sleeping_until_ms = 0
         self._processor.expire(monotonic_ms())
         self.loop_count += 1
+
+    def _loop_failed(self, exc: Exception) -> None:
+        described = f"{type(exc).__name__}: {exc}"
+        if described == self._last_loop_error:
+            log.debug("%s: error in network loop again: %s", self.name, described)
+            return
+        self._last_loop_error = described
+        log.exception("%s: error in network loop", self.name)
 
     def _manager_failed(self, manager: RequestManager) -> None:
         name = type(manager).__name__

@@ -6,16 +6,18 @@ The first token is fetched when the client is built (on the application thread, 
 or an unreachable endpoint fails the constructor, as a Java client's login does); later ones when
 a connection logs in or re-authenticates after 80 % of the token's life, on the network thread,
 bounded by ``sasl.login.connect.timeout.ms`` / ``sasl.login.read.timeout.ms``. A failed refresh
-keeps the current token while it is valid and tries again after ``sasl.login.retry.backoff.ms``,
-doubling up to ``sasl.login.retry.backoff.max.ms``.
+is logged at WARNING (throttled; :mod:`kaflux.network.token_refresh`), keeps the current token
+while it is valid and tries again after ``sasl.login.retry.backoff.ms``, doubling up to
+``sasl.login.retry.backoff.max.ms``; an expired token is never sent.
 
 The client secret travels only in the request's Basic ``Authorization`` header: it is never
-logged, raised, or shown by ``repr``.
+logged, raised, or shown by ``repr`` (nor is a ``user:password@`` part of the endpoint's URL).
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import urllib.error
@@ -78,7 +80,7 @@ def _jwt_expiry(token: str) -> float | None:
 
 def parse_token_response(body: bytes, now_s: float, url: str) -> tuple[str, float]:
     """``(access token, expiry as epoch seconds)`` from a token endpoint's JSON answer: the
-    expiry from ``expires_in``, else from the JWT's ``exp`` claim. [pure]"""
+    earlier of ``expires_in`` and the JWT's ``exp`` claim (what the broker checks). [pure]"""
     try:
         answer = json.loads(body)
     except ValueError:
@@ -89,9 +91,11 @@ def parse_token_response(body: bytes, now_s: float, url: str) -> tuple[str, floa
     if not isinstance(token, str) or not token:
         raise TokenEndpointError(f"the OIDC token endpoint {url} answered without an access_token")
     expires_in = answer.get("expires_in")
-    if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
-        return token, now_s + float(expires_in)
     expiry = _jwt_expiry(token)
+    if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
+        # the broker goes by the JWT's exp claim, whole seconds that may come before now + expires_in
+        until = now_s + float(expires_in)
+        return token, until if expiry is None else min(until, expiry)
     if expiry is None:
         raise TokenEndpointError(
             f"the OIDC token endpoint {url} gave a token without expires_in or an exp claim: "
@@ -119,6 +123,14 @@ def _refusal(url: str, exc: urllib.error.HTTPError) -> TokenEndpointError:
     )
 
 
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: without a ``user:password@`` part. [pure]"""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 class ClientCredentialsTokens:
     """A token provider (``() -> (token, expiry)``) that asks an OIDC endpoint each time it is
     called; :class:`~kaflux.network.security` caches and refreshes what it returns."""
@@ -139,19 +151,23 @@ class ClientCredentialsTokens:
         self.fetches = 0
 
     def __repr__(self) -> str:
-        return f"ClientCredentialsTokens(url={self._request.url!r})"
+        return f"ClientCredentialsTokens(url={shown_url(self._request.url)!r})"
+
+    def describe(self) -> str:
+        """The endpoint, as messages name it."""
+        return f"the OIDC token endpoint {shown_url(self._request.url)}"
 
     def __call__(self) -> tuple[str, float]:
-        url = self._request.url
+        url = shown_url(self._request.url)
         request = urllib.request.Request(
-            url, data=self._request.body, headers=self._request.headers, method="POST"
+            self._request.url, data=self._request.body, headers=self._request.headers, method="POST"
         )
         try:
             with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._ssl) as response:
                 body = response.read()
         except urllib.error.HTTPError as exc:
             raise _refusal(url, exc) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise TokenEndpointError(
                 f"the OIDC token endpoint {url} could not be reached: {reason}; check "

@@ -34,6 +34,7 @@ from kaflux.errors import (
     UnsupportedSaslMechanismError,
     error_for_code,
 )
+from kaflux.network.token_refresh import TokenExpiredError
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from kaflux.state_machine import StateMachine
@@ -448,6 +449,11 @@ class SaslAuthenticator:
             try:
                 self._mechanism = self._credentials.new_mechanism(self._host)
                 first = self._mechanism.first_message()
+            except TokenExpiredError as exc:
+                # not the broker's refusal, nor wrong credentials: no valid token to send
+                raise TokenExpiredError(
+                    f"SASL OAUTHBEARER authentication with broker {self._broker} was not attempted: {exc}"
+                ) from None
             except (AuthenticationError, MechanismError) as exc:
                 raise self._failure(str(exc)) from None
             self._pending = SaslAuthenticateRequest(auth_bytes=first)

@@ -9,6 +9,7 @@ quoting a password.
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from collections.abc import Callable
@@ -19,6 +20,9 @@ from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.kerberos import kerberos_context_factory
 from kaflux.network.oidc import ClientCredentialsTokens
 from kaflux.network.sasl import SaslCredentials, TokenProvider, unsecured_jwt
+from kaflux.network.token_refresh import TokenRefresh
+
+log = logging.getLogger("kaflux.network.oauthbearer")
 
 
 def ssl_context_for(config: CommonConfig) -> ssl.SSLContext | None:
@@ -88,7 +92,7 @@ def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> To
         oidc = ClientCredentialsTokens(
             config.oidc_client(), timeout_s=timeout_s, wall_clock=wall_clock, ssl_context=None
         )
-        return RefreshingTokens(oidc, wall_clock, backoff)
+        return RefreshingTokens(oidc, wall_clock, backoff, name=oidc.describe())
     if config.oauth_cb is not None:
         source: TokenProvider = config.oauth_cb
     else:
@@ -106,38 +110,46 @@ def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> To
         def source() -> tuple[str, float]:
             return unsecured_jwt(principal, wall_clock(), lifetime)
 
-    return RefreshingTokens(source, wall_clock, backoff)
+    name = (
+        "oauth_cb" if config.oauth_cb is not None else "the unsecured JWT generator (sasl.oauthbearer.config)"
+    )
+    return RefreshingTokens(source, wall_clock, backoff, name=name)
 
 
 class RefreshingTokens:
     """A token provider that asks its source again once 80 % of a token's life has passed
     (as Java refreshes), so every connection and re-authentication has a fresh one. A failed
-    refresh keeps the current token while it is valid and tries again after the backoff
-    (doubling per failure); with no valid token left, the failure is raised."""
+    refresh is logged at WARNING (throttled) and keeps the current token while it is valid,
+    trying again after the backoff (doubling per failure); an expired token is never handed
+    out: :class:`~kaflux.network.token_refresh.TokenExpiredError` says why it could not be
+    refreshed. The decisions are :class:`~kaflux.network.token_refresh.TokenRefresh`'s; this
+    shell reads the clock, calls the source and logs."""
 
     def __init__(
-        self, source: TokenProvider, wall_clock: Callable[[], float], backoff: ExponentialBackoff
+        self,
+        source: TokenProvider,
+        wall_clock: Callable[[], float],
+        backoff: ExponentialBackoff,
+        *,
+        name: str = "oauth_cb",
     ) -> None:
         self._source = source
         self._clock = wall_clock
-        self._backoff = backoff
-        self._token: tuple[str, float] | None = None
-        self._refresh_at = 0.0
-        self._failures = 0
+        self._refresh = TokenRefresh(name, backoff)
 
     def __call__(self) -> tuple[str, float]:
         now = self._clock()
-        if self._token is not None and now < self._refresh_at:
-            return self._token
-        try:
-            token, expiry = self._source()
-        except Exception:
-            self._failures += 1
-            if self._token is not None and now < self._token[1]:
-                self._refresh_at = now + self._backoff.backoff_ms(self._failures - 1) / 1000
-                return self._token
-            raise
-        self._failures = 0
-        self._token = (token, float(expiry))
-        self._refresh_at = now + 0.8 * (float(expiry) - now)
-        return self._token
+        if self._refresh.refresh_due(now):
+            try:
+                token, expiry = self._source()
+            except Exception as exc:
+                line = self._refresh.failed(now, str(exc) or type(exc).__name__)
+                if line is not None:
+                    log.warning("%s", line)
+                if not self._refresh.has_token():
+                    raise  # never had one: the source's own error says what to check
+            else:
+                line = self._refresh.fetched(now, token, expiry)
+                if line is not None:
+                    log.info("%s", line)
+        return self._refresh.token(now)

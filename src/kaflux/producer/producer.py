@@ -36,6 +36,7 @@ from kaflux.errors import (
     KafkaTimeoutError,
     TransactionAbortableError,
 )
+from kaflux.interceptors import ProducerInterceptor, ProducerInterceptors, ProducerRecord, load_interceptors
 from kaflux.metrics.clients import KAFLUX_PRODUCER_METRICS, NetworkMetrics, ProducerMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
@@ -105,6 +106,16 @@ def _header_list(headers: Headers) -> list[tuple[str, bytes | None]]:
     return items
 
 
+def _batch_acknowledger(interceptors: ProducerInterceptors) -> Callable[[Future[Any]], None]:
+    """A done-callback of a ``send_arrow()`` batch future that reports it to the interceptors."""
+
+    def done(future: Future[Any]) -> None:
+        error = future.exception()
+        interceptors.on_batch_acknowledgement(None if error is not None else future.result(), error)
+
+    return done
+
+
 class Producer(Closeable):
     """Sends records to Kafka topics; idempotent by default, transactional with a
     ``transactional.id``.
@@ -131,15 +142,27 @@ class Producer(Closeable):
         *,
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        interceptors: Sequence[ProducerInterceptor] | None = None,
     ) -> None:
         """Validate ``config`` (Kafka producer keys) and start the network thread.
 
+        ``interceptors`` (and the classes of ``interceptor.classes``) see every record sent
+        and its outcome (:class:`kaflux.ProducerInterceptor`, :mod:`kaflux.interceptors`).
+
         Raises:
             ConfigError: a key is unknown, a value invalid, or settings conflict (e.g.
-                ``enable.idempotence=true`` with ``acks=1``).
+                ``enable.idempotence=true`` with ``acks=1``), or an interceptor class cannot
+                be loaded.
         """
         self._config = config_ = ProducerConfig.from_dict(config)
         self.client_id = client_id = config_.client_id or f"producer-{next(_client_ids)}"
+        found = load_interceptors(
+            ProducerInterceptor, "producer", self, interceptors, config_.interceptor_classes, config
+        )
+        #: None without interceptors (then send() is the plain method: nothing to check per record)
+        self._interceptors = ProducerInterceptors(client_id, found) if found else None
+        if self._interceptors is not None:
+            self.send = self._intercepted_send  # type: ignore[method-assign]
         self._key_serializer: Any = key_serializer
         self._value_serializer: Any = value_serializer
         self._key_takes_context = takes_context(key_serializer)
@@ -188,6 +211,7 @@ class Producer(Closeable):
             retry_backoff=network.retry_backoff,
             transaction_manager=self._tm,
             max_in_flight_per_node=config_.max_in_flight_requests_per_connection,
+            connections=network.client,
             metrics=ProducerMetrics(
                 network_metrics,
                 requests_in_flight=lambda: self._sender.in_flight_requests,
@@ -317,6 +341,47 @@ class Producer(Closeable):
             self._thread.wakeup_before(monotonic_ms() + (0 if rolled_over else self._linger_ms))
         return future
 
+    def _intercepted_send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        callback: DeliveryCallback | None = None,
+    ) -> Future[RecordMetadata]:
+        """:meth:`send` of a producer with interceptors (it is its ``send``): the record passes
+        through each ``on_send`` first; ``on_acknowledgement`` runs before ``callback``."""
+        interceptors = self._interceptors
+        assert interceptors is not None
+        if headers is not None and not isinstance(headers, list):
+            headers = _header_list(headers)
+        seen = interceptors.on_send_each(ProducerRecord(topic, value, key, headers, partition, timestamp))
+        record = seen[-1]
+        acknowledge = interceptors.on_acknowledgement
+
+        def delivered(metadata: RecordMetadata, error: KafkaError | None) -> None:
+            acknowledge(seen, metadata, error)
+            if callback is not None:
+                callback(metadata, error)
+
+        try:
+            return Producer.send(
+                self,
+                record.topic,
+                record.value,
+                record.key,
+                record.headers,
+                record.partition,
+                record.timestamp,
+                delivered,
+            )
+        except Exception as exc:
+            error = exc if isinstance(exc, KafkaError) else KafkaError(f"{type(exc).__name__}: {exc}")
+            acknowledge(seen, None, error)
+            raise
+
     def _too_large(
         self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
     ) -> None:
@@ -351,6 +416,9 @@ class Producer(Closeable):
         tm = self._tm
         if tm is not None and tm.send_blocked:
             tm.fail_if_not_ready_for_send()
+        interceptors = self._interceptors
+        if interceptors is not None:
+            batch = interceptors.on_send_batch(topic, batch)
         columns = arrow_columns(pa, batch)
         config = self._config
         if config.partitioner_ignore_keys and columns.keys is not None:
@@ -377,7 +445,10 @@ class Producer(Closeable):
         for chunk in chunks:
             produced = ProducerBatch.from_chunk(partitions[chunk.partition], chunk, now_ms)
             self._accumulator.append_batch(produced, deadline, time.monotonic)
-            futures.append(BatchFuture(produced.result, chunk.record_count, chunk.max_timestamp))
+            future = BatchFuture(produced.result, chunk.record_count, chunk.max_timestamp)
+            if interceptors is not None:
+                future.add_done_callback(_batch_acknowledger(interceptors))
+            futures.append(future)
         if futures:
             self._thread.wakeup()
         return futures
@@ -476,6 +547,8 @@ class Producer(Closeable):
             remaining = max(0.0, deadline - time.monotonic())
             yield DoneWait(self._thread.request_close(remaining), remaining + 1.0)
             self._accumulator.fail_all(KafkaError("the producer was closed before the record was sent"))
+            if self._interceptors is not None:
+                self._interceptors.close()
 
     # -- transactions -------------------------------------------------------------------------
 

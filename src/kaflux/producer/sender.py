@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kaflux.errors import (
     DuplicateSequenceNumberError,
@@ -61,6 +61,22 @@ log = logging.getLogger("kaflux.producer")
 MAX_PRODUCE_VERSION = 11
 #: How soon to look again while a fatal error holds everything back.
 _FATAL_POLL_MS = 1000
+#: how soon to look again at batches held back because their leader's connection is not ready
+_NOT_READY_RECHECK_MS = 50
+
+
+class LeaderConnections(Protocol):
+    """What the sender asks the network client about a leader's connection (network thread)."""
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """Connected and able to take a request; if not, starts connecting unless backing off."""
+        ...
+
+    def connection_failed_recently(self, node_id: int, now_ms: int) -> bool:
+        """In reconnect backoff after a failed connection."""
+        ...
+
+
 #: partition errors whose answer may name the current leader (KIP-951)
 _LEADER_MOVED = {NotLeaderOrFollowerError.code, FencedLeaderEpochError.code}
 
@@ -82,8 +98,11 @@ class ProduceRequestManager(RequestManager):
         transaction_manager: TransactionManager | None = None,
         max_in_flight_per_node: int = 5,
         metrics: ProducerMetrics | None = None,
+        connections: LeaderConnections | None = None,
     ) -> None:
         self._accumulator = accumulator
+        #: the network client's view of each broker's connection (None: drain for any leader)
+        self._connections = connections
         self._cluster = cluster
         self._metadata = metadata
         self._acks = acks
@@ -129,9 +148,31 @@ class ProduceRequestManager(RequestManager):
             self._metadata.add_topics(topics)
         unsent: list[UnsentRequest[ProduceResponse]] = []
         wait_ms = 2**31
+        not_ready: set[int] = set()
+        unreachable: set[int] = set()
+        connections = self._connections
+
+        def skip(node_id: int) -> bool:
+            # Like Java's Sender, drain batches only for a leader whose connection is ready
+            # (asking starts connecting to it): a batch drained for a broker that cannot be
+            # reached would wait in the unsent queue for request.timeout.ms, even after the
+            # metadata named a new leader (a dead broker's partitions stalled until it came
+            # back). Left in the accumulator, it goes to whichever leader the metadata names next.
+            if (
+                connections is not None
+                and node_id not in not_ready
+                and not connections.ready(node_id, now_ms)
+            ):
+                not_ready.add(node_id)
+                if connections.connection_failed_recently(node_id, now_ms):
+                    unreachable.add(node_id)
+            if node_id in not_ready:
+                return True
+            return self._node_full(node_id)
+
         for _ in range(self._max_in_flight):
             by_node, next_ms, unknown_leader = self._accumulator.drain_ready(
-                now_ms, self._cluster.leader_for, tm, self._node_full
+                now_ms, self._cluster.leader_for, tm, skip
             )
             wait_ms = min(wait_ms, next_ms)
             if unknown_leader:
@@ -140,6 +181,10 @@ class ProduceRequestManager(RequestManager):
             if not by_node:
                 break
             unsent.extend(self._request_for(node, batches, now_ms) for node, batches in by_node.items())
+        if unreachable:
+            self._metadata.request_update()  # the leader may have moved: learn where
+        if not_ready:
+            wait_ms = min(wait_ms, _NOT_READY_RECHECK_MS)  # look again once it may be connected
         return PollResult(max(0, wait_ms), unsent)
 
     def poll_on_close(self, now_ms: int) -> PollResult:

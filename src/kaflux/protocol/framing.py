@@ -3,7 +3,9 @@
 :class:`BrokerProtocol` never touches a socket. The I/O shell (``network.connection``)
 
 * calls :meth:`BrokerProtocol.send_request` to frame a request, then writes
-  :meth:`BrokerProtocol.pending_output` to the socket and reports :meth:`output_sent`;
+  :meth:`BrokerProtocol.pending_output` to the socket and reports :meth:`output_sent`
+  (the view must be released before that, ``with`` it: a view kept alive by a traceback,
+  which ``ssl.SSLSocket.send`` leaves holding its argument, would pin the buffer);
 * asks :meth:`BrokerProtocol.recv_buffer` for the exact ``memoryview`` to ``recv_into``, and
   reports with :meth:`BrokerProtocol.data_received`, which returns the responses completed.
 
@@ -141,7 +143,12 @@ class BrokerProtocol:
         return in_flight
 
     def pending_output(self) -> memoryview:
-        """Bytes waiting to be written to the socket (may be empty)."""
+        """Bytes waiting to be written to the socket (may be empty).
+
+        Use it in a ``with`` block and write inside it: leaving the block releases the view,
+        even when the write raises and the exception's frames still hold it (as those of
+        ``ssl.SSLSocket.send`` do). An unreleased view would keep the buffer from being
+        trimmed by :meth:`output_sent`."""
         return memoryview(self._out)
 
     def output_sent(self, count: int) -> None:
@@ -269,7 +276,9 @@ class BrokerProtocol:
         """Forget every request in flight (the connection closed); returns them."""
         failed = list(self._in_flight)
         self._in_flight.clear()
-        self._out.clear()
+        # A new buffer, not clear(): this must never raise, even if a view of the old one
+        # is still alive somewhere (clear() would raise BufferError then).
+        self._out = bytearray()
         self._body = None
         self._frame_size = 0
         self._filled = 0

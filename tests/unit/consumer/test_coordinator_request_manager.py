@@ -110,6 +110,16 @@ def test_non_retriable_error_is_reported_as_fatal(fake: FakeCluster) -> None:
     assert lookup.manager.coordinator is None
 
 
+def test_a_fatal_error_names_the_group_and_keeps_the_brokers_message(fake: FakeCluster) -> None:
+    """Apache Kafka's FindCoordinator v4 answers "Group authorization failed." as its message:
+    the error must still say which group (it replaced the group's name before)."""
+    fake.inject(FindCoordinatorRequest, GROUP_AUTHORIZATION_FAILED)
+    lookup = Lookup(fake)
+    lookup.net.run([lookup.manager], 0)
+    [error] = lookup.fatal
+    assert "group 'billing'" in str(error) and "injected" in str(error)
+
+
 def test_mark_unknown_starts_a_new_lookup(fake: FakeCluster) -> None:
     lookup = Lookup(fake)
     lookup.net.run([lookup.manager], 0)

@@ -356,6 +356,7 @@ def test_seeking_past_a_corrupt_batch_moves_on() -> None:
     assert rig.collect() == {P0: [b"next"]}
 
 
+@pytest.mark.ci_may_skip("the module runs once per sink; deserializers apply to poll()'s only")
 def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
     def strict(data: bytes | None) -> str:
         if data == b"bad":
@@ -374,6 +375,7 @@ def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
         assert rig.position(P0) == 1
 
 
+@pytest.mark.ci_may_skip("the module runs once per sink; this test mixes both sinks itself")
 def test_columns_after_a_deserializer_failure_start_at_the_failing_record() -> None:
     """poll() failed on a record; poll_arrow() (no deserializers) returns it and goes on."""
     if Rig.sink == "columns":

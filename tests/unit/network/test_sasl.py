@@ -24,6 +24,7 @@ from kaflux.network.sasl import (
     unsecured_jwt,
 )
 from kaflux.network.security import sasl_credentials_for
+from kaflux.network.token_refresh import TokenExpiredError
 from kaflux.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kaflux.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
@@ -151,6 +152,20 @@ def test_a_failing_token_provider_is_an_authentication_error() -> None:
     auth.next_request()
     with pytest.raises(AuthenticationError, match="identity provider down"):
         auth.on_response(SaslHandshakeResponse(mechanisms=["OAUTHBEARER"]))
+
+
+def test_an_expired_token_is_not_sent_and_the_error_is_not_wrong_credentials() -> None:
+    def expired() -> tuple[str, float]:
+        raise TokenExpiredError("the OAUTHBEARER token from oauth_cb expired at ...; HTTP 500")
+
+    auth = SaslAuthenticator(SaslCredentials("OAUTHBEARER", token_provider=expired), "h:1 (node 0)", 2)
+    auth.next_request()
+    with pytest.raises(TokenExpiredError) as caught:
+        auth.on_response(SaslHandshakeResponse(mechanisms=["OAUTHBEARER"]))
+    assert auth.next_request() is None  # no SaslAuthenticate: nothing goes to the broker
+    assert not isinstance(caught.value, SaslAuthenticationFailedError)
+    assert "h:1 (node 0) was not attempted" in str(caught.value) and "HTTP 500" in str(caught.value)
+    assert "wrong credentials" not in str(caught.value)
 
 
 # -- configuration ------------------------------------------------------------------------------

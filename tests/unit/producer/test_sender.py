@@ -267,3 +267,49 @@ def test_the_current_leader_in_a_produce_response_moves_the_retry_at_once_withou
     assert future.result(0).offset == 2
     assert len(producer.net.sent(MetadataRequest)) == 1  # connect's only
     assert producer.side.metadata.poll(1).unsent, "a metadata refresh is still asked for, as Java does"
+
+
+class _Connections:
+    """A fake of the network client's connection view (sender.LeaderConnections)."""
+
+    def __init__(self) -> None:
+        self.ready_nodes: set[int] = set()
+        self.backing_off: set[int] = set()
+        self.asked: list[int] = []
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        self.asked.append(node_id)
+        return node_id in self.ready_nodes
+
+    def connection_failed_recently(self, node_id: int, now_ms: int) -> bool:
+        return node_id in self.backing_off
+
+
+def test_batches_wait_in_the_accumulator_while_their_leader_cannot_be_reached(fake: FakeCluster) -> None:
+    """Found by the 3-node Apache Kafka fault tests: a batch drained for a dead leader sat in the
+    unsent queue for request.timeout.ms, so the partition stalled until the dead broker came back
+    even though the metadata already named a new leader. Before the fix the first run sent (that
+    is, queued) a Produce request for the unreachable leader."""
+    producer = Producer(fake)
+    connections = _Connections()
+    producer.sender = ProduceRequestManager(
+        producer.accumulator,
+        producer.side.cluster,
+        producer.side.metadata,
+        acks=-1,
+        request_timeout_ms=30_000,
+        retries=2**31 - 1,
+        delivery_timeout_ms=120_000,
+        retry_backoff=exact_backoff(),
+        connections=connections,
+    )
+    connections.backing_off.add(0)  # the leader of TP is down
+    future = producer.send(b"a")
+    result = producer.sender.poll(0)
+    assert result.unsent == [] and 0 in connections.asked  # asked (which starts a connection)
+    assert result.time_until_next_poll_ms <= 50  # and looks again soon
+    assert not future.done()
+    connections.backing_off.clear()
+    connections.ready_nodes.add(0)  # connected again (or a new leader that is reachable)
+    assert producer.run(1) == 1
+    assert future.result(0).offset == 2

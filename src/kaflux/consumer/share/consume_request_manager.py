@@ -8,10 +8,18 @@ still acquired in it). So at most one request per broker is in flight.
 Each ``poll(now_ms)``, per broker:
 
 * a ShareFetch is *due* when the broker leads an assigned partition, the application has
-  settled (seen and acknowledged) every record the broker delivered, none of its data waits in
-  the buffer, and the buffer is under its byte limit. (A fetch while records are still acquired
-  and unacknowledged would, on librdkafka's mock cluster, deliver them again.) It carries
-  the acknowledgements waiting for that broker (piggy-backed), unless they are urgent;
+  settled (seen and acknowledged) every record the broker delivered, no acquired data waits
+  in the buffer (from any broker: records acquired and not handed out are records the other
+  members of the group cannot have), and the buffer is under its byte limit. (A fetch while
+  records are still acquired and unacknowledged would, on librdkafka's mock cluster, deliver
+  them again.) It carries the acknowledgements waiting for that broker (piggy-backed), unless
+  they are urgent;
+* a member acquires no more than one ``poll()`` can hand out: the ShareFetches in flight ask
+  for ``max.poll.records`` between them (``MaxRecords``, split over the brokers fetched from at
+  once), and with ``share.acquire.mode=record_limit`` (KIP-1206, ShareFetch v2) the broker
+  keeps to it exactly; in ``batch_optimized`` mode (Java's default, and all a v1 broker knows)
+  a broker may round up to the end of a record batch, and that surplus is handed out by the
+  next polls before anything more is acquired;
 * urgent acknowledgements (commit_sync(), commit_async(), RENEW), and those for a broker that
   leads no assigned partition any more, go at once in a ShareAcknowledge; others wait for the
   broker's next due fetch;
@@ -57,8 +65,10 @@ from kaflux.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
-#: v1 is Kafka 4.1's first stable version; v2 adds RENEW (KIP-1222)
+#: v1 is Kafka 4.1's first stable version; v2 adds RENEW (KIP-1222) and ShareAcquireMode (KIP-1206)
 MAX_SHARE_VERSION = 2
+#: ShareFetch's ShareAcquireMode values (KIP-1206), by share.acquire.mode
+ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 #: the session epoch that closes a share session
 CLOSE_EPOCH = -1
 _INT32_MAX = 2**31 - 1
@@ -130,6 +140,12 @@ class _Session:
     epoch: int = 0
     partitions: set[TopicPartition] = field(default_factory=set)
     in_flight: bool = False
+    #: the MaxRecords of the ShareFetch in flight (0: none, or a ShareAcknowledge)
+    asked: int = 0
+    #: the broker cannot take ShareAcquireMode (ShareFetch v1): batch_optimized is all it knows
+    no_acquire_mode: bool = False
+    #: its last ShareFetch acquired nothing: it asks for one record while others have some
+    idle: bool = False
     pending: dict[TopicPartition, Acknowledgements] = field(default_factory=dict)
     #: pending acknowledgements must go now (a commit, or a RENEW), not wait for a fetch
     urgent: bool = False
@@ -156,6 +172,7 @@ class ShareConsumeRequestManager(RequestManager):
         fetch_max_bytes: int = 52_428_800,
         max_poll_records: int = 500,
         buffer_max_bytes: int = 64 * 1024 * 1024,
+        acquire_mode: str = "batch_optimized",
         metrics: ShareMetrics | None = None,
     ) -> None:
         self._membership = membership
@@ -170,6 +187,9 @@ class ShareConsumeRequestManager(RequestManager):
         self._max_bytes = fetch_max_bytes
         self._max_records = max_poll_records
         self._buffer_max_bytes = buffer_max_bytes
+        self._acquire_mode = ACQUIRE_MODES[acquire_mode]
+        #: which of the brokers fetched from at once gets the remainder of the split budget
+        self._turn = 0
         self._sessions: dict[int, _Session] = {}
         self._closing = False
         #: per broker: deliveries made, and deliveries the application settled
@@ -242,10 +262,14 @@ class ShareConsumeRequestManager(RequestManager):
                 by_node.setdefault(leader, []).append(tp)
             if unknown:
                 self._request_metadata()
-        busy = self._buffer.busy_nodes()
+        # Acquire only what one poll() can hand out: nothing while acquired records wait in the
+        # buffer, and max.poll.records between the fetches in flight.
+        undelivered = bool(self._buffer.busy_nodes())
         room = self._buffer.size_bytes() < self._buffer_max_bytes
+        budget = self._max_records - sum(s.asked for s in self._sessions.values() if s.in_flight)
         unsent: list[UnsentRequest[Any]] = []
-        for node in set(by_node) | set(self._sessions):
+        due: list[int] = []
+        for node in sorted(set(by_node) | set(self._sessions)):
             session = self._sessions.setdefault(node, _Session())
             if session.in_flight or session.closed:
                 continue
@@ -255,18 +279,41 @@ class ShareConsumeRequestManager(RequestManager):
             partitions = by_node.get(node, [])
             fetch_due = (
                 bool(partitions)
-                and node not in busy
+                and not undelivered
                 and room
                 and self._settled.get(node, 0) >= self._delivered.get(node, 0)
             )
             if fetch_due and not session.urgent:
-                unsent.append(self._fetch_request(node, session, partitions))
+                due.append(node)
             elif session.pending and (session.urgent or not partitions) and session.epoch > 0:
                 unsent.append(self._acknowledge_request(node, session, session.epoch))
             elif session.pending and session.epoch == 0:
                 # No session to acknowledge in (it was lost): the broker took the records back.
                 self._fail_pending(session, ShareSessionNotFoundError("the share session was lost"))
+        for node, max_records in self._split(budget, due):
+            unsent.append(self._fetch_request(node, self._sessions[node], by_node[node], max_records))
         return PollResult(MAX_POLL_TIMEOUT_MS, unsent)
+
+    def _split(self, budget: int, nodes: list[int]) -> list[tuple[int, int]]:
+        """``budget`` records over ``nodes``: a broker whose last fetch acquired nothing asks for
+        one record while another had some (it is asked again, for a share, once it has some);
+        the others share the rest as evenly as can be, the remainder (or, with fewer records
+        than brokers, the turn to fetch) going round."""
+        if budget <= 0 or not nodes:
+            return []
+        start = self._turn % len(nodes)
+        self._turn += 1
+        ordered = nodes[start:] + nodes[:start]
+        idle = [n for n in ordered if self._sessions[n].idle]
+        busy = [n for n in ordered if not self._sessions[n].idle]
+        asks: list[tuple[int, int]] = []
+        if busy and idle:
+            asks = [(node, 1) for node in idle[: max(0, budget - len(busy))]]
+            budget -= len(asks)
+            ordered = busy
+        share, extra = divmod(budget, len(ordered))
+        asks += [(node, share + (1 if i < extra else 0)) for i, node in enumerate(ordered)]
+        return [(node, n) for node, n in asks if n > 0]
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         return PollResult()
@@ -282,11 +329,12 @@ class ShareConsumeRequestManager(RequestManager):
         return pending, commits
 
     def _fetch_request(
-        self, node: int, session: _Session, partitions: list[TopicPartition]
+        self, node: int, session: _Session, partitions: list[TopicPartition], max_records: int
     ) -> UnsentRequest[sf.ShareFetchResponse]:
         pending, commits = self._take_pending(session)
         topics: dict[uuid.UUID, sf.FetchTopic] = {}
         wanted = set(partitions)
+        renew = any(acks.has_renew() for acks in pending.values())
         for tp in sorted(wanted | set(pending), key=lambda t: (t.topic, t.partition)):
             topic_id = self._topic_ids(tp.topic)
             if topic_id is None:
@@ -314,20 +362,25 @@ class ShareConsumeRequestManager(RequestManager):
             max_wait_ms=self._max_wait_ms,
             min_bytes=self._min_bytes,
             max_bytes=self._max_bytes,
-            max_records=self._max_records,
-            batch_size=self._max_records,
+            max_records=max_records,
+            batch_size=max_records,
+            share_acquire_mode=0 if session.no_acquire_mode else self._acquire_mode,
+            is_renew_ack=renew,
             topics=list(topics.values()),
-            # v2+ (Kafka 4.4): the broker reads RENEW acknowledgements only when this says so
-            is_renew_ack=any(a.has_renew() for a in pending.values()),
             forgotten_topics_data=[
                 sf.ForgottenTopic(topic_id=tid, partitions=parts) for tid, parts in forgotten.items()
             ],
         )
         session.in_flight = True
+        session.asked = max_records
         self._metrics.fetch_sent(sum(len(a) for a in pending.values()), self._now_ms)
         sent_epoch = session.epoch
+        mode = request.share_acquire_mode
 
         def handle(response: ClientResponse[sf.ShareFetchResponse]) -> None:
+            if mode and isinstance(response.error, UnsupportedVersionError):
+                self._acquire_mode_refused(node, session, pending, commits, response.error)
+                return
             self._on_fetch_response(node, session, sent_epoch, wanted, pending, commits, response)
 
         # Long-polls up to max_wait_ms on the broker: the response may take that long.
@@ -373,6 +426,36 @@ class ShareConsumeRequestManager(RequestManager):
 
     # -- responses --------------------------------------------------------------------------------
 
+    def _acquire_mode_refused(
+        self,
+        node: int,
+        session: _Session,
+        pending: dict[TopicPartition, Acknowledgements],
+        commits: list[ShareCommit],
+        error: UnsupportedVersionError,
+    ) -> None:
+        """The ShareFetch could not be encoded for a broker without ShareFetch v2 (it was not
+        sent: the session did not move on). Fetch from it in batch_optimized mode from now on,
+        with the acknowledgements it carried."""
+        session.in_flight = False
+        session.asked = 0
+        session.no_acquire_mode = True
+        for tp, acks in pending.items():
+            later = session.pending.get(tp)
+            if later is not None:
+                acks.merge(later)
+            session.pending[tp] = acks
+        session.commits[:0] = commits
+        if commits or any(a.has_renew() for a in pending.values()):
+            session.urgent = True
+        log.warning(
+            "broker %d cannot take share.acquire.mode=record_limit (it needs ShareFetch v2, KIP-1206, "
+            "Kafka 4.2+; %s): fetching from it in batch_optimized mode, where an acquisition may "
+            "exceed max.poll.records up to the end of a record batch",
+            node,
+            error,
+        )
+
     def _advance(self, session: _Session, sent_epoch: int) -> None:
         if sent_epoch == CLOSE_EPOCH:
             session.closed = True
@@ -402,6 +485,7 @@ class ShareConsumeRequestManager(RequestManager):
         response: ClientResponse[sf.ShareFetchResponse],
     ) -> None:
         session.in_flight = False
+        session.asked = 0
         self._now_ms = max(self._now_ms, response.received_ms)
         if response.error is not None:
             self._reset(session, response.error)
@@ -462,6 +546,7 @@ class ShareConsumeRequestManager(RequestManager):
                         )
                     )
                     size += 0 if part.records is None else len(part.records)
+        session.idle = records == 0
         latency_ms = response.received_ms - response.request.created_ms
         self._metrics.fetch_answered(latency_ms, records, size, response.received_ms)
         if fetched:

@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +64,12 @@ from kaflux.errors import (
     InvalidArgumentError,
     KafkaError,
     WakeupError,
+)
+from kaflux.interceptors import (
+    ConsumerInterceptor,
+    ConsumerInterceptors,
+    ShareConsumerInterceptor,
+    load_interceptors,
 )
 from kaflux.metrics.clients import ShareMetrics
 from kaflux.metrics.registry import MetricsRegistry
@@ -125,8 +131,12 @@ class ShareConsumer(Closeable):
         config: Mapping[str, object],
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        interceptors: Sequence[ShareConsumerInterceptor] | None = None,
     ) -> None:
-        """Validate ``config`` and start the network thread.
+        """Validate ``config`` and start the network thread. ``interceptors`` (and the classes
+        of ``interceptor.classes``) see what poll() returns and each completed acknowledgement
+        (:class:`kaflux.ShareConsumerInterceptor`; in explicit mode an interceptor must not
+        drop records from ``on_consume``: each record returned must be acknowledged).
 
         Raises:
             ConfigError: ``group.id`` is missing, a key is unknown or belongs to consumer
@@ -135,6 +145,17 @@ class ShareConsumer(Closeable):
         self._config = config_ = ShareConsumerConfig.from_dict(config)
         self._implicit = config_.share_acknowledgement_mode == "implicit"
         self.client_id = config_.client_id or f"share-consumer-{config_.group_id}-{next(_client_ids)}"
+        found = load_interceptors(
+            ShareConsumerInterceptor,
+            "share-consumer",
+            self,
+            interceptors,
+            config_.interceptor_classes,
+            config,
+        )
+        #: None without interceptors: poll() checks this one attribute per call
+        chain: list[ConsumerInterceptor] = list(found)
+        self._interceptors = ConsumerInterceptors(self.client_id, chain) if chain else None
         self._deserializers = RecordDeserializers(key_deserializer, value_deserializer)
         self._buffer = ShareFetchBuffer()
         self._background: queue.SimpleQueue[
@@ -169,6 +190,7 @@ class ShareConsumer(Closeable):
             fetch_max_bytes=config_.fetch_max_bytes,
             max_poll_records=config_.max_poll_records,
             buffer_max_bytes=config_.fetch_buffer_max_bytes,
+            acquire_mode=config_.share_acquire_mode,
             metrics=share_metrics,
         )
         processor = ShareEventProcessor(membership, consume, heartbeat, network.metadata, network_metrics)
@@ -270,9 +292,14 @@ class ShareConsumer(Closeable):
             except queue.Empty:
                 return
             callback = self._callback
-            if callback is not None:
+            interceptors = self._interceptors
+            if callback is not None or interceptors is not None:
                 offsets = {tp: a.offsets() for tp, a in acks.items()}
-                callback({tp: o for tp, o in offsets.items() if o}, error)
+                offsets = {tp: o for tp, o in offsets.items() if o}
+                if interceptors is not None:
+                    interceptors.on_acknowledge(offsets, error)
+                if callback is not None:
+                    callback(offsets, error)
             elif error is not None:
                 log.warning("%s: acknowledgement of %s failed: %s", self.client_id, sorted(acks), error)
 
@@ -384,6 +411,8 @@ class ShareConsumer(Closeable):
                 records = self._collect()
                 if records:
                     self._records_returned += len(records)
+                    if self._interceptors is not None:
+                        return self._interceptors.on_consume(records)
                     return records
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -591,6 +620,8 @@ class ShareConsumer(Closeable):
                 yield DoneWait(stopped, remaining + 1.0)
             finally:
                 self._run_callbacks()
+                if self._interceptors is not None:
+                    self._interceptors.close()
 
     @blocking
     def metrics(self, timeout: float = 0.5) -> Steps[dict[str, dict[str, float]]]:

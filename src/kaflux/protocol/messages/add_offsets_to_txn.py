@@ -23,7 +23,7 @@ _S_ih = struct.Struct(">ih")
 _S_qh = struct.Struct(">qh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddOffsetsToTxnRequest:
     """AddOffsetsToTxnRequest (API key 25): versions 0-4, flexible from v3."""
 
@@ -42,6 +42,39 @@ class AddOffsetsToTxnRequest:
     group_id: str = ""
     """The unique group identifier. [versions 0+]"""
 
+    def __init__(
+        self, transactional_id: str = "", producer_id: int = 0, producer_epoch: int = 0, group_id: str = ""
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"group_id={self.group_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddOffsetsToTxnRequest):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.producer_id,
+            self.producer_epoch,
+            self.group_id,
+        ) == (
+            other.transactional_id,
+            other.producer_id,
+            other.producer_epoch,
+            other.group_id,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddOffsetsToTxnRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -59,7 +92,7 @@ class AddOffsetsToTxnRequest:
             raise ProtocolError(f"decoding AddOffsetsToTxnRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddOffsetsToTxnResponse:
     """AddOffsetsToTxnResponse (API key 25): versions 0-4, flexible from v3."""
 
@@ -74,6 +107,29 @@ class AddOffsetsToTxnResponse:
     """
     error_code: int = 0
     """The response error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddOffsetsToTxnResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddOffsetsToTxnResponse to ``w`` in wire format ``version``."""

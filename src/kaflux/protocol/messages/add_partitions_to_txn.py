@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -24,13 +24,16 @@ __all__ = [
     "AddPartitionsToTxnTransaction",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_qh = struct.Struct(">qh")
 _S_qho = struct.Struct(">qh?")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnTopic:
     """(``AddPartitionsToTxnRequest.AddPartitionsToTxnTopic``)"""
 
@@ -38,6 +41,29 @@ class AddPartitionsToTxnTopic:
     """The name of the topic. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partition indexes to add to the transaction. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnTopic to ``w`` in wire format ``version``."""
@@ -56,7 +82,7 @@ class AddPartitionsToTxnTopic:
             raise ProtocolError(f"decoding AddPartitionsToTxnTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnTransaction:
     """List of transactions to add partitions to.
     (``AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction``)
@@ -75,6 +101,48 @@ class AddPartitionsToTxnTransaction:
     topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
     """The partitions to add to the transaction. [versions 4+]"""
 
+    def __init__(
+        self,
+        transactional_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        verify_only: bool = False,
+        topics: list[AddPartitionsToTxnTopic] = _FRESH,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.verify_only = verify_only
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"verify_only={self.verify_only!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnTransaction):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.producer_id,
+            self.producer_epoch,
+            self.verify_only,
+            self.topics,
+        ) == (
+            other.transactional_id,
+            other.producer_id,
+            other.producer_epoch,
+            other.verify_only,
+            other.topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnTransaction to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -92,7 +160,7 @@ class AddPartitionsToTxnTransaction:
             raise ProtocolError(f"decoding AddPartitionsToTxnTransaction v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnRequest:
     """AddPartitionsToTxnRequest (API key 24): versions 0-5, flexible from v3."""
 
@@ -113,6 +181,48 @@ class AddPartitionsToTxnRequest:
     v3_and_below_topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
     """The partitions to add to the transaction. [versions 0-3]"""
 
+    def __init__(
+        self,
+        transactions: list[AddPartitionsToTxnTransaction] = _FRESH,
+        v3_and_below_transactional_id: str = "",
+        v3_and_below_producer_id: int = 0,
+        v3_and_below_producer_epoch: int = 0,
+        v3_and_below_topics: list[AddPartitionsToTxnTopic] = _FRESH,
+    ) -> None:
+        self.transactions = [] if transactions is _FRESH else transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics = [] if v3_and_below_topics is _FRESH else v3_and_below_topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactions={self.transactions!r}, "
+            f"v3_and_below_transactional_id={self.v3_and_below_transactional_id!r}, "
+            f"v3_and_below_producer_id={self.v3_and_below_producer_id!r}, "
+            f"v3_and_below_producer_epoch={self.v3_and_below_producer_epoch!r}, "
+            f"v3_and_below_topics={self.v3_and_below_topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnRequest):
+            return NotImplemented
+        return (
+            self.transactions,
+            self.v3_and_below_transactional_id,
+            self.v3_and_below_producer_id,
+            self.v3_and_below_producer_epoch,
+            self.v3_and_below_topics,
+        ) == (
+            other.transactions,
+            other.v3_and_below_transactional_id,
+            other.v3_and_below_producer_id,
+            other.v3_and_below_producer_epoch,
+            other.v3_and_below_topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -130,7 +240,7 @@ class AddPartitionsToTxnRequest:
             raise ProtocolError(f"decoding AddPartitionsToTxnRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnPartitionResult:
     """(``AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult``)"""
 
@@ -138,6 +248,29 @@ class AddPartitionsToTxnPartitionResult:
     """The partition indexes. [versions 0+]"""
     partition_error_code: int = 0
     """The response error code. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, partition_error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.partition_error_code = partition_error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"partition_error_code={self.partition_error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnPartitionResult):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.partition_error_code,
+        ) == (
+            other.partition_index,
+            other.partition_error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnPartitionResult to ``w`` in wire format ``version``."""
@@ -156,7 +289,7 @@ class AddPartitionsToTxnPartitionResult:
             raise ProtocolError(f"decoding AddPartitionsToTxnPartitionResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnTopicResult:
     """(``AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult``)"""
 
@@ -164,6 +297,31 @@ class AddPartitionsToTxnTopicResult:
     """The topic name. [versions 0+]"""
     results_by_partition: list[AddPartitionsToTxnPartitionResult] = field(default_factory=list)
     """The results for each partition. [versions 0+]"""
+
+    def __init__(
+        self, name: str = "", results_by_partition: list[AddPartitionsToTxnPartitionResult] = _FRESH
+    ) -> None:
+        self.name = name
+        self.results_by_partition = [] if results_by_partition is _FRESH else results_by_partition
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"results_by_partition={self.results_by_partition!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.results_by_partition,
+        ) == (
+            other.name,
+            other.results_by_partition,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnTopicResult to ``w`` in wire format ``version``."""
@@ -182,7 +340,7 @@ class AddPartitionsToTxnTopicResult:
             raise ProtocolError(f"decoding AddPartitionsToTxnTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnResult:
     """Results categorized by transactional ID.
     (``AddPartitionsToTxnResponse.AddPartitionsToTxnResult``)
@@ -192,6 +350,31 @@ class AddPartitionsToTxnResult:
     """The transactional id corresponding to the transaction. [versions 4+]"""
     topic_results: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
     """The results for each topic. [versions 4+]"""
+
+    def __init__(
+        self, transactional_id: str = "", topic_results: list[AddPartitionsToTxnTopicResult] = _FRESH
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.topic_results = [] if topic_results is _FRESH else topic_results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"topic_results={self.topic_results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnResult):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.topic_results,
+        ) == (
+            other.transactional_id,
+            other.topic_results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnResult to ``w`` in wire format ``version``."""
@@ -210,7 +393,7 @@ class AddPartitionsToTxnResult:
             raise ProtocolError(f"decoding AddPartitionsToTxnResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AddPartitionsToTxnResponse:
     """AddPartitionsToTxnResponse (API key 24): versions 0-5, flexible from v3."""
 
@@ -229,6 +412,43 @@ class AddPartitionsToTxnResponse:
     """Results categorized by transactional ID. [versions 4+]"""
     results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
     """The results for each topic. [versions 0-3]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        results_by_transaction: list[AddPartitionsToTxnResult] = _FRESH,
+        results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction = [] if results_by_transaction is _FRESH else results_by_transaction
+        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _FRESH else results_by_topic_v3_and_below
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"results_by_transaction={self.results_by_transaction!r}, "
+            f"results_by_topic_v3_and_below={self.results_by_topic_v3_and_below!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AddPartitionsToTxnResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.results_by_transaction,
+            self.results_by_topic_v3_and_below,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.results_by_transaction,
+            other.results_by_topic_v3_and_below,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AddPartitionsToTxnResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -24,13 +24,16 @@ __all__ = [
     "OpData",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_do = struct.Struct(">d?")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasRequestEntityData:
     """The quota entity to alter. (``AlterClientQuotasRequest.EntryData.EntityData``)"""
 
@@ -38,6 +41,29 @@ class AlterClientQuotasRequestEntityData:
     """The entity type. [versions 0+]"""
     entity_name: str | None = ""
     """The name of the entity, or null if the default. [versions 0+, nullable 0+]"""
+
+    def __init__(self, entity_type: str = "", entity_name: str | None = "") -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity_type={self.entity_type!r}, "
+            f"entity_name={self.entity_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasRequestEntityData):
+            return NotImplemented
+        return (
+            self.entity_type,
+            self.entity_name,
+        ) == (
+            other.entity_type,
+            other.entity_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasRequestEntityData to ``w`` in wire format ``version``."""
@@ -56,7 +82,7 @@ class AlterClientQuotasRequestEntityData:
             raise ProtocolError(f"decoding AlterClientQuotasRequestEntityData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OpData:
     """An individual quota configuration entry to alter.
     (``AlterClientQuotasRequest.EntryData.OpData``)
@@ -68,6 +94,33 @@ class OpData:
     """The value to set, otherwise ignored if the value is to be removed. [versions 0+]"""
     remove: bool = False
     """Whether the quota configuration value should be removed, otherwise set. [versions 0+]"""
+
+    def __init__(self, key: str = "", value: float = 0.0, remove: bool = False) -> None:
+        self.key = key
+        self.value = value
+        self.remove = remove
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"key={self.key!r}, "
+            f"value={self.value!r}, "
+            f"remove={self.remove!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OpData):
+            return NotImplemented
+        return (
+            self.key,
+            self.value,
+            self.remove,
+        ) == (
+            other.key,
+            other.value,
+            other.remove,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OpData to ``w`` in wire format ``version``."""
@@ -86,7 +139,7 @@ class OpData:
             raise ProtocolError(f"decoding OpData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasRequestEntryData:
     """The quota configuration entries to alter. (``AlterClientQuotasRequest.EntryData``)"""
 
@@ -94,6 +147,31 @@ class AlterClientQuotasRequestEntryData:
     """The quota entity to alter. [versions 0+]"""
     ops: list[OpData] = field(default_factory=list)
     """An individual quota configuration entry to alter. [versions 0+]"""
+
+    def __init__(
+        self, entity: list[AlterClientQuotasRequestEntityData] = _FRESH, ops: list[OpData] = _FRESH
+    ) -> None:
+        self.entity = [] if entity is _FRESH else entity
+        self.ops = [] if ops is _FRESH else ops
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity={self.entity!r}, "
+            f"ops={self.ops!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasRequestEntryData):
+            return NotImplemented
+        return (
+            self.entity,
+            self.ops,
+        ) == (
+            other.entity,
+            other.ops,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasRequestEntryData to ``w`` in wire format ``version``."""
@@ -112,7 +190,7 @@ class AlterClientQuotasRequestEntryData:
             raise ProtocolError(f"decoding AlterClientQuotasRequestEntryData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasRequest:
     """AlterClientQuotasRequest (API key 49): versions 0-1, flexible from v1."""
 
@@ -126,6 +204,31 @@ class AlterClientQuotasRequest:
     """The quota configuration entries to alter. [versions 0+]"""
     validate_only: bool = False
     """Whether the alteration should be validated, but not performed. [versions 0+]"""
+
+    def __init__(
+        self, entries: list[AlterClientQuotasRequestEntryData] = _FRESH, validate_only: bool = False
+    ) -> None:
+        self.entries = [] if entries is _FRESH else entries
+        self.validate_only = validate_only
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entries={self.entries!r}, "
+            f"validate_only={self.validate_only!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasRequest):
+            return NotImplemented
+        return (
+            self.entries,
+            self.validate_only,
+        ) == (
+            other.entries,
+            other.validate_only,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasRequest to ``w`` in wire format ``version``."""
@@ -144,7 +247,7 @@ class AlterClientQuotasRequest:
             raise ProtocolError(f"decoding AlterClientQuotasRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasResponseEntityData:
     """The quota entity to alter. (``AlterClientQuotasResponse.EntryData.EntityData``)"""
 
@@ -152,6 +255,29 @@ class AlterClientQuotasResponseEntityData:
     """The entity type. [versions 0+]"""
     entity_name: str | None = ""
     """The name of the entity, or null if the default. [versions 0+, nullable 0+]"""
+
+    def __init__(self, entity_type: str = "", entity_name: str | None = "") -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity_type={self.entity_type!r}, "
+            f"entity_name={self.entity_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasResponseEntityData):
+            return NotImplemented
+        return (
+            self.entity_type,
+            self.entity_name,
+        ) == (
+            other.entity_type,
+            other.entity_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasResponseEntityData to ``w`` in wire format ``version``."""
@@ -170,7 +296,7 @@ class AlterClientQuotasResponseEntityData:
             raise ProtocolError(f"decoding AlterClientQuotasResponseEntityData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasResponseEntryData:
     """The quota configuration entries to alter. (``AlterClientQuotasResponse.EntryData``)"""
 
@@ -180,6 +306,38 @@ class AlterClientQuotasResponseEntryData:
     """The error message, or `null` if the quota alteration succeeded. [versions 0+, nullable 0+]"""
     entity: list[AlterClientQuotasResponseEntityData] = field(default_factory=list)
     """The quota entity to alter. [versions 0+]"""
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        entity: list[AlterClientQuotasResponseEntityData] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entity = [] if entity is _FRESH else entity
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"entity={self.entity!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasResponseEntryData):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.entity,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.entity,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasResponseEntryData to ``w`` in wire format ``version``."""
@@ -198,7 +356,7 @@ class AlterClientQuotasResponseEntryData:
             raise ProtocolError(f"decoding AlterClientQuotasResponseEntryData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterClientQuotasResponse:
     """AlterClientQuotasResponse (API key 49): versions 0-1, flexible from v1."""
 
@@ -213,6 +371,31 @@ class AlterClientQuotasResponse:
     """
     entries: list[AlterClientQuotasResponseEntryData] = field(default_factory=list)
     """The quota configuration entries to alter. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponseEntryData] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries = [] if entries is _FRESH else entries
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"entries={self.entries!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterClientQuotasResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.entries,
+        ) == (
+            other.throttle_time_ms,
+            other.entries,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterClientQuotasResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,11 +23,14 @@ __all__ = [
     "ReassignableTopicResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReassignablePartition:
     """The partitions to reassign.
     (``AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition``)
@@ -39,6 +42,29 @@ class ReassignablePartition:
     """The replicas to place the partitions on, or null to cancel a pending reassignment for this
     partition. [versions 0+, nullable 0+]
     """
+
+    def __init__(self, partition_index: int = 0, replicas: list[int] | None = None) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"replicas={self.replicas!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReassignablePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.replicas,
+        ) == (
+            other.partition_index,
+            other.replicas,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReassignablePartition to ``w`` in wire format ``version``."""
@@ -57,7 +83,7 @@ class ReassignablePartition:
             raise ProtocolError(f"decoding ReassignablePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReassignableTopic:
     """The topics to reassign. (``AlterPartitionReassignmentsRequest.ReassignableTopic``)"""
 
@@ -65,6 +91,29 @@ class ReassignableTopic:
     """The topic name. [versions 0+]"""
     partitions: list[ReassignablePartition] = field(default_factory=list)
     """The partitions to reassign. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[ReassignablePartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReassignableTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReassignableTopic to ``w`` in wire format ``version``."""
@@ -83,7 +132,7 @@ class ReassignableTopic:
             raise ProtocolError(f"decoding ReassignableTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterPartitionReassignmentsRequest:
     """AlterPartitionReassignmentsRequest (API key 45): versions 0, flexible from v0."""
 
@@ -97,6 +146,29 @@ class AlterPartitionReassignmentsRequest:
     """The time in ms to wait for the request to complete. [versions 0+]"""
     topics: list[ReassignableTopic] = field(default_factory=list)
     """The topics to reassign. [versions 0+]"""
+
+    def __init__(self, timeout_ms: int = 60000, topics: list[ReassignableTopic] = _FRESH) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"timeout_ms={self.timeout_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterPartitionReassignmentsRequest):
+            return NotImplemented
+        return (
+            self.timeout_ms,
+            self.topics,
+        ) == (
+            other.timeout_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterPartitionReassignmentsRequest to ``w`` in wire format ``version``."""
@@ -115,7 +187,7 @@ class AlterPartitionReassignmentsRequest:
             raise ProtocolError(f"decoding AlterPartitionReassignmentsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReassignablePartitionResponse:
     """The responses to partitions to reassign. (``AlterPartitionReassignmentsResponse.ReassignableTopi
     cResponse.ReassignablePartitionResponse``)
@@ -129,6 +201,33 @@ class ReassignablePartitionResponse:
     """The error message for this partition, or null if there was no error.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = "") -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReassignablePartitionResponse):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReassignablePartitionResponse to ``w`` in wire format ``version``."""
@@ -147,7 +246,7 @@ class ReassignablePartitionResponse:
             raise ProtocolError(f"decoding ReassignablePartitionResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReassignableTopicResponse:
     """The responses to topics to reassign.
     (``AlterPartitionReassignmentsResponse.ReassignableTopicResponse``)
@@ -157,6 +256,29 @@ class ReassignableTopicResponse:
     """The topic name. [versions 0+]"""
     partitions: list[ReassignablePartitionResponse] = field(default_factory=list)
     """The responses to partitions to reassign. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[ReassignablePartitionResponse] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReassignableTopicResponse):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReassignableTopicResponse to ``w`` in wire format ``version``."""
@@ -175,7 +297,7 @@ class ReassignableTopicResponse:
             raise ProtocolError(f"decoding ReassignableTopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterPartitionReassignmentsResponse:
     """AlterPartitionReassignmentsResponse (API key 45): versions 0, flexible from v0."""
 
@@ -194,6 +316,43 @@ class AlterPartitionReassignmentsResponse:
     """The top-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
     responses: list[ReassignableTopicResponse] = field(default_factory=list)
     """The responses to topics to reassign. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        responses: list[ReassignableTopicResponse] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FRESH else responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"responses={self.responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterPartitionReassignmentsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.responses,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterPartitionReassignmentsResponse to ``w`` in wire format ``version``."""

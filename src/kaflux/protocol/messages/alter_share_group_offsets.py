@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -24,12 +24,15 @@ __all__ = [
     "AlterShareGroupOffsetsResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_ih = struct.Struct(">ih")
 _S_iq = struct.Struct(">iq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsRequestPartition:
     """Each partition to alter offsets for. (``AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequ
     estTopic.AlterShareGroupOffsetsRequestPartition``)
@@ -39,6 +42,29 @@ class AlterShareGroupOffsetsRequestPartition:
     """The partition index. [versions 0+]"""
     start_offset: int = 0
     """The share-partition start offset. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, start_offset: int = 0) -> None:
+        self.partition_index = partition_index
+        self.start_offset = start_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"start_offset={self.start_offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsRequestPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.start_offset,
+        ) == (
+            other.partition_index,
+            other.start_offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsRequestPartition to ``w`` in wire format ``version``."""
@@ -61,7 +87,7 @@ class AlterShareGroupOffsetsRequestPartition:
             raise ProtocolError(f"decoding AlterShareGroupOffsetsRequestPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsRequestTopic:
     """The topics to alter offsets for.
     (``AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic``)
@@ -71,6 +97,31 @@ class AlterShareGroupOffsetsRequestTopic:
     """The topic name. [versions 0+]"""
     partitions: list[AlterShareGroupOffsetsRequestPartition] = field(default_factory=list)
     """Each partition to alter offsets for. [versions 0+]"""
+
+    def __init__(
+        self, topic_name: str = "", partitions: list[AlterShareGroupOffsetsRequestPartition] = _FRESH
+    ) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsRequestTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+            self.partitions,
+        ) == (
+            other.topic_name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsRequestTopic to ``w`` in wire format ``version``."""
@@ -89,7 +140,7 @@ class AlterShareGroupOffsetsRequestTopic:
             raise ProtocolError(f"decoding AlterShareGroupOffsetsRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsRequest:
     """AlterShareGroupOffsetsRequest (API key 91): versions 0, flexible from v0."""
 
@@ -103,6 +154,29 @@ class AlterShareGroupOffsetsRequest:
     """The group identifier. [versions 0+]"""
     topics: list[AlterShareGroupOffsetsRequestTopic] = field(default_factory=list)
     """The topics to alter offsets for. [versions 0+]"""
+
+    def __init__(self, group_id: str = "", topics: list[AlterShareGroupOffsetsRequestTopic] = _FRESH) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsRequest to ``w`` in wire format ``version``."""
@@ -121,7 +195,7 @@ class AlterShareGroupOffsetsRequest:
             raise ProtocolError(f"decoding AlterShareGroupOffsetsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsResponsePartition:
     """(``AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResp
     onsePartition``)
@@ -133,6 +207,35 @@ class AlterShareGroupOffsetsResponsePartition:
     """The error code, or 0 if there was no error. [versions 0+]"""
     error_message: str | None = None
     """The error message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self, partition_index: int = 0, error_code: int = 0, error_message: str | None = None
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsResponsePartition to ``w`` in wire format ``version``."""
@@ -157,7 +260,7 @@ class AlterShareGroupOffsetsResponsePartition:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsResponseTopic:
     """The results for each topic.
     (``AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic``)
@@ -169,6 +272,38 @@ class AlterShareGroupOffsetsResponseTopic:
     """The unique topic ID. [versions 0+]"""
     partitions: list[AlterShareGroupOffsetsResponsePartition] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        topic_name: str = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        partitions: list[AlterShareGroupOffsetsResponsePartition] = _FRESH,
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsResponseTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_name,
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsResponseTopic to ``w`` in wire format ``version``."""
@@ -187,7 +322,7 @@ class AlterShareGroupOffsetsResponseTopic:
             raise ProtocolError(f"decoding AlterShareGroupOffsetsResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterShareGroupOffsetsResponse:
     """AlterShareGroupOffsetsResponse (API key 91): versions 0, flexible from v0."""
 
@@ -206,6 +341,43 @@ class AlterShareGroupOffsetsResponse:
     """The top-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
     responses: list[AlterShareGroupOffsetsResponseTopic] = field(default_factory=list)
     """The results for each topic. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[AlterShareGroupOffsetsResponseTopic] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FRESH else responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"responses={self.responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterShareGroupOffsetsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.responses,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterShareGroupOffsetsResponse to ``w`` in wire format ``version``."""

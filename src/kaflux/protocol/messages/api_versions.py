@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,6 +22,9 @@ __all__ = [
     "SupportedFeatureKey",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_h = struct.Struct(">h")
 _S_hh = struct.Struct(">hh")
@@ -30,7 +33,7 @@ _S_i = struct.Struct(">i")
 _S_q = struct.Struct(">q")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ApiVersionsRequest:
     """ApiVersionsRequest (API key 18): versions 0-4, flexible from v3."""
 
@@ -44,6 +47,29 @@ class ApiVersionsRequest:
     """The name of the client. [versions 3+, ignorable]"""
     client_software_version: str = ""
     """The version of the client. [versions 3+, ignorable]"""
+
+    def __init__(self, client_software_name: str = "", client_software_version: str = "") -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"client_software_name={self.client_software_name!r}, "
+            f"client_software_version={self.client_software_version!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ApiVersionsRequest):
+            return NotImplemented
+        return (
+            self.client_software_name,
+            self.client_software_version,
+        ) == (
+            other.client_software_name,
+            other.client_software_version,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ApiVersionsRequest to ``w`` in wire format ``version``."""
@@ -62,7 +88,7 @@ class ApiVersionsRequest:
             raise ProtocolError(f"decoding ApiVersionsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ApiVersion:
     """The APIs supported by the broker. (``ApiVersionsResponse.ApiVersion``)"""
 
@@ -72,6 +98,33 @@ class ApiVersion:
     """The minimum supported version, inclusive. [versions 0+]"""
     max_version: int = 0
     """The maximum supported version, inclusive. [versions 0+]"""
+
+    def __init__(self, api_key: int = 0, min_version: int = 0, max_version: int = 0) -> None:
+        self.api_key = api_key
+        self.min_version = min_version
+        self.max_version = max_version
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"api_key={self.api_key!r}, "
+            f"min_version={self.min_version!r}, "
+            f"max_version={self.max_version!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ApiVersion):
+            return NotImplemented
+        return (
+            self.api_key,
+            self.min_version,
+            self.max_version,
+        ) == (
+            other.api_key,
+            other.min_version,
+            other.max_version,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ApiVersion to ``w`` in wire format ``version``."""
@@ -90,7 +143,7 @@ class ApiVersion:
             raise ProtocolError(f"decoding ApiVersion v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SupportedFeatureKey:
     """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are
     omitted. (``ApiVersionsResponse.SupportedFeatureKey``)
@@ -102,6 +155,33 @@ class SupportedFeatureKey:
     """The minimum supported version for the feature. [versions 3+]"""
     max_version: int = 0
     """The maximum supported version for the feature. [versions 3+]"""
+
+    def __init__(self, name: str = "", min_version: int = 0, max_version: int = 0) -> None:
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"min_version={self.min_version!r}, "
+            f"max_version={self.max_version!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SupportedFeatureKey):
+            return NotImplemented
+        return (
+            self.name,
+            self.min_version,
+            self.max_version,
+        ) == (
+            other.name,
+            other.min_version,
+            other.max_version,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SupportedFeatureKey to ``w`` in wire format ``version``."""
@@ -120,7 +200,7 @@ class SupportedFeatureKey:
             raise ProtocolError(f"decoding SupportedFeatureKey v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FinalizedFeatureKey:
     """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch
     >= 0. (``ApiVersionsResponse.FinalizedFeatureKey``)
@@ -132,6 +212,33 @@ class FinalizedFeatureKey:
     """The cluster-wide finalized max version level for the feature. [versions 3+]"""
     min_version_level: int = 0
     """The cluster-wide finalized min version level for the feature. [versions 3+]"""
+
+    def __init__(self, name: str = "", max_version_level: int = 0, min_version_level: int = 0) -> None:
+        self.name = name
+        self.max_version_level = max_version_level
+        self.min_version_level = min_version_level
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"max_version_level={self.max_version_level!r}, "
+            f"min_version_level={self.min_version_level!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FinalizedFeatureKey):
+            return NotImplemented
+        return (
+            self.name,
+            self.max_version_level,
+            self.min_version_level,
+        ) == (
+            other.name,
+            other.max_version_level,
+            other.min_version_level,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FinalizedFeatureKey to ``w`` in wire format ``version``."""
@@ -150,7 +257,7 @@ class FinalizedFeatureKey:
             raise ProtocolError(f"decoding FinalizedFeatureKey v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ApiVersionsResponse:
     """ApiVersionsResponse (API key 18): versions 0-4, flexible from v3."""
 
@@ -183,6 +290,58 @@ class ApiVersionsResponse:
     """Set by a KRaft controller if the required configurations for ZK migration are present.
     [versions 3+, tag 3, ignorable]
     """
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        api_keys: list[ApiVersion] = _FRESH,
+        throttle_time_ms: int = 0,
+        supported_features: list[SupportedFeatureKey] = _FRESH,
+        finalized_features_epoch: int = -1,
+        finalized_features: list[FinalizedFeatureKey] = _FRESH,
+        zk_migration_ready: bool = False,
+    ) -> None:
+        self.error_code = error_code
+        self.api_keys = [] if api_keys is _FRESH else api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = [] if supported_features is _FRESH else supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = [] if finalized_features is _FRESH else finalized_features
+        self.zk_migration_ready = zk_migration_ready
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"api_keys={self.api_keys!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"supported_features={self.supported_features!r}, "
+            f"finalized_features_epoch={self.finalized_features_epoch!r}, "
+            f"finalized_features={self.finalized_features!r}, "
+            f"zk_migration_ready={self.zk_migration_ready!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ApiVersionsResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.api_keys,
+            self.throttle_time_ms,
+            self.supported_features,
+            self.finalized_features_epoch,
+            self.finalized_features,
+            self.zk_migration_ready,
+        ) == (
+            other.error_code,
+            other.api_keys,
+            other.throttle_time_ms,
+            other.supported_features,
+            other.finalized_features_epoch,
+            other.finalized_features,
+            other.zk_migration_ready,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ApiVersionsResponse to ``w`` in wire format ``version``."""

@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -23,13 +23,16 @@ __all__ = [
     "ConsumerGroupHeartbeatResponseTopicPartitions",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_ii = struct.Struct(">ii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerGroupHeartbeatRequestTopicPartitions:
     """null if it didn't change since the last heartbeat; the partitions owned by the member.
     (``ConsumerGroupHeartbeatRequest.TopicPartitions``)
@@ -39,6 +42,29 @@ class ConsumerGroupHeartbeatRequestTopicPartitions:
     """The topic ID. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[int] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerGroupHeartbeatRequestTopicPartitions):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerGroupHeartbeatRequestTopicPartitions to ``w`` in wire format ``version``."""
@@ -63,7 +89,7 @@ class ConsumerGroupHeartbeatRequestTopicPartitions:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerGroupHeartbeatRequest:
     """ConsumerGroupHeartbeatRequest (API key 68): versions 0-1, flexible from v0."""
 
@@ -112,6 +138,73 @@ class ConsumerGroupHeartbeatRequest:
     [versions 0+, nullable 0+]
     """
 
+    def __init__(
+        self,
+        group_id: str = "",
+        member_id: str = "",
+        member_epoch: int = 0,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
+        self.server_assignor = server_assignor
+        self.topic_partitions = topic_partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"instance_id={self.instance_id!r}, "
+            f"rack_id={self.rack_id!r}, "
+            f"rebalance_timeout_ms={self.rebalance_timeout_ms!r}, "
+            f"subscribed_topic_names={self.subscribed_topic_names!r}, "
+            f"subscribed_topic_regex={self.subscribed_topic_regex!r}, "
+            f"server_assignor={self.server_assignor!r}, "
+            f"topic_partitions={self.topic_partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerGroupHeartbeatRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.member_epoch,
+            self.instance_id,
+            self.rack_id,
+            self.rebalance_timeout_ms,
+            self.subscribed_topic_names,
+            self.subscribed_topic_regex,
+            self.server_assignor,
+            self.topic_partitions,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.member_epoch,
+            other.instance_id,
+            other.rack_id,
+            other.rebalance_timeout_ms,
+            other.subscribed_topic_names,
+            other.subscribed_topic_regex,
+            other.server_assignor,
+            other.topic_partitions,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerGroupHeartbeatRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 1:
@@ -129,7 +222,7 @@ class ConsumerGroupHeartbeatRequest:
             raise ProtocolError(f"decoding ConsumerGroupHeartbeatRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerGroupHeartbeatResponseTopicPartitions:
     """(``ConsumerGroupHeartbeatResponse.TopicPartitions``)"""
 
@@ -137,6 +230,29 @@ class ConsumerGroupHeartbeatResponseTopicPartitions:
     """The topic ID. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[int] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerGroupHeartbeatResponseTopicPartitions):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerGroupHeartbeatResponseTopicPartitions to ``w`` in wire format ``version``."""
@@ -161,12 +277,33 @@ class ConsumerGroupHeartbeatResponseTopicPartitions:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Assignment:
     """null if not provided; the assignment otherwise. (``ConsumerGroupHeartbeatResponse.Assignment``)"""
 
     topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions] = field(default_factory=list)
     """The partitions assigned to the member that can be used immediately. [versions 0+]"""
+
+    def __init__(
+        self, topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions] = _FRESH
+    ) -> None:
+        self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_partitions={self.topic_partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, Assignment):
+            return NotImplemented
+        return (
+            self.topic_partitions,
+        ) == (
+            other.topic_partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this Assignment to ``w`` in wire format ``version``."""
@@ -185,7 +322,7 @@ class Assignment:
             raise ProtocolError(f"decoding Assignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerGroupHeartbeatResponse:
     """ConsumerGroupHeartbeatResponse (API key 68): versions 0-1, flexible from v0."""
 
@@ -212,6 +349,58 @@ class ConsumerGroupHeartbeatResponse:
     """The heartbeat interval in milliseconds. [versions 0+]"""
     assignment: Assignment | None = None
     """null if not provided; the assignment otherwise. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: Assignment | None = None,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignment = assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"heartbeat_interval_ms={self.heartbeat_interval_ms!r}, "
+            f"assignment={self.assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerGroupHeartbeatResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.member_id,
+            self.member_epoch,
+            self.heartbeat_interval_ms,
+            self.assignment,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.member_id,
+            other.member_epoch,
+            other.heartbeat_interval_ms,
+            other.assignment,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerGroupHeartbeatResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,10 +21,13 @@ __all__ = [
     "ConsumerProtocolSubscriptionTopicPartition",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerProtocolSubscriptionTopicPartition:
     """(``ConsumerProtocolSubscription.TopicPartition``)"""
 
@@ -32,6 +35,29 @@ class ConsumerProtocolSubscriptionTopicPartition:
     """[versions 1+]"""
     partitions: list[int] = field(default_factory=list)
     """[versions 1+]"""
+
+    def __init__(self, topic: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerProtocolSubscriptionTopicPartition):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerProtocolSubscriptionTopicPartition to ``w`` in wire format ``version``."""
@@ -56,7 +82,7 @@ class ConsumerProtocolSubscriptionTopicPartition:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerProtocolSubscription:
     """ConsumerProtocolSubscription: versions 0-3, never flexible."""
 
@@ -75,6 +101,48 @@ class ConsumerProtocolSubscription:
     rack_id: str | None = None
     """[versions 3+, nullable 3+, ignorable]"""
 
+    def __init__(
+        self,
+        topics: list[str] = _FRESH,
+        user_data: bytes | None = None,
+        owned_partitions: list[ConsumerProtocolSubscriptionTopicPartition] = _FRESH,
+        generation_id: int = -1,
+        rack_id: str | None = None,
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.user_data = user_data
+        self.owned_partitions = [] if owned_partitions is _FRESH else owned_partitions
+        self.generation_id = generation_id
+        self.rack_id = rack_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"user_data={self.user_data!r}, "
+            f"owned_partitions={self.owned_partitions!r}, "
+            f"generation_id={self.generation_id!r}, "
+            f"rack_id={self.rack_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerProtocolSubscription):
+            return NotImplemented
+        return (
+            self.topics,
+            self.user_data,
+            self.owned_partitions,
+            self.generation_id,
+            self.rack_id,
+        ) == (
+            other.topics,
+            other.user_data,
+            other.owned_partitions,
+            other.generation_id,
+            other.rack_id,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerProtocolSubscription to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -92,7 +160,7 @@ class ConsumerProtocolSubscription:
             raise ProtocolError(f"decoding ConsumerProtocolSubscription v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerProtocolAssignmentTopicPartition:
     """(``ConsumerProtocolAssignment.TopicPartition``)"""
 
@@ -100,6 +168,29 @@ class ConsumerProtocolAssignmentTopicPartition:
     """[versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerProtocolAssignmentTopicPartition):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerProtocolAssignmentTopicPartition to ``w`` in wire format ``version``."""
@@ -124,7 +215,7 @@ class ConsumerProtocolAssignmentTopicPartition:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ConsumerProtocolAssignment:
     """ConsumerProtocolAssignment: versions 0-3, never flexible."""
 
@@ -136,6 +227,33 @@ class ConsumerProtocolAssignment:
     """[versions 0+]"""
     user_data: bytes | None = None
     """[versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        assigned_partitions: list[ConsumerProtocolAssignmentTopicPartition] = _FRESH,
+        user_data: bytes | None = None,
+    ) -> None:
+        self.assigned_partitions = [] if assigned_partitions is _FRESH else assigned_partitions
+        self.user_data = user_data
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"assigned_partitions={self.assigned_partitions!r}, "
+            f"user_data={self.user_data!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ConsumerProtocolAssignment):
+            return NotImplemented
+        return (
+            self.assigned_partitions,
+            self.user_data,
+        ) == (
+            other.assigned_partitions,
+            other.user_data,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ConsumerProtocolAssignment to ``w`` in wire format ``version``."""

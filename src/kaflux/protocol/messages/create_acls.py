@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,13 +21,16 @@ __all__ = [
     "CreateAclsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_b = struct.Struct(">b")
 _S_bb = struct.Struct(">bb")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AclCreation:
     """The ACLs that we want to create. (``CreateAclsRequest.AclCreation``)"""
 
@@ -46,6 +49,58 @@ class AclCreation:
     permission_type: int = 0
     """The permission type for the ACL (allow, deny, etc.). [versions 0+]"""
 
+    def __init__(
+        self,
+        resource_type: int = 0,
+        resource_name: str = "",
+        resource_pattern_type: int = 3,
+        principal: str = "",
+        host: str = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.resource_pattern_type = resource_pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"resource_pattern_type={self.resource_pattern_type!r}, "
+            f"principal={self.principal!r}, "
+            f"host={self.host!r}, "
+            f"operation={self.operation!r}, "
+            f"permission_type={self.permission_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AclCreation):
+            return NotImplemented
+        return (
+            self.resource_type,
+            self.resource_name,
+            self.resource_pattern_type,
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.resource_type,
+            other.resource_name,
+            other.resource_pattern_type,
+            other.principal,
+            other.host,
+            other.operation,
+            other.permission_type,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this AclCreation to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -63,7 +118,7 @@ class AclCreation:
             raise ProtocolError(f"decoding AclCreation v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateAclsRequest:
     """CreateAclsRequest (API key 30): versions 0-3, flexible from v2."""
 
@@ -75,6 +130,25 @@ class CreateAclsRequest:
 
     creations: list[AclCreation] = field(default_factory=list)
     """The ACLs that we want to create. [versions 0+]"""
+
+    def __init__(self, creations: list[AclCreation] = _FRESH) -> None:
+        self.creations = [] if creations is _FRESH else creations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"creations={self.creations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateAclsRequest):
+            return NotImplemented
+        return (
+            self.creations,
+        ) == (
+            other.creations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateAclsRequest to ``w`` in wire format ``version``."""
@@ -93,7 +167,7 @@ class CreateAclsRequest:
             raise ProtocolError(f"decoding CreateAclsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AclCreationResult:
     """The results for each ACL creation. (``CreateAclsResponse.AclCreationResult``)"""
 
@@ -101,6 +175,29 @@ class AclCreationResult:
     """The result error, or zero if there was no error. [versions 0+]"""
     error_message: str | None = ""
     """The result message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(self, error_code: int = 0, error_message: str | None = "") -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AclCreationResult):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AclCreationResult to ``w`` in wire format ``version``."""
@@ -119,7 +216,7 @@ class AclCreationResult:
             raise ProtocolError(f"decoding AclCreationResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateAclsResponse:
     """CreateAclsResponse (API key 30): versions 0-3, flexible from v2."""
 
@@ -134,6 +231,29 @@ class CreateAclsResponse:
     """
     results: list[AclCreationResult] = field(default_factory=list)
     """The results for each ACL creation. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, results: list[AclCreationResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateAclsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateAclsResponse to ``w`` in wire format ``version``."""

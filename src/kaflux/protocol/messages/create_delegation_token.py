@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,13 +20,16 @@ __all__ = [
     "CreateDelegationTokenResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_q = struct.Struct(">q")
 _S_qqq = struct.Struct(">qqq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableRenewers:
     """A list of those who are allowed to renew this token before it expires.
     (``CreateDelegationTokenRequest.CreatableRenewers``)
@@ -36,6 +39,29 @@ class CreatableRenewers:
     """The type of the Kafka principal. [versions 0+]"""
     principal_name: str = ""
     """The name of the Kafka principal. [versions 0+]"""
+
+    def __init__(self, principal_type: str = "", principal_name: str = "") -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"principal_type={self.principal_type!r}, "
+            f"principal_name={self.principal_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableRenewers):
+            return NotImplemented
+        return (
+            self.principal_type,
+            self.principal_name,
+        ) == (
+            other.principal_type,
+            other.principal_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableRenewers to ``w`` in wire format ``version``."""
@@ -54,7 +80,7 @@ class CreatableRenewers:
             raise ProtocolError(f"decoding CreatableRenewers v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateDelegationTokenRequest:
     """CreateDelegationTokenRequest (API key 38): versions 0-3, flexible from v2."""
 
@@ -79,6 +105,43 @@ class CreateDelegationTokenRequest:
     [versions 0+]
     """
 
+    def __init__(
+        self,
+        owner_principal_type: str | None = "",
+        owner_principal_name: str | None = "",
+        renewers: list[CreatableRenewers] = _FRESH,
+        max_lifetime_ms: int = 0,
+    ) -> None:
+        self.owner_principal_type = owner_principal_type
+        self.owner_principal_name = owner_principal_name
+        self.renewers = [] if renewers is _FRESH else renewers
+        self.max_lifetime_ms = max_lifetime_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"owner_principal_type={self.owner_principal_type!r}, "
+            f"owner_principal_name={self.owner_principal_name!r}, "
+            f"renewers={self.renewers!r}, "
+            f"max_lifetime_ms={self.max_lifetime_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateDelegationTokenRequest):
+            return NotImplemented
+        return (
+            self.owner_principal_type,
+            self.owner_principal_name,
+            self.renewers,
+            self.max_lifetime_ms,
+        ) == (
+            other.owner_principal_type,
+            other.owner_principal_name,
+            other.renewers,
+            other.max_lifetime_ms,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateDelegationTokenRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -96,7 +159,7 @@ class CreateDelegationTokenRequest:
             raise ProtocolError(f"decoding CreateDelegationTokenRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateDelegationTokenResponse:
     """CreateDelegationTokenResponse (API key 38): versions 0-3, flexible from v2."""
 
@@ -129,6 +192,78 @@ class CreateDelegationTokenResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation,
     or zero if the request did not violate any quota. [versions 0+]
     """
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        principal_type: str = "",
+        principal_name: str = "",
+        token_requester_principal_type: str = "",
+        token_requester_principal_name: str = "",
+        issue_timestamp_ms: int = 0,
+        expiry_timestamp_ms: int = 0,
+        max_timestamp_ms: int = 0,
+        token_id: str = "",
+        hmac: bytes = b"",
+        throttle_time_ms: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
+        self.issue_timestamp_ms = issue_timestamp_ms
+        self.expiry_timestamp_ms = expiry_timestamp_ms
+        self.max_timestamp_ms = max_timestamp_ms
+        self.token_id = token_id
+        self.hmac = hmac
+        self.throttle_time_ms = throttle_time_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"principal_type={self.principal_type!r}, "
+            f"principal_name={self.principal_name!r}, "
+            f"token_requester_principal_type={self.token_requester_principal_type!r}, "
+            f"token_requester_principal_name={self.token_requester_principal_name!r}, "
+            f"issue_timestamp_ms={self.issue_timestamp_ms!r}, "
+            f"expiry_timestamp_ms={self.expiry_timestamp_ms!r}, "
+            f"max_timestamp_ms={self.max_timestamp_ms!r}, "
+            f"token_id={self.token_id!r}, "
+            f"hmac={self.hmac!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateDelegationTokenResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.principal_type,
+            self.principal_name,
+            self.token_requester_principal_type,
+            self.token_requester_principal_name,
+            self.issue_timestamp_ms,
+            self.expiry_timestamp_ms,
+            self.max_timestamp_ms,
+            self.token_id,
+            self.hmac,
+            self.throttle_time_ms,
+        ) == (
+            other.error_code,
+            other.principal_type,
+            other.principal_name,
+            other.token_requester_principal_type,
+            other.token_requester_principal_name,
+            other.issue_timestamp_ms,
+            other.expiry_timestamp_ms,
+            other.max_timestamp_ms,
+            other.token_id,
+            other.hmac,
+            other.throttle_time_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateDelegationTokenResponse to ``w`` in wire format ``version``."""

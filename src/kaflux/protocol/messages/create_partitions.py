@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,12 +22,15 @@ __all__ = [
     "CreatePartitionsTopicResult",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_io = struct.Struct(">i?")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatePartitionsAssignment:
     """The new partition assignments.
     (``CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment``)
@@ -35,6 +38,25 @@ class CreatePartitionsAssignment:
 
     broker_ids: list[int] = field(default_factory=list)
     """The assigned broker IDs. [versions 0+]"""
+
+    def __init__(self, broker_ids: list[int] = _FRESH) -> None:
+        self.broker_ids = [] if broker_ids is _FRESH else broker_ids
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"broker_ids={self.broker_ids!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatePartitionsAssignment):
+            return NotImplemented
+        return (
+            self.broker_ids,
+        ) == (
+            other.broker_ids,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatePartitionsAssignment to ``w`` in wire format ``version``."""
@@ -53,7 +75,7 @@ class CreatePartitionsAssignment:
             raise ProtocolError(f"decoding CreatePartitionsAssignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatePartitionsTopic:
     """Each topic that we want to create new partitions inside.
     (``CreatePartitionsRequest.CreatePartitionsTopic``)
@@ -65,6 +87,35 @@ class CreatePartitionsTopic:
     """The new partition count. [versions 0+]"""
     assignments: list[CreatePartitionsAssignment] | None = field(default_factory=list)
     """The new partition assignments. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self, name: str = "", count: int = 0, assignments: list[CreatePartitionsAssignment] | None = _FRESH
+    ) -> None:
+        self.name = name
+        self.count = count
+        self.assignments = [] if assignments is _FRESH else assignments
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"count={self.count!r}, "
+            f"assignments={self.assignments!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatePartitionsTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.count,
+            self.assignments,
+        ) == (
+            other.name,
+            other.count,
+            other.assignments,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatePartitionsTopic to ``w`` in wire format ``version``."""
@@ -83,7 +134,7 @@ class CreatePartitionsTopic:
             raise ProtocolError(f"decoding CreatePartitionsTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatePartitionsRequest:
     """CreatePartitionsRequest (API key 37): versions 0-3, flexible from v2."""
 
@@ -102,6 +153,35 @@ class CreatePartitionsRequest:
     [versions 0+]
     """
 
+    def __init__(
+        self, topics: list[CreatePartitionsTopic] = _FRESH, timeout_ms: int = 0, validate_only: bool = False
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"timeout_ms={self.timeout_ms!r}, "
+            f"validate_only={self.validate_only!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatePartitionsRequest):
+            return NotImplemented
+        return (
+            self.topics,
+            self.timeout_ms,
+            self.validate_only,
+        ) == (
+            other.topics,
+            other.timeout_ms,
+            other.validate_only,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatePartitionsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -119,7 +199,7 @@ class CreatePartitionsRequest:
             raise ProtocolError(f"decoding CreatePartitionsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatePartitionsTopicResult:
     """The partition creation results for each topic.
     (``CreatePartitionsResponse.CreatePartitionsTopicResult``)
@@ -131,6 +211,33 @@ class CreatePartitionsTopicResult:
     """The result error, or zero if there was no error. [versions 0+]"""
     error_message: str | None = None
     """The result message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(self, name: str = "", error_code: int = 0, error_message: str | None = None) -> None:
+        self.name = name
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatePartitionsTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.name,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatePartitionsTopicResult to ``w`` in wire format ``version``."""
@@ -149,7 +256,7 @@ class CreatePartitionsTopicResult:
             raise ProtocolError(f"decoding CreatePartitionsTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatePartitionsResponse:
     """CreatePartitionsResponse (API key 37): versions 0-3, flexible from v2."""
 
@@ -164,6 +271,31 @@ class CreatePartitionsResponse:
     """
     results: list[CreatePartitionsTopicResult] = field(default_factory=list)
     """The partition creation results for each topic. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, results: list[CreatePartitionsTopicResult] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatePartitionsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatePartitionsResponse to ``w`` in wire format ``version``."""

@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -25,6 +25,9 @@ __all__ = [
     "CreateTopicsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16sh = struct.Struct(">16sh")
 _S_obo = struct.Struct(">?b?")
 _S_h = struct.Struct(">h")
@@ -33,7 +36,7 @@ _S_io = struct.Struct(">i?")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableReplicaAssignment:
     """The manual partition assignment, or the empty array if we are using automatic assignment.
     (``CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment``)
@@ -43,6 +46,29 @@ class CreatableReplicaAssignment:
     """The partition index. [versions 0+]"""
     broker_ids: list[int] = field(default_factory=list)
     """The brokers to place the partition on. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, broker_ids: list[int] = _FRESH) -> None:
+        self.partition_index = partition_index
+        self.broker_ids = [] if broker_ids is _FRESH else broker_ids
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"broker_ids={self.broker_ids!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableReplicaAssignment):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.broker_ids,
+        ) == (
+            other.partition_index,
+            other.broker_ids,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableReplicaAssignment to ``w`` in wire format ``version``."""
@@ -61,7 +87,7 @@ class CreatableReplicaAssignment:
             raise ProtocolError(f"decoding CreatableReplicaAssignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableTopicConfig:
     """The custom topic configurations to set.
     (``CreateTopicsRequest.CreatableTopic.CreatableTopicConfig``)
@@ -71,6 +97,29 @@ class CreatableTopicConfig:
     """The configuration name. [versions 0+]"""
     value: str | None = ""
     """The configuration value. [versions 0+, nullable 0+]"""
+
+    def __init__(self, name: str = "", value: str | None = "") -> None:
+        self.name = name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"value={self.value!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableTopicConfig):
+            return NotImplemented
+        return (
+            self.name,
+            self.value,
+        ) == (
+            other.name,
+            other.value,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableTopicConfig to ``w`` in wire format ``version``."""
@@ -89,7 +138,7 @@ class CreatableTopicConfig:
             raise ProtocolError(f"decoding CreatableTopicConfig v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableTopic:
     """The topics to create. (``CreateTopicsRequest.CreatableTopic``)"""
 
@@ -111,6 +160,48 @@ class CreatableTopic:
     configs: list[CreatableTopicConfig] = field(default_factory=list)
     """The custom topic configurations to set. [versions 0+]"""
 
+    def __init__(
+        self,
+        name: str = "",
+        num_partitions: int = 0,
+        replication_factor: int = 0,
+        assignments: list[CreatableReplicaAssignment] = _FRESH,
+        configs: list[CreatableTopicConfig] = _FRESH,
+    ) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.assignments = [] if assignments is _FRESH else assignments
+        self.configs = [] if configs is _FRESH else configs
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"num_partitions={self.num_partitions!r}, "
+            f"replication_factor={self.replication_factor!r}, "
+            f"assignments={self.assignments!r}, "
+            f"configs={self.configs!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.num_partitions,
+            self.replication_factor,
+            self.assignments,
+            self.configs,
+        ) == (
+            other.name,
+            other.num_partitions,
+            other.replication_factor,
+            other.assignments,
+            other.configs,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableTopic to ``w`` in wire format ``version``."""
         if not 0 <= version <= 7:
@@ -128,7 +219,7 @@ class CreatableTopic:
             raise ProtocolError(f"decoding CreatableTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateTopicsRequest:
     """CreateTopicsRequest (API key 19): versions 0-7, flexible from v5."""
 
@@ -147,6 +238,35 @@ class CreateTopicsRequest:
     [versions 1+]
     """
 
+    def __init__(
+        self, topics: list[CreatableTopic] = _FRESH, timeout_ms: int = 60000, validate_only: bool = False
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"timeout_ms={self.timeout_ms!r}, "
+            f"validate_only={self.validate_only!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateTopicsRequest):
+            return NotImplemented
+        return (
+            self.topics,
+            self.timeout_ms,
+            self.validate_only,
+        ) == (
+            other.topics,
+            other.timeout_ms,
+            other.validate_only,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateTopicsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 7:
@@ -164,7 +284,7 @@ class CreateTopicsRequest:
             raise ProtocolError(f"decoding CreateTopicsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableTopicConfigs:
     """Configuration of the topic.
     (``CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs``)
@@ -180,6 +300,48 @@ class CreatableTopicConfigs:
     """The configuration source. [versions 5+, ignorable]"""
     is_sensitive: bool = False
     """True if this configuration is sensitive. [versions 5+]"""
+
+    def __init__(
+        self,
+        name: str = "",
+        value: str | None = "",
+        read_only: bool = False,
+        config_source: int = -1,
+        is_sensitive: bool = False,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"value={self.value!r}, "
+            f"read_only={self.read_only!r}, "
+            f"config_source={self.config_source!r}, "
+            f"is_sensitive={self.is_sensitive!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableTopicConfigs):
+            return NotImplemented
+        return (
+            self.name,
+            self.value,
+            self.read_only,
+            self.config_source,
+            self.is_sensitive,
+        ) == (
+            other.name,
+            other.value,
+            other.read_only,
+            other.config_source,
+            other.is_sensitive,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableTopicConfigs to ``w`` in wire format ``version``."""
@@ -198,7 +360,7 @@ class CreatableTopicConfigs:
             raise ProtocolError(f"decoding CreatableTopicConfigs v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreatableTopicResult:
     """Results for each topic we tried to create. (``CreateTopicsResponse.CreatableTopicResult``)"""
 
@@ -221,6 +383,63 @@ class CreatableTopicResult:
     configs: list[CreatableTopicConfigs] | None = field(default_factory=list)
     """Configuration of the topic. [versions 5+, nullable 5+, ignorable]"""
 
+    def __init__(
+        self,
+        name: str = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        error_code: int = 0,
+        error_message: str | None = "",
+        topic_config_error_code: int = 0,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: list[CreatableTopicConfigs] | None = _FRESH,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topic_config_error_code = topic_config_error_code
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.configs = [] if configs is _FRESH else configs
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"topic_config_error_code={self.topic_config_error_code!r}, "
+            f"num_partitions={self.num_partitions!r}, "
+            f"replication_factor={self.replication_factor!r}, "
+            f"configs={self.configs!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreatableTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.topic_id,
+            self.error_code,
+            self.error_message,
+            self.topic_config_error_code,
+            self.num_partitions,
+            self.replication_factor,
+            self.configs,
+        ) == (
+            other.name,
+            other.topic_id,
+            other.error_code,
+            other.error_message,
+            other.topic_config_error_code,
+            other.num_partitions,
+            other.replication_factor,
+            other.configs,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreatableTopicResult to ``w`` in wire format ``version``."""
         if not 0 <= version <= 7:
@@ -238,7 +457,7 @@ class CreatableTopicResult:
             raise ProtocolError(f"decoding CreatableTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CreateTopicsResponse:
     """CreateTopicsResponse (API key 19): versions 0-7, flexible from v5."""
 
@@ -253,6 +472,29 @@ class CreateTopicsResponse:
     """
     topics: list[CreatableTopicResult] = field(default_factory=list)
     """Results for each topic we tried to create. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[CreatableTopicResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CreateTopicsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CreateTopicsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,13 +22,16 @@ __all__ = [
     "DeleteAclsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_b = struct.Struct(">b")
 _S_bb = struct.Struct(">bb")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteAclsFilter:
     """The filters to use when deleting ACLs. (``DeleteAclsRequest.DeleteAclsFilter``)"""
 
@@ -47,6 +50,58 @@ class DeleteAclsFilter:
     permission_type: int = 0
     """The permission type. [versions 0+]"""
 
+    def __init__(
+        self,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = "",
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = "",
+        host_filter: str | None = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type_filter={self.resource_type_filter!r}, "
+            f"resource_name_filter={self.resource_name_filter!r}, "
+            f"pattern_type_filter={self.pattern_type_filter!r}, "
+            f"principal_filter={self.principal_filter!r}, "
+            f"host_filter={self.host_filter!r}, "
+            f"operation={self.operation!r}, "
+            f"permission_type={self.permission_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteAclsFilter):
+            return NotImplemented
+        return (
+            self.resource_type_filter,
+            self.resource_name_filter,
+            self.pattern_type_filter,
+            self.principal_filter,
+            self.host_filter,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.resource_type_filter,
+            other.resource_name_filter,
+            other.pattern_type_filter,
+            other.principal_filter,
+            other.host_filter,
+            other.operation,
+            other.permission_type,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteAclsFilter to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -64,7 +119,7 @@ class DeleteAclsFilter:
             raise ProtocolError(f"decoding DeleteAclsFilter v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteAclsRequest:
     """DeleteAclsRequest (API key 31): versions 0-3, flexible from v2."""
 
@@ -76,6 +131,25 @@ class DeleteAclsRequest:
 
     filters: list[DeleteAclsFilter] = field(default_factory=list)
     """The filters to use when deleting ACLs. [versions 0+]"""
+
+    def __init__(self, filters: list[DeleteAclsFilter] = _FRESH) -> None:
+        self.filters = [] if filters is _FRESH else filters
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"filters={self.filters!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteAclsRequest):
+            return NotImplemented
+        return (
+            self.filters,
+        ) == (
+            other.filters,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteAclsRequest to ``w`` in wire format ``version``."""
@@ -94,7 +168,7 @@ class DeleteAclsRequest:
             raise ProtocolError(f"decoding DeleteAclsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteAclsMatchingAcl:
     """The ACLs which matched this filter.
     (``DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl``)
@@ -119,6 +193,68 @@ class DeleteAclsMatchingAcl:
     permission_type: int = 0
     """The ACL permission type. [versions 0+]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        resource_type: int = 0,
+        resource_name: str = "",
+        pattern_type: int = 3,
+        principal: str = "",
+        host: str = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"pattern_type={self.pattern_type!r}, "
+            f"principal={self.principal!r}, "
+            f"host={self.host!r}, "
+            f"operation={self.operation!r}, "
+            f"permission_type={self.permission_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteAclsMatchingAcl):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.resource_type,
+            self.resource_name,
+            self.pattern_type,
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.resource_type,
+            other.resource_name,
+            other.pattern_type,
+            other.principal,
+            other.host,
+            other.operation,
+            other.permission_type,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteAclsMatchingAcl to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -136,7 +272,7 @@ class DeleteAclsMatchingAcl:
             raise ProtocolError(f"decoding DeleteAclsMatchingAcl v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteAclsFilterResult:
     """The results for each filter. (``DeleteAclsResponse.DeleteAclsFilterResult``)"""
 
@@ -146,6 +282,38 @@ class DeleteAclsFilterResult:
     """The error message, or null if the filter succeeded. [versions 0+, nullable 0+]"""
     matching_acls: list[DeleteAclsMatchingAcl] = field(default_factory=list)
     """The ACLs which matched this filter. [versions 0+]"""
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        matching_acls: list[DeleteAclsMatchingAcl] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.matching_acls = [] if matching_acls is _FRESH else matching_acls
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"matching_acls={self.matching_acls!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteAclsFilterResult):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.matching_acls,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.matching_acls,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteAclsFilterResult to ``w`` in wire format ``version``."""
@@ -164,7 +332,7 @@ class DeleteAclsFilterResult:
             raise ProtocolError(f"decoding DeleteAclsFilterResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteAclsResponse:
     """DeleteAclsResponse (API key 31): versions 0-3, flexible from v2."""
 
@@ -179,6 +347,31 @@ class DeleteAclsResponse:
     """
     filter_results: list[DeleteAclsFilterResult] = field(default_factory=list)
     """The results for each filter. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, filter_results: list[DeleteAclsFilterResult] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = [] if filter_results is _FRESH else filter_results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"filter_results={self.filter_results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteAclsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.filter_results,
+        ) == (
+            other.throttle_time_ms,
+            other.filter_results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteAclsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,11 +20,14 @@ __all__ = [
     "DeleteGroupsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteGroupsRequest:
     """DeleteGroupsRequest (API key 42): versions 0-2, flexible from v2."""
 
@@ -36,6 +39,25 @@ class DeleteGroupsRequest:
 
     groups_names: list[str] = field(default_factory=list)
     """The group names to delete. [versions 0+]"""
+
+    def __init__(self, groups_names: list[str] = _FRESH) -> None:
+        self.groups_names = [] if groups_names is _FRESH else groups_names
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"groups_names={self.groups_names!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteGroupsRequest):
+            return NotImplemented
+        return (
+            self.groups_names,
+        ) == (
+            other.groups_names,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteGroupsRequest to ``w`` in wire format ``version``."""
@@ -54,7 +76,7 @@ class DeleteGroupsRequest:
             raise ProtocolError(f"decoding DeleteGroupsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeletableGroupResult:
     """The deletion results. (``DeleteGroupsResponse.DeletableGroupResult``)"""
 
@@ -62,6 +84,29 @@ class DeletableGroupResult:
     """The group id. [versions 0+]"""
     error_code: int = 0
     """The deletion error, or 0 if the deletion succeeded. [versions 0+]"""
+
+    def __init__(self, group_id: str = "", error_code: int = 0) -> None:
+        self.group_id = group_id
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeletableGroupResult):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.error_code,
+        ) == (
+            other.group_id,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeletableGroupResult to ``w`` in wire format ``version``."""
@@ -80,7 +125,7 @@ class DeletableGroupResult:
             raise ProtocolError(f"decoding DeletableGroupResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteGroupsResponse:
     """DeleteGroupsResponse (API key 42): versions 0-2, flexible from v2."""
 
@@ -95,6 +140,29 @@ class DeleteGroupsResponse:
     """
     results: list[DeletableGroupResult] = field(default_factory=list)
     """The deletion results. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, results: list[DeletableGroupResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteGroupsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteGroupsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,12 +23,15 @@ __all__ = [
     "DeleteRecordsTopicResult",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_iq = struct.Struct(">iq")
 _S_iqh = struct.Struct(">iqh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsPartition:
     """Each partition that we want to delete records from.
     (``DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition``)
@@ -38,6 +41,29 @@ class DeleteRecordsPartition:
     """The partition index. [versions 0+]"""
     offset: int = 0
     """The deletion offset. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, offset: int = 0) -> None:
+        self.partition_index = partition_index
+        self.offset = offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"offset={self.offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.offset,
+        ) == (
+            other.partition_index,
+            other.offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsPartition to ``w`` in wire format ``version``."""
@@ -56,7 +82,7 @@ class DeleteRecordsPartition:
             raise ProtocolError(f"decoding DeleteRecordsPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsTopic:
     """Each topic that we want to delete records from. (``DeleteRecordsRequest.DeleteRecordsTopic``)"""
 
@@ -64,6 +90,29 @@ class DeleteRecordsTopic:
     """The topic name. [versions 0+]"""
     partitions: list[DeleteRecordsPartition] = field(default_factory=list)
     """Each partition that we want to delete records from. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[DeleteRecordsPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsTopic to ``w`` in wire format ``version``."""
@@ -82,7 +131,7 @@ class DeleteRecordsTopic:
             raise ProtocolError(f"decoding DeleteRecordsTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsRequest:
     """DeleteRecordsRequest (API key 21): versions 0-2, flexible from v2."""
 
@@ -96,6 +145,29 @@ class DeleteRecordsRequest:
     """Each topic that we want to delete records from. [versions 0+]"""
     timeout_ms: int = 0
     """How long to wait for the deletion to complete, in milliseconds. [versions 0+]"""
+
+    def __init__(self, topics: list[DeleteRecordsTopic] = _FRESH, timeout_ms: int = 0) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"timeout_ms={self.timeout_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsRequest):
+            return NotImplemented
+        return (
+            self.topics,
+            self.timeout_ms,
+        ) == (
+            other.topics,
+            other.timeout_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsRequest to ``w`` in wire format ``version``."""
@@ -114,7 +186,7 @@ class DeleteRecordsRequest:
             raise ProtocolError(f"decoding DeleteRecordsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsPartitionResult:
     """Each partition that we wanted to delete records from.
     (``DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult``)
@@ -126,6 +198,33 @@ class DeleteRecordsPartitionResult:
     """The partition low water mark. [versions 0+]"""
     error_code: int = 0
     """The deletion error code, or 0 if the deletion succeeded. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.low_watermark = low_watermark
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"low_watermark={self.low_watermark!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsPartitionResult):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.low_watermark,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.low_watermark,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsPartitionResult to ``w`` in wire format ``version``."""
@@ -144,7 +243,7 @@ class DeleteRecordsPartitionResult:
             raise ProtocolError(f"decoding DeleteRecordsPartitionResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsTopicResult:
     """Each topic that we wanted to delete records from.
     (``DeleteRecordsResponse.DeleteRecordsTopicResult``)
@@ -154,6 +253,29 @@ class DeleteRecordsTopicResult:
     """The topic name. [versions 0+]"""
     partitions: list[DeleteRecordsPartitionResult] = field(default_factory=list)
     """Each partition that we wanted to delete records from. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[DeleteRecordsPartitionResult] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsTopicResult to ``w`` in wire format ``version``."""
@@ -172,7 +294,7 @@ class DeleteRecordsTopicResult:
             raise ProtocolError(f"decoding DeleteRecordsTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteRecordsResponse:
     """DeleteRecordsResponse (API key 21): versions 0-2, flexible from v2."""
 
@@ -187,6 +309,29 @@ class DeleteRecordsResponse:
     """
     topics: list[DeleteRecordsTopicResult] = field(default_factory=list)
     """Each topic that we wanted to delete records from. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[DeleteRecordsTopicResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteRecordsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteRecordsResponse to ``w`` in wire format ``version``."""

@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -22,11 +22,14 @@ __all__ = [
     "DeleteShareGroupOffsetsResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16sh = struct.Struct(">16sh")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteShareGroupOffsetsRequestTopic:
     """The topics to delete offsets for.
     (``DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic``)
@@ -34,6 +37,25 @@ class DeleteShareGroupOffsetsRequestTopic:
 
     topic_name: str = ""
     """The topic name. [versions 0+]"""
+
+    def __init__(self, topic_name: str = "") -> None:
+        self.topic_name = topic_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteShareGroupOffsetsRequestTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+        ) == (
+            other.topic_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteShareGroupOffsetsRequestTopic to ``w`` in wire format ``version``."""
@@ -52,7 +74,7 @@ class DeleteShareGroupOffsetsRequestTopic:
             raise ProtocolError(f"decoding DeleteShareGroupOffsetsRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteShareGroupOffsetsRequest:
     """DeleteShareGroupOffsetsRequest (API key 92): versions 0, flexible from v0."""
 
@@ -66,6 +88,31 @@ class DeleteShareGroupOffsetsRequest:
     """The group identifier. [versions 0+]"""
     topics: list[DeleteShareGroupOffsetsRequestTopic] = field(default_factory=list)
     """The topics to delete offsets for. [versions 0+]"""
+
+    def __init__(
+        self, group_id: str = "", topics: list[DeleteShareGroupOffsetsRequestTopic] = _FRESH
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteShareGroupOffsetsRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteShareGroupOffsetsRequest to ``w`` in wire format ``version``."""
@@ -84,7 +131,7 @@ class DeleteShareGroupOffsetsRequest:
             raise ProtocolError(f"decoding DeleteShareGroupOffsetsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteShareGroupOffsetsResponseTopic:
     """The results for each topic.
     (``DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic``)
@@ -98,6 +145,43 @@ class DeleteShareGroupOffsetsResponseTopic:
     """The topic-level error code, or 0 if there was no error. [versions 0+]"""
     error_message: str | None = None
     """The topic-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        topic_name: str = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteShareGroupOffsetsResponseTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+            self.topic_id,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.topic_name,
+            other.topic_id,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteShareGroupOffsetsResponseTopic to ``w`` in wire format ``version``."""
@@ -116,7 +200,7 @@ class DeleteShareGroupOffsetsResponseTopic:
             raise ProtocolError(f"decoding DeleteShareGroupOffsetsResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteShareGroupOffsetsResponse:
     """DeleteShareGroupOffsetsResponse (API key 92): versions 0, flexible from v0."""
 
@@ -135,6 +219,43 @@ class DeleteShareGroupOffsetsResponse:
     """The top-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
     responses: list[DeleteShareGroupOffsetsResponseTopic] = field(default_factory=list)
     """The results for each topic. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[DeleteShareGroupOffsetsResponseTopic] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FRESH else responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"responses={self.responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteShareGroupOffsetsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.responses,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteShareGroupOffsetsResponse to ``w`` in wire format ``version``."""

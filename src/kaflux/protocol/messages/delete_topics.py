@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -22,13 +22,16 @@ __all__ = [
     "DeleteTopicsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_16sh = struct.Struct(">16sh")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteTopicState:
     """The name or topic ID of the topic. (``DeleteTopicsRequest.DeleteTopicState``)"""
 
@@ -36,6 +39,29 @@ class DeleteTopicState:
     """The topic name. [versions 6+, nullable 6+]"""
     topic_id: uuid.UUID = ZERO_UUID
     """The unique topic ID. [versions 6+]"""
+
+    def __init__(self, name: str | None = None, topic_id: uuid.UUID = ZERO_UUID) -> None:
+        self.name = name
+        self.topic_id = topic_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"topic_id={self.topic_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteTopicState):
+            return NotImplemented
+        return (
+            self.name,
+            self.topic_id,
+        ) == (
+            other.name,
+            other.topic_id,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteTopicState to ``w`` in wire format ``version``."""
@@ -54,7 +80,7 @@ class DeleteTopicState:
             raise ProtocolError(f"decoding DeleteTopicState v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteTopicsRequest:
     """DeleteTopicsRequest (API key 20): versions 0-6, flexible from v4."""
 
@@ -70,6 +96,35 @@ class DeleteTopicsRequest:
     """The names of the topics to delete. [versions 0-5, ignorable]"""
     timeout_ms: int = 0
     """The length of time in milliseconds to wait for the deletions to complete. [versions 0+]"""
+
+    def __init__(
+        self, topics: list[DeleteTopicState] = _FRESH, topic_names: list[str] = _FRESH, timeout_ms: int = 0
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.topic_names = [] if topic_names is _FRESH else topic_names
+        self.timeout_ms = timeout_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"topic_names={self.topic_names!r}, "
+            f"timeout_ms={self.timeout_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteTopicsRequest):
+            return NotImplemented
+        return (
+            self.topics,
+            self.topic_names,
+            self.timeout_ms,
+        ) == (
+            other.topics,
+            other.topic_names,
+            other.timeout_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteTopicsRequest to ``w`` in wire format ``version``."""
@@ -88,7 +143,7 @@ class DeleteTopicsRequest:
             raise ProtocolError(f"decoding DeleteTopicsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeletableTopicResult:
     """The results for each topic we tried to delete. (``DeleteTopicsResponse.DeletableTopicResult``)"""
 
@@ -100,6 +155,43 @@ class DeletableTopicResult:
     """The deletion error, or 0 if the deletion succeeded. [versions 0+]"""
     error_message: str | None = None
     """The error message, or null if there was no error. [versions 5+, nullable 5+, ignorable]"""
+
+    def __init__(
+        self,
+        name: str | None = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeletableTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.topic_id,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.name,
+            other.topic_id,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeletableTopicResult to ``w`` in wire format ``version``."""
@@ -118,7 +210,7 @@ class DeletableTopicResult:
             raise ProtocolError(f"decoding DeletableTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DeleteTopicsResponse:
     """DeleteTopicsResponse (API key 20): versions 0-6, flexible from v4."""
 
@@ -133,6 +225,29 @@ class DeleteTopicsResponse:
     """
     responses: list[DeletableTopicResult] = field(default_factory=list)
     """The results for each topic we tried to delete. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, responses: list[DeletableTopicResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _FRESH else responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"responses={self.responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DeleteTopicsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.responses,
+        ) == (
+            other.throttle_time_ms,
+            other.responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DeleteTopicsResponse to ``w`` in wire format ``version``."""

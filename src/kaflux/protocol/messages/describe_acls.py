@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,12 +21,15 @@ __all__ = [
     "DescribeAclsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_b = struct.Struct(">b")
 _S_bb = struct.Struct(">bb")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeAclsRequest:
     """DescribeAclsRequest (API key 29): versions 0-3, flexible from v2."""
 
@@ -51,6 +54,58 @@ class DescribeAclsRequest:
     permission_type: int = 0
     """The permission type to match. [versions 0+]"""
 
+    def __init__(
+        self,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = "",
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = "",
+        host_filter: str | None = "",
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type_filter={self.resource_type_filter!r}, "
+            f"resource_name_filter={self.resource_name_filter!r}, "
+            f"pattern_type_filter={self.pattern_type_filter!r}, "
+            f"principal_filter={self.principal_filter!r}, "
+            f"host_filter={self.host_filter!r}, "
+            f"operation={self.operation!r}, "
+            f"permission_type={self.permission_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeAclsRequest):
+            return NotImplemented
+        return (
+            self.resource_type_filter,
+            self.resource_name_filter,
+            self.pattern_type_filter,
+            self.principal_filter,
+            self.host_filter,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.resource_type_filter,
+            other.resource_name_filter,
+            other.pattern_type_filter,
+            other.principal_filter,
+            other.host_filter,
+            other.operation,
+            other.permission_type,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeAclsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -68,7 +123,7 @@ class DescribeAclsRequest:
             raise ProtocolError(f"decoding DescribeAclsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AclDescription:
     """The ACLs. (``DescribeAclsResponse.DescribeAclsResource.AclDescription``)"""
 
@@ -80,6 +135,39 @@ class AclDescription:
     """The ACL operation. [versions 0+]"""
     permission_type: int = 0
     """The ACL permission type. [versions 0+]"""
+
+    def __init__(
+        self, principal: str = "", host: str = "", operation: int = 0, permission_type: int = 0
+    ) -> None:
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"principal={self.principal!r}, "
+            f"host={self.host!r}, "
+            f"operation={self.operation!r}, "
+            f"permission_type={self.permission_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AclDescription):
+            return NotImplemented
+        return (
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.principal,
+            other.host,
+            other.operation,
+            other.permission_type,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AclDescription to ``w`` in wire format ``version``."""
@@ -98,7 +186,7 @@ class AclDescription:
             raise ProtocolError(f"decoding AclDescription v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeAclsResource:
     """Each Resource that is referenced in an ACL. (``DescribeAclsResponse.DescribeAclsResource``)"""
 
@@ -110,6 +198,43 @@ class DescribeAclsResource:
     """The resource pattern type. [versions 1+]"""
     acls: list[AclDescription] = field(default_factory=list)
     """The ACLs. [versions 0+]"""
+
+    def __init__(
+        self,
+        resource_type: int = 0,
+        resource_name: str = "",
+        pattern_type: int = 3,
+        acls: list[AclDescription] = _FRESH,
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.acls = [] if acls is _FRESH else acls
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"pattern_type={self.pattern_type!r}, "
+            f"acls={self.acls!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeAclsResource):
+            return NotImplemented
+        return (
+            self.resource_type,
+            self.resource_name,
+            self.pattern_type,
+            self.acls,
+        ) == (
+            other.resource_type,
+            other.resource_name,
+            other.pattern_type,
+            other.acls,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeAclsResource to ``w`` in wire format ``version``."""
@@ -128,7 +253,7 @@ class DescribeAclsResource:
             raise ProtocolError(f"decoding DescribeAclsResource v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeAclsResponse:
     """DescribeAclsResponse (API key 29): versions 0-3, flexible from v2."""
 
@@ -147,6 +272,43 @@ class DescribeAclsResponse:
     """The error message, or null if there was no error. [versions 0+, nullable 0+]"""
     resources: list[DescribeAclsResource] = field(default_factory=list)
     """Each Resource that is referenced in an ACL. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        resources: list[DescribeAclsResource] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = [] if resources is _FRESH else resources
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"resources={self.resources!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeAclsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.resources,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.resources,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeAclsResponse to ``w`` in wire format ``version``."""

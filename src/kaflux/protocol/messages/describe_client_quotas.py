@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,13 +23,16 @@ __all__ = [
     "ValueData",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_b = struct.Struct(">b")
 _S_d = struct.Struct(">d")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ComponentData:
     """Filter components to apply to quota entities. (``DescribeClientQuotasRequest.ComponentData``)"""
 
@@ -43,6 +46,33 @@ class ComponentData:
     """The string to match against, or null if unused for the match type.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, entity_type: str = "", match_type: int = 0, match: str | None = "") -> None:
+        self.entity_type = entity_type
+        self.match_type = match_type
+        self.match = match
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity_type={self.entity_type!r}, "
+            f"match_type={self.match_type!r}, "
+            f"match={self.match!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ComponentData):
+            return NotImplemented
+        return (
+            self.entity_type,
+            self.match_type,
+            self.match,
+        ) == (
+            other.entity_type,
+            other.match_type,
+            other.match,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ComponentData to ``w`` in wire format ``version``."""
@@ -61,7 +91,7 @@ class ComponentData:
             raise ProtocolError(f"decoding ComponentData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeClientQuotasRequest:
     """DescribeClientQuotasRequest (API key 48): versions 0-1, flexible from v1."""
 
@@ -77,6 +107,29 @@ class DescribeClientQuotasRequest:
     """Whether the match is strict, i.e. should exclude entities with unspecified entity types.
     [versions 0+]
     """
+
+    def __init__(self, components: list[ComponentData] = _FRESH, strict: bool = False) -> None:
+        self.components = [] if components is _FRESH else components
+        self.strict = strict
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"components={self.components!r}, "
+            f"strict={self.strict!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeClientQuotasRequest):
+            return NotImplemented
+        return (
+            self.components,
+            self.strict,
+        ) == (
+            other.components,
+            other.strict,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeClientQuotasRequest to ``w`` in wire format ``version``."""
@@ -95,7 +148,7 @@ class DescribeClientQuotasRequest:
             raise ProtocolError(f"decoding DescribeClientQuotasRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EntityData:
     """The quota entity description. (``DescribeClientQuotasResponse.EntryData.EntityData``)"""
 
@@ -103,6 +156,29 @@ class EntityData:
     """The entity type. [versions 0+]"""
     entity_name: str | None = ""
     """The entity name, or null if the default. [versions 0+, nullable 0+]"""
+
+    def __init__(self, entity_type: str = "", entity_name: str | None = "") -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity_type={self.entity_type!r}, "
+            f"entity_name={self.entity_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EntityData):
+            return NotImplemented
+        return (
+            self.entity_type,
+            self.entity_name,
+        ) == (
+            other.entity_type,
+            other.entity_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this EntityData to ``w`` in wire format ``version``."""
@@ -121,7 +197,7 @@ class EntityData:
             raise ProtocolError(f"decoding EntityData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ValueData:
     """The quota values for the entity. (``DescribeClientQuotasResponse.EntryData.ValueData``)"""
 
@@ -129,6 +205,29 @@ class ValueData:
     """The quota configuration key. [versions 0+]"""
     value: float = 0.0
     """The quota configuration value. [versions 0+]"""
+
+    def __init__(self, key: str = "", value: float = 0.0) -> None:
+        self.key = key
+        self.value = value
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"key={self.key!r}, "
+            f"value={self.value!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ValueData):
+            return NotImplemented
+        return (
+            self.key,
+            self.value,
+        ) == (
+            other.key,
+            other.value,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ValueData to ``w`` in wire format ``version``."""
@@ -147,7 +246,7 @@ class ValueData:
             raise ProtocolError(f"decoding ValueData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EntryData:
     """A result entry. (``DescribeClientQuotasResponse.EntryData``)"""
 
@@ -155,6 +254,29 @@ class EntryData:
     """The quota entity description. [versions 0+]"""
     values: list[ValueData] = field(default_factory=list)
     """The quota values for the entity. [versions 0+]"""
+
+    def __init__(self, entity: list[EntityData] = _FRESH, values: list[ValueData] = _FRESH) -> None:
+        self.entity = [] if entity is _FRESH else entity
+        self.values = [] if values is _FRESH else values
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"entity={self.entity!r}, "
+            f"values={self.values!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EntryData):
+            return NotImplemented
+        return (
+            self.entity,
+            self.values,
+        ) == (
+            other.entity,
+            other.values,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this EntryData to ``w`` in wire format ``version``."""
@@ -173,7 +295,7 @@ class EntryData:
             raise ProtocolError(f"decoding EntryData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeClientQuotasResponse:
     """DescribeClientQuotasResponse (API key 48): versions 0-1, flexible from v1."""
 
@@ -192,6 +314,43 @@ class DescribeClientQuotasResponse:
     """The error message, or `null` if the quota description succeeded. [versions 0+, nullable 0+]"""
     entries: list[EntryData] | None = field(default_factory=list)
     """A result entry. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        entries: list[EntryData] | None = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries = [] if entries is _FRESH else entries
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"entries={self.entries!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeClientQuotasResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.entries,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.entries,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeClientQuotasResponse to ``w`` in wire format ``version``."""

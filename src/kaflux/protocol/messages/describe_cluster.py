@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,6 +20,9 @@ __all__ = [
     "DescribeClusterResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_ob = struct.Struct(">?b")
 _S_b = struct.Struct(">b")
@@ -27,7 +30,7 @@ _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeClusterRequest:
     """DescribeClusterRequest (API key 60): versions 0-1, flexible from v0."""
 
@@ -41,6 +44,29 @@ class DescribeClusterRequest:
     """Whether to include cluster authorized operations. [versions 0+]"""
     endpoint_type: int = 1
     """The endpoint type to describe. 1=brokers, 2=controllers. [versions 1+]"""
+
+    def __init__(self, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, "
+            f"endpoint_type={self.endpoint_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeClusterRequest):
+            return NotImplemented
+        return (
+            self.include_cluster_authorized_operations,
+            self.endpoint_type,
+        ) == (
+            other.include_cluster_authorized_operations,
+            other.endpoint_type,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeClusterRequest to ``w`` in wire format ``version``."""
@@ -59,7 +85,7 @@ class DescribeClusterRequest:
             raise ProtocolError(f"decoding DescribeClusterRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeClusterBroker:
     """Each broker in the response. (``DescribeClusterResponse.DescribeClusterBroker``)"""
 
@@ -73,6 +99,37 @@ class DescribeClusterBroker:
     """The rack of the broker, or null if it has not been assigned to a rack.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, broker_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"broker_id={self.broker_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeClusterBroker):
+            return NotImplemented
+        return (
+            self.broker_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.broker_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeClusterBroker to ``w`` in wire format ``version``."""
@@ -91,7 +148,7 @@ class DescribeClusterBroker:
             raise ProtocolError(f"decoding DescribeClusterBroker v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeClusterResponse:
     """DescribeClusterResponse (API key 60): versions 0-1, flexible from v0."""
 
@@ -118,6 +175,63 @@ class DescribeClusterResponse:
     """Each broker in the response. [versions 0+]"""
     cluster_authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this cluster. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        endpoint_type: int = 1,
+        cluster_id: str = "",
+        controller_id: int = -1,
+        brokers: list[DescribeClusterBroker] = _FRESH,
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.endpoint_type = endpoint_type
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = [] if brokers is _FRESH else brokers
+        self.cluster_authorized_operations = cluster_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"endpoint_type={self.endpoint_type!r}, "
+            f"cluster_id={self.cluster_id!r}, "
+            f"controller_id={self.controller_id!r}, "
+            f"brokers={self.brokers!r}, "
+            f"cluster_authorized_operations={self.cluster_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeClusterResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.endpoint_type,
+            self.cluster_id,
+            self.controller_id,
+            self.brokers,
+            self.cluster_authorized_operations,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.endpoint_type,
+            other.cluster_id,
+            other.controller_id,
+            other.brokers,
+            other.cluster_authorized_operations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeClusterResponse to ``w`` in wire format ``version``."""

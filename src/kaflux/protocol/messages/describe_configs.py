@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "DescribeConfigsSynonym",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_oo = struct.Struct(">??")
 _S_ooo = struct.Struct(">???")
@@ -33,7 +36,7 @@ _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsResource:
     """The resources whose configurations we want to describe.
     (``DescribeConfigsRequest.DescribeConfigsResource``)
@@ -47,6 +50,35 @@ class DescribeConfigsResource:
     """The configuration keys to list, or null to list all configuration keys.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(
+        self, resource_type: int = 0, resource_name: str = "", configuration_keys: list[str] | None = _FRESH
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configuration_keys = [] if configuration_keys is _FRESH else configuration_keys
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"configuration_keys={self.configuration_keys!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsResource):
+            return NotImplemented
+        return (
+            self.resource_type,
+            self.resource_name,
+            self.configuration_keys,
+        ) == (
+            other.resource_type,
+            other.resource_name,
+            other.configuration_keys,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsResource to ``w`` in wire format ``version``."""
@@ -65,7 +97,7 @@ class DescribeConfigsResource:
             raise ProtocolError(f"decoding DescribeConfigsResource v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsRequest:
     """DescribeConfigsRequest (API key 32): versions 0-4, flexible from v4."""
 
@@ -81,6 +113,38 @@ class DescribeConfigsRequest:
     """True if we should include all synonyms. [versions 1+]"""
     include_documentation: bool = False
     """True if we should include configuration documentation. [versions 3+]"""
+
+    def __init__(
+        self,
+        resources: list[DescribeConfigsResource] = _FRESH,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> None:
+        self.resources = [] if resources is _FRESH else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resources={self.resources!r}, "
+            f"include_synonyms={self.include_synonyms!r}, "
+            f"include_documentation={self.include_documentation!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsRequest):
+            return NotImplemented
+        return (
+            self.resources,
+            self.include_synonyms,
+            self.include_documentation,
+        ) == (
+            other.resources,
+            other.include_synonyms,
+            other.include_documentation,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsRequest to ``w`` in wire format ``version``."""
@@ -99,7 +163,7 @@ class DescribeConfigsRequest:
             raise ProtocolError(f"decoding DescribeConfigsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsSynonym:
     """The synonyms for this configuration key. (``DescribeConfigsResponse.DescribeConfigsResult.Descri
     beConfigsResourceResult.DescribeConfigsSynonym``)
@@ -111,6 +175,33 @@ class DescribeConfigsSynonym:
     """The synonym value. [versions 1+, nullable 0+]"""
     source: int = 0
     """The synonym source. [versions 1+]"""
+
+    def __init__(self, name: str = "", value: str | None = "", source: int = 0) -> None:
+        self.name = name
+        self.value = value
+        self.source = source
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"value={self.value!r}, "
+            f"source={self.source!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsSynonym):
+            return NotImplemented
+        return (
+            self.name,
+            self.value,
+            self.source,
+        ) == (
+            other.name,
+            other.value,
+            other.source,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsSynonym to ``w`` in wire format ``version``."""
@@ -129,7 +220,7 @@ class DescribeConfigsSynonym:
             raise ProtocolError(f"decoding DescribeConfigsSynonym v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsResourceResult:
     """Each listed configuration.
     (``DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult``)
@@ -156,6 +247,68 @@ class DescribeConfigsResourceResult:
     documentation: str | None = ""
     """The configuration documentation. [versions 3+, nullable 0+, ignorable]"""
 
+    def __init__(
+        self,
+        name: str = "",
+        value: str | None = "",
+        read_only: bool = False,
+        is_default: bool = False,
+        config_source: int = -1,
+        is_sensitive: bool = False,
+        synonyms: list[DescribeConfigsSynonym] = _FRESH,
+        config_type: int = 0,
+        documentation: str | None = "",
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.is_default = is_default
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+        self.synonyms = [] if synonyms is _FRESH else synonyms
+        self.config_type = config_type
+        self.documentation = documentation
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"value={self.value!r}, "
+            f"read_only={self.read_only!r}, "
+            f"is_default={self.is_default!r}, "
+            f"config_source={self.config_source!r}, "
+            f"is_sensitive={self.is_sensitive!r}, "
+            f"synonyms={self.synonyms!r}, "
+            f"config_type={self.config_type!r}, "
+            f"documentation={self.documentation!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsResourceResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.value,
+            self.read_only,
+            self.is_default,
+            self.config_source,
+            self.is_sensitive,
+            self.synonyms,
+            self.config_type,
+            self.documentation,
+        ) == (
+            other.name,
+            other.value,
+            other.read_only,
+            other.is_default,
+            other.config_source,
+            other.is_sensitive,
+            other.synonyms,
+            other.config_type,
+            other.documentation,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsResourceResult to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -173,7 +326,7 @@ class DescribeConfigsResourceResult:
             raise ProtocolError(f"decoding DescribeConfigsResourceResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsResult:
     """The results for each resource. (``DescribeConfigsResponse.DescribeConfigsResult``)"""
 
@@ -192,6 +345,48 @@ class DescribeConfigsResult:
     configs: list[DescribeConfigsResourceResult] = field(default_factory=list)
     """Each listed configuration. [versions 0+]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        resource_type: int = 0,
+        resource_name: str = "",
+        configs: list[DescribeConfigsResourceResult] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = [] if configs is _FRESH else configs
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"configs={self.configs!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsResult):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.resource_type,
+            self.resource_name,
+            self.configs,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.resource_type,
+            other.resource_name,
+            other.configs,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsResult to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -209,7 +404,7 @@ class DescribeConfigsResult:
             raise ProtocolError(f"decoding DescribeConfigsResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeConfigsResponse:
     """DescribeConfigsResponse (API key 32): versions 0-4, flexible from v4."""
 
@@ -224,6 +419,29 @@ class DescribeConfigsResponse:
     """
     results: list[DescribeConfigsResult] = field(default_factory=list)
     """The results for each resource. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, results: list[DescribeConfigsResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeConfigsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeConfigsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,12 +22,15 @@ __all__ = [
     "DescribedDelegationTokenRenewer",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_qqq = struct.Struct(">qqq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeDelegationTokenOwner:
     """Each owner that we want to describe delegation tokens for, or null to describe all tokens.
     (``DescribeDelegationTokenRequest.DescribeDelegationTokenOwner``)
@@ -37,6 +40,29 @@ class DescribeDelegationTokenOwner:
     """The owner principal type. [versions 0+]"""
     principal_name: str = ""
     """The owner principal name. [versions 0+]"""
+
+    def __init__(self, principal_type: str = "", principal_name: str = "") -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"principal_type={self.principal_type!r}, "
+            f"principal_name={self.principal_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeDelegationTokenOwner):
+            return NotImplemented
+        return (
+            self.principal_type,
+            self.principal_name,
+        ) == (
+            other.principal_type,
+            other.principal_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeDelegationTokenOwner to ``w`` in wire format ``version``."""
@@ -55,7 +81,7 @@ class DescribeDelegationTokenOwner:
             raise ProtocolError(f"decoding DescribeDelegationTokenOwner v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeDelegationTokenRequest:
     """DescribeDelegationTokenRequest (API key 41): versions 0-3, flexible from v2."""
 
@@ -69,6 +95,25 @@ class DescribeDelegationTokenRequest:
     """Each owner that we want to describe delegation tokens for, or null to describe all tokens.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, owners: list[DescribeDelegationTokenOwner] | None = _FRESH) -> None:
+        self.owners = [] if owners is _FRESH else owners
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"owners={self.owners!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeDelegationTokenRequest):
+            return NotImplemented
+        return (
+            self.owners,
+        ) == (
+            other.owners,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeDelegationTokenRequest to ``w`` in wire format ``version``."""
@@ -87,7 +132,7 @@ class DescribeDelegationTokenRequest:
             raise ProtocolError(f"decoding DescribeDelegationTokenRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribedDelegationTokenRenewer:
     """Those who are able to renew this token before it expires.
     (``DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer``)
@@ -97,6 +142,29 @@ class DescribedDelegationTokenRenewer:
     """The renewer principal type. [versions 0+]"""
     principal_name: str = ""
     """The renewer principal name. [versions 0+]"""
+
+    def __init__(self, principal_type: str = "", principal_name: str = "") -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"principal_type={self.principal_type!r}, "
+            f"principal_name={self.principal_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribedDelegationTokenRenewer):
+            return NotImplemented
+        return (
+            self.principal_type,
+            self.principal_name,
+        ) == (
+            other.principal_type,
+            other.principal_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribedDelegationTokenRenewer to ``w`` in wire format ``version``."""
@@ -115,7 +183,7 @@ class DescribedDelegationTokenRenewer:
             raise ProtocolError(f"decoding DescribedDelegationTokenRenewer v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribedDelegationToken:
     """The tokens. (``DescribeDelegationTokenResponse.DescribedDelegationToken``)"""
 
@@ -140,6 +208,73 @@ class DescribedDelegationToken:
     renewers: list[DescribedDelegationTokenRenewer] = field(default_factory=list)
     """Those who are able to renew this token before it expires. [versions 0+]"""
 
+    def __init__(
+        self,
+        principal_type: str = "",
+        principal_name: str = "",
+        token_requester_principal_type: str = "",
+        token_requester_principal_name: str = "",
+        issue_timestamp: int = 0,
+        expiry_timestamp: int = 0,
+        max_timestamp: int = 0,
+        token_id: str = "",
+        hmac: bytes = b"",
+        renewers: list[DescribedDelegationTokenRenewer] = _FRESH,
+    ) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
+        self.issue_timestamp = issue_timestamp
+        self.expiry_timestamp = expiry_timestamp
+        self.max_timestamp = max_timestamp
+        self.token_id = token_id
+        self.hmac = hmac
+        self.renewers = [] if renewers is _FRESH else renewers
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"principal_type={self.principal_type!r}, "
+            f"principal_name={self.principal_name!r}, "
+            f"token_requester_principal_type={self.token_requester_principal_type!r}, "
+            f"token_requester_principal_name={self.token_requester_principal_name!r}, "
+            f"issue_timestamp={self.issue_timestamp!r}, "
+            f"expiry_timestamp={self.expiry_timestamp!r}, "
+            f"max_timestamp={self.max_timestamp!r}, "
+            f"token_id={self.token_id!r}, "
+            f"hmac={self.hmac!r}, "
+            f"renewers={self.renewers!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribedDelegationToken):
+            return NotImplemented
+        return (
+            self.principal_type,
+            self.principal_name,
+            self.token_requester_principal_type,
+            self.token_requester_principal_name,
+            self.issue_timestamp,
+            self.expiry_timestamp,
+            self.max_timestamp,
+            self.token_id,
+            self.hmac,
+            self.renewers,
+        ) == (
+            other.principal_type,
+            other.principal_name,
+            other.token_requester_principal_type,
+            other.token_requester_principal_name,
+            other.issue_timestamp,
+            other.expiry_timestamp,
+            other.max_timestamp,
+            other.token_id,
+            other.hmac,
+            other.renewers,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribedDelegationToken to ``w`` in wire format ``version``."""
         if not 0 <= version <= 3:
@@ -157,7 +292,7 @@ class DescribedDelegationToken:
             raise ProtocolError(f"decoding DescribedDelegationToken v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeDelegationTokenResponse:
     """DescribeDelegationTokenResponse (API key 41): versions 0-3, flexible from v2."""
 
@@ -174,6 +309,35 @@ class DescribeDelegationTokenResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation,
     or zero if the request did not violate any quota. [versions 0+]
     """
+
+    def __init__(
+        self, error_code: int = 0, tokens: list[DescribedDelegationToken] = _FRESH, throttle_time_ms: int = 0
+    ) -> None:
+        self.error_code = error_code
+        self.tokens = [] if tokens is _FRESH else tokens
+        self.throttle_time_ms = throttle_time_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"tokens={self.tokens!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeDelegationTokenResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.tokens,
+            self.throttle_time_ms,
+        ) == (
+            other.error_code,
+            other.tokens,
+            other.throttle_time_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeDelegationTokenResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,12 +21,15 @@ __all__ = [
     "DescribedGroupMember",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeGroupsRequest:
     """DescribeGroupsRequest (API key 15): versions 0-5, flexible from v5."""
 
@@ -40,6 +43,29 @@ class DescribeGroupsRequest:
     """The names of the groups to describe. [versions 0+]"""
     include_authorized_operations: bool = False
     """Whether to include authorized operations. [versions 3+]"""
+
+    def __init__(self, groups: list[str] = _FRESH, include_authorized_operations: bool = False) -> None:
+        self.groups = [] if groups is _FRESH else groups
+        self.include_authorized_operations = include_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"groups={self.groups!r}, "
+            f"include_authorized_operations={self.include_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeGroupsRequest):
+            return NotImplemented
+        return (
+            self.groups,
+            self.include_authorized_operations,
+        ) == (
+            other.groups,
+            other.include_authorized_operations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeGroupsRequest to ``w`` in wire format ``version``."""
@@ -58,7 +84,7 @@ class DescribeGroupsRequest:
             raise ProtocolError(f"decoding DescribeGroupsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribedGroupMember:
     """The group members. (``DescribeGroupsResponse.DescribedGroup.DescribedGroupMember``)"""
 
@@ -77,6 +103,53 @@ class DescribedGroupMember:
     member_assignment: bytes = b""
     """The current assignment provided by the group leader. [versions 0+]"""
 
+    def __init__(
+        self,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        member_metadata: bytes = b"",
+        member_assignment: bytes = b"",
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.member_metadata = member_metadata
+        self.member_assignment = member_assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"client_id={self.client_id!r}, "
+            f"client_host={self.client_host!r}, "
+            f"member_metadata={self.member_metadata!r}, "
+            f"member_assignment={self.member_assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribedGroupMember):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.group_instance_id,
+            self.client_id,
+            self.client_host,
+            self.member_metadata,
+            self.member_assignment,
+        ) == (
+            other.member_id,
+            other.group_instance_id,
+            other.client_id,
+            other.client_host,
+            other.member_metadata,
+            other.member_assignment,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribedGroupMember to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -94,7 +167,7 @@ class DescribedGroupMember:
             raise ProtocolError(f"decoding DescribedGroupMember v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribedGroup:
     """Each described group. (``DescribeGroupsResponse.DescribedGroup``)"""
 
@@ -113,6 +186,58 @@ class DescribedGroup:
     authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this group. [versions 3+]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        group_id: str = "",
+        group_state: str = "",
+        protocol_type: str = "",
+        protocol_data: str = "",
+        members: list[DescribedGroupMember] = _FRESH,
+        authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.group_id = group_id
+        self.group_state = group_state
+        self.protocol_type = protocol_type
+        self.protocol_data = protocol_data
+        self.members = [] if members is _FRESH else members
+        self.authorized_operations = authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"group_id={self.group_id!r}, "
+            f"group_state={self.group_state!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"protocol_data={self.protocol_data!r}, "
+            f"members={self.members!r}, "
+            f"authorized_operations={self.authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribedGroup):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.group_id,
+            self.group_state,
+            self.protocol_type,
+            self.protocol_data,
+            self.members,
+            self.authorized_operations,
+        ) == (
+            other.error_code,
+            other.group_id,
+            other.group_state,
+            other.protocol_type,
+            other.protocol_data,
+            other.members,
+            other.authorized_operations,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribedGroup to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -130,7 +255,7 @@ class DescribedGroup:
             raise ProtocolError(f"decoding DescribedGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeGroupsResponse:
     """DescribeGroupsResponse (API key 15): versions 0-5, flexible from v5."""
 
@@ -145,6 +270,29 @@ class DescribeGroupsResponse:
     """
     groups: list[DescribedGroup] = field(default_factory=list)
     """Each described group. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, groups: list[DescribedGroup] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeGroupsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.groups,
+        ) == (
+            other.throttle_time_ms,
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeGroupsResponse to ``w`` in wire format ``version``."""

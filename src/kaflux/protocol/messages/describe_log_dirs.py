@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "DescribeLogDirsTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
@@ -30,7 +33,7 @@ _S_iqqo = struct.Struct(">iqq?")
 _S_qq = struct.Struct(">qq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribableLogDirTopic:
     """Each topic that we want to describe log directories for, or null for all topics.
     (``DescribeLogDirsRequest.DescribableLogDirTopic``)
@@ -40,6 +43,29 @@ class DescribableLogDirTopic:
     """The topic name. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partition indexes. [versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribableLogDirTopic):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribableLogDirTopic to ``w`` in wire format ``version``."""
@@ -58,7 +84,7 @@ class DescribableLogDirTopic:
             raise ProtocolError(f"decoding DescribableLogDirTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeLogDirsRequest:
     """DescribeLogDirsRequest (API key 35): versions 0-4, flexible from v2."""
 
@@ -72,6 +98,25 @@ class DescribeLogDirsRequest:
     """Each topic that we want to describe log directories for, or null for all topics.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, topics: list[DescribableLogDirTopic] | None = _FRESH) -> None:
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeLogDirsRequest):
+            return NotImplemented
+        return (
+            self.topics,
+        ) == (
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeLogDirsRequest to ``w`` in wire format ``version``."""
@@ -90,7 +135,7 @@ class DescribeLogDirsRequest:
             raise ProtocolError(f"decoding DescribeLogDirsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeLogDirsPartition:
     """(``DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition``
     )
@@ -109,6 +154,43 @@ class DescribeLogDirsPartition:
     of the replica in the future. [versions 0+]
     """
 
+    def __init__(
+        self,
+        partition_index: int = 0,
+        partition_size: int = 0,
+        offset_lag: int = 0,
+        is_future_key: bool = False,
+    ) -> None:
+        self.partition_index = partition_index
+        self.partition_size = partition_size
+        self.offset_lag = offset_lag
+        self.is_future_key = is_future_key
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"partition_size={self.partition_size!r}, "
+            f"offset_lag={self.offset_lag!r}, "
+            f"is_future_key={self.is_future_key!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeLogDirsPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.partition_size,
+            self.offset_lag,
+            self.is_future_key,
+        ) == (
+            other.partition_index,
+            other.partition_size,
+            other.offset_lag,
+            other.is_future_key,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeLogDirsPartition to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -126,7 +208,7 @@ class DescribeLogDirsPartition:
             raise ProtocolError(f"decoding DescribeLogDirsPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeLogDirsTopic:
     """Each topic. (``DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic``)"""
 
@@ -134,6 +216,29 @@ class DescribeLogDirsTopic:
     """The topic name. [versions 0+]"""
     partitions: list[DescribeLogDirsPartition] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[DescribeLogDirsPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeLogDirsTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeLogDirsTopic to ``w`` in wire format ``version``."""
@@ -152,7 +257,7 @@ class DescribeLogDirsTopic:
             raise ProtocolError(f"decoding DescribeLogDirsTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeLogDirsResult:
     """The log directories. (``DescribeLogDirsResponse.DescribeLogDirsResult``)"""
 
@@ -166,6 +271,48 @@ class DescribeLogDirsResult:
     """The total size in bytes of the volume the log directory is in. [versions 4+, ignorable]"""
     usable_bytes: int = -1
     """The usable size in bytes of the volume the log directory is in. [versions 4+, ignorable]"""
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        log_dir: str = "",
+        topics: list[DescribeLogDirsTopic] = _FRESH,
+        total_bytes: int = -1,
+        usable_bytes: int = -1,
+    ) -> None:
+        self.error_code = error_code
+        self.log_dir = log_dir
+        self.topics = [] if topics is _FRESH else topics
+        self.total_bytes = total_bytes
+        self.usable_bytes = usable_bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"log_dir={self.log_dir!r}, "
+            f"topics={self.topics!r}, "
+            f"total_bytes={self.total_bytes!r}, "
+            f"usable_bytes={self.usable_bytes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeLogDirsResult):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.log_dir,
+            self.topics,
+            self.total_bytes,
+            self.usable_bytes,
+        ) == (
+            other.error_code,
+            other.log_dir,
+            other.topics,
+            other.total_bytes,
+            other.usable_bytes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeLogDirsResult to ``w`` in wire format ``version``."""
@@ -184,7 +331,7 @@ class DescribeLogDirsResult:
             raise ProtocolError(f"decoding DescribeLogDirsResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeLogDirsResponse:
     """DescribeLogDirsResponse (API key 35): versions 0-4, flexible from v2."""
 
@@ -201,6 +348,35 @@ class DescribeLogDirsResponse:
     """The error code, or 0 if there was no error. [versions 3+, ignorable]"""
     results: list[DescribeLogDirsResult] = field(default_factory=list)
     """The log directories. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, error_code: int = 0, results: list[DescribeLogDirsResult] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeLogDirsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeLogDirsResponse to ``w`` in wire format ``version``."""

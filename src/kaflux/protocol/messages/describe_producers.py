@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,12 +23,15 @@ __all__ = [
     "TopicResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_qiiqiq = struct.Struct(">qiiqiq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicRequest:
     """(``DescribeProducersRequest.TopicRequest``)"""
 
@@ -36,6 +39,29 @@ class TopicRequest:
     """The topic name. [versions 0+]"""
     partition_indexes: list[int] = field(default_factory=list)
     """The indexes of the partitions to list producers for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partition_indexes: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_indexes={self.partition_indexes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicRequest):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_indexes,
+        ) == (
+            other.name,
+            other.partition_indexes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicRequest to ``w`` in wire format ``version``."""
@@ -54,7 +80,7 @@ class TopicRequest:
             raise ProtocolError(f"decoding TopicRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeProducersRequest:
     """DescribeProducersRequest (API key 61): versions 0, flexible from v0."""
 
@@ -66,6 +92,25 @@ class DescribeProducersRequest:
 
     topics: list[TopicRequest] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(self, topics: list[TopicRequest] = _FRESH) -> None:
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeProducersRequest):
+            return NotImplemented
+        return (
+            self.topics,
+        ) == (
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeProducersRequest to ``w`` in wire format ``version``."""
@@ -84,7 +129,7 @@ class DescribeProducersRequest:
             raise ProtocolError(f"decoding DescribeProducersRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ProducerState:
     """(``DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState``)"""
 
@@ -100,6 +145,53 @@ class ProducerState:
     """[versions 0+]"""
     current_txn_start_offset: int = -1
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        last_sequence: int = -1,
+        last_timestamp: int = -1,
+        coordinator_epoch: int = 0,
+        current_txn_start_offset: int = -1,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.last_sequence = last_sequence
+        self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_start_offset = current_txn_start_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"last_sequence={self.last_sequence!r}, "
+            f"last_timestamp={self.last_timestamp!r}, "
+            f"coordinator_epoch={self.coordinator_epoch!r}, "
+            f"current_txn_start_offset={self.current_txn_start_offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ProducerState):
+            return NotImplemented
+        return (
+            self.producer_id,
+            self.producer_epoch,
+            self.last_sequence,
+            self.last_timestamp,
+            self.coordinator_epoch,
+            self.current_txn_start_offset,
+        ) == (
+            other.producer_id,
+            other.producer_epoch,
+            other.last_sequence,
+            other.last_timestamp,
+            other.coordinator_epoch,
+            other.current_txn_start_offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ProducerState to ``w`` in wire format ``version``."""
@@ -118,7 +210,7 @@ class ProducerState:
             raise ProtocolError(f"decoding ProducerState v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionResponse:
     """Each partition in the response. (``DescribeProducersResponse.TopicResponse.PartitionResponse``)"""
 
@@ -132,6 +224,43 @@ class PartitionResponse:
     """
     active_producers: list[ProducerState] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        active_producers: list[ProducerState] = _FRESH,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.active_producers = [] if active_producers is _FRESH else active_producers
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"active_producers={self.active_producers!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionResponse):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.error_message,
+            self.active_producers,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.error_message,
+            other.active_producers,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionResponse to ``w`` in wire format ``version``."""
@@ -150,7 +279,7 @@ class PartitionResponse:
             raise ProtocolError(f"decoding PartitionResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicResponse:
     """Each topic in the response. (``DescribeProducersResponse.TopicResponse``)"""
 
@@ -158,6 +287,29 @@ class TopicResponse:
     """The topic name. [versions 0+]"""
     partitions: list[PartitionResponse] = field(default_factory=list)
     """Each partition in the response. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[PartitionResponse] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicResponse):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicResponse to ``w`` in wire format ``version``."""
@@ -176,7 +328,7 @@ class TopicResponse:
             raise ProtocolError(f"decoding TopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeProducersResponse:
     """DescribeProducersResponse (API key 61): versions 0, flexible from v0."""
 
@@ -191,6 +343,29 @@ class DescribeProducersResponse:
     """
     topics: list[TopicResponse] = field(default_factory=list)
     """Each topic in the response. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[TopicResponse] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeProducersResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeProducersResponse to ``w`` in wire format ``version``."""

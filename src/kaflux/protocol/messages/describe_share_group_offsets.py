@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -25,6 +25,9 @@ __all__ = [
     "DescribeShareGroupOffsetsResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
@@ -32,7 +35,7 @@ _S_iqih = struct.Struct(">iqih")
 _S_iqiqh = struct.Struct(">iqiqh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsRequestTopic:
     """The topics to describe offsets for, or null for all topic-partitions. (``DescribeShareGroupOffse
     tsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic``)
@@ -42,6 +45,29 @@ class DescribeShareGroupOffsetsRequestTopic:
     """The topic name. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions. [versions 0+]"""
+
+    def __init__(self, topic_name: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsRequestTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+            self.partitions,
+        ) == (
+            other.topic_name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsRequestTopic to ``w`` in wire format ``version``."""
@@ -64,7 +90,7 @@ class DescribeShareGroupOffsetsRequestTopic:
             raise ProtocolError(f"decoding DescribeShareGroupOffsetsRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsRequestGroup:
     """The groups to describe offsets for.
     (``DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup``)
@@ -76,6 +102,31 @@ class DescribeShareGroupOffsetsRequestGroup:
     """The topics to describe offsets for, or null for all topic-partitions.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(
+        self, group_id: str = "", topics: list[DescribeShareGroupOffsetsRequestTopic] | None = _FRESH
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsRequestGroup):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsRequestGroup to ``w`` in wire format ``version``."""
@@ -98,7 +149,7 @@ class DescribeShareGroupOffsetsRequestGroup:
             raise ProtocolError(f"decoding DescribeShareGroupOffsetsRequestGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsRequest:
     """DescribeShareGroupOffsetsRequest (API key 90): versions 0-1, flexible from v0."""
 
@@ -110,6 +161,25 @@ class DescribeShareGroupOffsetsRequest:
 
     groups: list[DescribeShareGroupOffsetsRequestGroup] = field(default_factory=list)
     """The groups to describe offsets for. [versions 0+]"""
+
+    def __init__(self, groups: list[DescribeShareGroupOffsetsRequestGroup] = _FRESH) -> None:
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsRequest):
+            return NotImplemented
+        return (
+            self.groups,
+        ) == (
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsRequest to ``w`` in wire format ``version``."""
@@ -128,7 +198,7 @@ class DescribeShareGroupOffsetsRequest:
             raise ProtocolError(f"decoding DescribeShareGroupOffsetsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsResponsePartition:
     """(``DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOf
     fsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition``)
@@ -146,6 +216,53 @@ class DescribeShareGroupOffsetsResponsePartition:
     """The partition-level error code, or 0 if there was no error. [versions 0+]"""
     error_message: str | None = None
     """The partition-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        start_offset: int = 0,
+        leader_epoch: int = 0,
+        lag: int = -1,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.start_offset = start_offset
+        self.leader_epoch = leader_epoch
+        self.lag = lag
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"start_offset={self.start_offset!r}, "
+            f"leader_epoch={self.leader_epoch!r}, "
+            f"lag={self.lag!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.start_offset,
+            self.leader_epoch,
+            self.lag,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.partition_index,
+            other.start_offset,
+            other.leader_epoch,
+            other.lag,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsResponsePartition to ``w`` in wire format ``version``."""
@@ -170,7 +287,7 @@ class DescribeShareGroupOffsetsResponsePartition:
             ) from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsResponseTopic:
     """The results for each topic. (``DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsRespon
     seGroup.DescribeShareGroupOffsetsResponseTopic``)
@@ -182,6 +299,38 @@ class DescribeShareGroupOffsetsResponseTopic:
     """The unique topic ID. [versions 0+]"""
     partitions: list[DescribeShareGroupOffsetsResponsePartition] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        topic_name: str = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        partitions: list[DescribeShareGroupOffsetsResponsePartition] = _FRESH,
+    ) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_name={self.topic_name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsResponseTopic):
+            return NotImplemented
+        return (
+            self.topic_name,
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_name,
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsResponseTopic to ``w`` in wire format ``version``."""
@@ -204,7 +353,7 @@ class DescribeShareGroupOffsetsResponseTopic:
             raise ProtocolError(f"decoding DescribeShareGroupOffsetsResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsResponseGroup:
     """The results for each group.
     (``DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup``)
@@ -218,6 +367,43 @@ class DescribeShareGroupOffsetsResponseGroup:
     """The group-level error code, or 0 if there was no error. [versions 0+]"""
     error_message: str | None = None
     """The group-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        group_id: str = "",
+        topics: list[DescribeShareGroupOffsetsResponseTopic] = _FRESH,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsResponseGroup):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.group_id,
+            other.topics,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsResponseGroup to ``w`` in wire format ``version``."""
@@ -240,7 +426,7 @@ class DescribeShareGroupOffsetsResponseGroup:
             raise ProtocolError(f"decoding DescribeShareGroupOffsetsResponseGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeShareGroupOffsetsResponse:
     """DescribeShareGroupOffsetsResponse (API key 90): versions 0-1, flexible from v0."""
 
@@ -255,6 +441,31 @@ class DescribeShareGroupOffsetsResponse:
     """
     groups: list[DescribeShareGroupOffsetsResponseGroup] = field(default_factory=list)
     """The results for each group. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, groups: list[DescribeShareGroupOffsetsResponseGroup] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeShareGroupOffsetsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.groups,
+        ) == (
+            other.throttle_time_ms,
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeShareGroupOffsetsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,12 +21,15 @@ __all__ = [
     "TransactionState",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_iqqh = struct.Struct(">iqqh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeTransactionsRequest:
     """DescribeTransactionsRequest (API key 65): versions 0, flexible from v0."""
 
@@ -40,6 +43,25 @@ class DescribeTransactionsRequest:
     """Array of transactionalIds to include in describe results. If empty, then no results will be
     returned. [versions 0+]
     """
+
+    def __init__(self, transactional_ids: list[str] = _FRESH) -> None:
+        self.transactional_ids = [] if transactional_ids is _FRESH else transactional_ids
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_ids={self.transactional_ids!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeTransactionsRequest):
+            return NotImplemented
+        return (
+            self.transactional_ids,
+        ) == (
+            other.transactional_ids,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeTransactionsRequest to ``w`` in wire format ``version``."""
@@ -58,7 +80,7 @@ class DescribeTransactionsRequest:
             raise ProtocolError(f"decoding DescribeTransactionsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicData:
     """The set of partitions included in the current transaction (if active). When a transaction is
     preparing to commit or abort, this will include only partitions which do not have markers.
@@ -69,6 +91,29 @@ class TopicData:
     """[versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicData):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicData to ``w`` in wire format ``version``."""
@@ -87,7 +132,7 @@ class TopicData:
             raise ProtocolError(f"decoding TopicData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TransactionState:
     """(``DescribeTransactionsResponse.TransactionState``)"""
 
@@ -111,6 +156,63 @@ class TransactionState:
     [versions 0+]
     """
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        transactional_id: str = "",
+        transaction_state: str = "",
+        transaction_timeout_ms: int = 0,
+        transaction_start_time_ms: int = 0,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        topics: list[TopicData] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.transactional_id = transactional_id
+        self.transaction_state = transaction_state
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_start_time_ms = transaction_start_time_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"transactional_id={self.transactional_id!r}, "
+            f"transaction_state={self.transaction_state!r}, "
+            f"transaction_timeout_ms={self.transaction_timeout_ms!r}, "
+            f"transaction_start_time_ms={self.transaction_start_time_ms!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TransactionState):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.transactional_id,
+            self.transaction_state,
+            self.transaction_timeout_ms,
+            self.transaction_start_time_ms,
+            self.producer_id,
+            self.producer_epoch,
+            self.topics,
+        ) == (
+            other.error_code,
+            other.transactional_id,
+            other.transaction_state,
+            other.transaction_timeout_ms,
+            other.transaction_start_time_ms,
+            other.producer_id,
+            other.producer_epoch,
+            other.topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this TransactionState to ``w`` in wire format ``version``."""
         if not 0 <= version <= 0:
@@ -128,7 +230,7 @@ class TransactionState:
             raise ProtocolError(f"decoding TransactionState v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeTransactionsResponse:
     """DescribeTransactionsResponse (API key 65): versions 0, flexible from v0."""
 
@@ -143,6 +245,31 @@ class DescribeTransactionsResponse:
     """
     transaction_states: list[TransactionState] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, transaction_states: list[TransactionState] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.transaction_states = [] if transaction_states is _FRESH else transaction_states
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"transaction_states={self.transaction_states!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeTransactionsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.transaction_states,
+        ) == (
+            other.throttle_time_ms,
+            other.transaction_states,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeTransactionsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,12 +22,15 @@ __all__ = [
     "UserName",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_bi = struct.Struct(">bi")
 _S_h = struct.Struct(">h")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class UserName:
     """The users to describe, or null/empty to describe all users.
     (``DescribeUserScramCredentialsRequest.UserName``)
@@ -35,6 +38,25 @@ class UserName:
 
     name: str = ""
     """The user name. [versions 0+]"""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, UserName):
+            return NotImplemented
+        return (
+            self.name,
+        ) == (
+            other.name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this UserName to ``w`` in wire format ``version``."""
@@ -53,7 +75,7 @@ class UserName:
             raise ProtocolError(f"decoding UserName v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeUserScramCredentialsRequest:
     """DescribeUserScramCredentialsRequest (API key 50): versions 0, flexible from v0."""
 
@@ -65,6 +87,25 @@ class DescribeUserScramCredentialsRequest:
 
     users: list[UserName] | None = field(default_factory=list)
     """The users to describe, or null/empty to describe all users. [versions 0+, nullable 0+]"""
+
+    def __init__(self, users: list[UserName] | None = _FRESH) -> None:
+        self.users = [] if users is _FRESH else users
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"users={self.users!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeUserScramCredentialsRequest):
+            return NotImplemented
+        return (
+            self.users,
+        ) == (
+            other.users,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeUserScramCredentialsRequest to ``w`` in wire format ``version``."""
@@ -83,7 +124,7 @@ class DescribeUserScramCredentialsRequest:
             raise ProtocolError(f"decoding DescribeUserScramCredentialsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class CredentialInfo:
     """The mechanism and related information associated with the user's SCRAM credentials.
     (``DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo``)
@@ -93,6 +134,29 @@ class CredentialInfo:
     """The SCRAM mechanism. [versions 0+]"""
     iterations: int = 0
     """The number of iterations used in the SCRAM credential. [versions 0+]"""
+
+    def __init__(self, mechanism: int = 0, iterations: int = 0) -> None:
+        self.mechanism = mechanism
+        self.iterations = iterations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"mechanism={self.mechanism!r}, "
+            f"iterations={self.iterations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, CredentialInfo):
+            return NotImplemented
+        return (
+            self.mechanism,
+            self.iterations,
+        ) == (
+            other.mechanism,
+            other.iterations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this CredentialInfo to ``w`` in wire format ``version``."""
@@ -111,7 +175,7 @@ class CredentialInfo:
             raise ProtocolError(f"decoding CredentialInfo v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeUserScramCredentialsResult:
     """The results for descriptions, one per user.
     (``DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult``)
@@ -127,6 +191,43 @@ class DescribeUserScramCredentialsResult:
     """The mechanism and related information associated with the user's SCRAM credentials.
     [versions 0+]
     """
+
+    def __init__(
+        self,
+        user: str = "",
+        error_code: int = 0,
+        error_message: str | None = "",
+        credential_infos: list[CredentialInfo] = _FRESH,
+    ) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.credential_infos = [] if credential_infos is _FRESH else credential_infos
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"user={self.user!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"credential_infos={self.credential_infos!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeUserScramCredentialsResult):
+            return NotImplemented
+        return (
+            self.user,
+            self.error_code,
+            self.error_message,
+            self.credential_infos,
+        ) == (
+            other.user,
+            other.error_code,
+            other.error_message,
+            other.credential_infos,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeUserScramCredentialsResult to ``w`` in wire format ``version``."""
@@ -145,7 +246,7 @@ class DescribeUserScramCredentialsResult:
             raise ProtocolError(f"decoding DescribeUserScramCredentialsResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribeUserScramCredentialsResponse:
     """DescribeUserScramCredentialsResponse (API key 50): versions 0, flexible from v0."""
 
@@ -166,6 +267,43 @@ class DescribeUserScramCredentialsResponse:
     """The message-level error message, if any. [versions 0+, nullable 0+]"""
     results: list[DescribeUserScramCredentialsResult] = field(default_factory=list)
     """The results for descriptions, one per user. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        results: list[DescribeUserScramCredentialsResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = [] if results is _FRESH else results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"results={self.results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribeUserScramCredentialsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.results,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribeUserScramCredentialsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,12 +22,15 @@ __all__ = [
     "TopicPartitions",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_b = struct.Struct(">b")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicPartitions:
     """The topic partitions to elect leaders. (``ElectLeadersRequest.TopicPartitions``)"""
 
@@ -35,6 +38,29 @@ class TopicPartitions:
     """The name of a topic. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions of this topic whose leader should be elected. [versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[int] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicPartitions):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicPartitions to ``w`` in wire format ``version``."""
@@ -53,7 +79,7 @@ class TopicPartitions:
             raise ProtocolError(f"decoding TopicPartitions v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ElectLeadersRequest:
     """ElectLeadersRequest (API key 43): versions 0-2, flexible from v2."""
 
@@ -72,6 +98,38 @@ class ElectLeadersRequest:
     timeout_ms: int = 60000
     """The time in ms to wait for the election to complete. [versions 0+]"""
 
+    def __init__(
+        self,
+        election_type: int = 0,
+        topic_partitions: list[TopicPartitions] | None = _FRESH,
+        timeout_ms: int = 60000,
+    ) -> None:
+        self.election_type = election_type
+        self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+        self.timeout_ms = timeout_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"election_type={self.election_type!r}, "
+            f"topic_partitions={self.topic_partitions!r}, "
+            f"timeout_ms={self.timeout_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ElectLeadersRequest):
+            return NotImplemented
+        return (
+            self.election_type,
+            self.topic_partitions,
+            self.timeout_ms,
+        ) == (
+            other.election_type,
+            other.topic_partitions,
+            other.timeout_ms,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ElectLeadersRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 2:
@@ -89,7 +147,7 @@ class ElectLeadersRequest:
             raise ProtocolError(f"decoding ElectLeadersRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionResult:
     """The results for each partition. (``ElectLeadersResponse.ReplicaElectionResult.PartitionResult``)"""
 
@@ -99,6 +157,33 @@ class PartitionResult:
     """The result error, or zero if there was no error. [versions 0+]"""
     error_message: str | None = ""
     """The result message, or null if there was no error. [versions 0+, nullable 0+]"""
+
+    def __init__(self, partition_id: int = 0, error_code: int = 0, error_message: str | None = "") -> None:
+        self.partition_id = partition_id
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_id={self.partition_id!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionResult):
+            return NotImplemented
+        return (
+            self.partition_id,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.partition_id,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionResult to ``w`` in wire format ``version``."""
@@ -117,7 +202,7 @@ class PartitionResult:
             raise ProtocolError(f"decoding PartitionResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReplicaElectionResult:
     """The election results, or an empty array if the requester did not have permission and the request
     asks for all partitions. (``ElectLeadersResponse.ReplicaElectionResult``)
@@ -127,6 +212,29 @@ class ReplicaElectionResult:
     """The topic name. [versions 0+]"""
     partition_result: list[PartitionResult] = field(default_factory=list)
     """The results for each partition. [versions 0+]"""
+
+    def __init__(self, topic: str = "", partition_result: list[PartitionResult] = _FRESH) -> None:
+        self.topic = topic
+        self.partition_result = [] if partition_result is _FRESH else partition_result
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partition_result={self.partition_result!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReplicaElectionResult):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partition_result,
+        ) == (
+            other.topic,
+            other.partition_result,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReplicaElectionResult to ``w`` in wire format ``version``."""
@@ -145,7 +253,7 @@ class ReplicaElectionResult:
             raise ProtocolError(f"decoding ReplicaElectionResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ElectLeadersResponse:
     """ElectLeadersResponse (API key 43): versions 0-2, flexible from v2."""
 
@@ -164,6 +272,38 @@ class ElectLeadersResponse:
     """The election results, or an empty array if the requester did not have permission and the
     request asks for all partitions. [versions 0+]
     """
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        replica_election_results: list[ReplicaElectionResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.replica_election_results = [] if replica_election_results is _FRESH else replica_election_results
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"replica_election_results={self.replica_election_results!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ElectLeadersResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.replica_election_results,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.replica_election_results,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ElectLeadersResponse to ``w`` in wire format ``version``."""

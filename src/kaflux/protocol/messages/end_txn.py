@@ -24,7 +24,7 @@ _S_ihqh = struct.Struct(">ihqh")
 _S_qho = struct.Struct(">qh?")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EndTxnRequest:
     """EndTxnRequest (API key 26): versions 0-5, flexible from v3."""
 
@@ -43,6 +43,43 @@ class EndTxnRequest:
     committed: bool = False
     """True if the transaction was committed, false if it was aborted. [versions 0+]"""
 
+    def __init__(
+        self,
+        transactional_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        committed: bool = False,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"committed={self.committed!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EndTxnRequest):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.producer_id,
+            self.producer_epoch,
+            self.committed,
+        ) == (
+            other.transactional_id,
+            other.producer_id,
+            other.producer_epoch,
+            other.committed,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this EndTxnRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -60,7 +97,7 @@ class EndTxnRequest:
             raise ProtocolError(f"decoding EndTxnRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EndTxnResponse:
     """EndTxnResponse (API key 26): versions 0-5, flexible from v3."""
 
@@ -79,6 +116,39 @@ class EndTxnResponse:
     """The producer ID. [versions 5+, ignorable]"""
     producer_epoch: int = -1
     """The current epoch associated with the producer. [versions 5+, ignorable]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EndTxnResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.producer_id,
+            self.producer_epoch,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.producer_id,
+            other.producer_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this EndTxnResponse to ``w`` in wire format ``version``."""

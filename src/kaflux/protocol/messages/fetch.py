@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -30,6 +30,9 @@ __all__ = [
     "ReplicaState",
     "SnapshotId",
 ]
+
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
 
 _S_16s = struct.Struct(">16s")
 _S_i = struct.Struct(">i")
@@ -54,7 +57,7 @@ _S_qi = struct.Struct(">qi")
 _S_qq = struct.Struct(">qq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ReplicaState:
     """(``FetchRequest.ReplicaState``)"""
 
@@ -62,6 +65,29 @@ class ReplicaState:
     """The replica ID of the follower, or -1 if this request is from a consumer. [versions 15+]"""
     replica_epoch: int = -1
     """The epoch of this follower, or -1 if not available. [versions 15+]"""
+
+    def __init__(self, replica_id: int = -1, replica_epoch: int = -1) -> None:
+        self.replica_id = replica_id
+        self.replica_epoch = replica_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"replica_id={self.replica_id!r}, "
+            f"replica_epoch={self.replica_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ReplicaState):
+            return NotImplemented
+        return (
+            self.replica_id,
+            self.replica_epoch,
+        ) == (
+            other.replica_id,
+            other.replica_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ReplicaState to ``w`` in wire format ``version``."""
@@ -80,7 +106,7 @@ class ReplicaState:
             raise ProtocolError(f"decoding ReplicaState v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchPartition:
     """The partitions to fetch. (``FetchRequest.FetchTopic.FetchPartition``)"""
 
@@ -103,6 +129,58 @@ class FetchPartition:
     replica_directory_id: uuid.UUID = ZERO_UUID
     """The directory id of the follower fetching. [versions 17+, tag 0, ignorable]"""
 
+    def __init__(
+        self,
+        partition: int = 0,
+        current_leader_epoch: int = -1,
+        fetch_offset: int = 0,
+        last_fetched_epoch: int = -1,
+        log_start_offset: int = -1,
+        partition_max_bytes: int = 0,
+        replica_directory_id: uuid.UUID = ZERO_UUID,
+    ) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.replica_directory_id = replica_directory_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition={self.partition!r}, "
+            f"current_leader_epoch={self.current_leader_epoch!r}, "
+            f"fetch_offset={self.fetch_offset!r}, "
+            f"last_fetched_epoch={self.last_fetched_epoch!r}, "
+            f"log_start_offset={self.log_start_offset!r}, "
+            f"partition_max_bytes={self.partition_max_bytes!r}, "
+            f"replica_directory_id={self.replica_directory_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchPartition):
+            return NotImplemented
+        return (
+            self.partition,
+            self.current_leader_epoch,
+            self.fetch_offset,
+            self.last_fetched_epoch,
+            self.log_start_offset,
+            self.partition_max_bytes,
+            self.replica_directory_id,
+        ) == (
+            other.partition,
+            other.current_leader_epoch,
+            other.fetch_offset,
+            other.last_fetched_epoch,
+            other.log_start_offset,
+            other.partition_max_bytes,
+            other.replica_directory_id,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchPartition to ``w`` in wire format ``version``."""
         if not 0 <= version <= 17:
@@ -120,7 +198,7 @@ class FetchPartition:
             raise ProtocolError(f"decoding FetchPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchTopic:
     """The topics to fetch. (``FetchRequest.FetchTopic``)"""
 
@@ -130,6 +208,35 @@ class FetchTopic:
     """The unique topic ID. [versions 13+, ignorable]"""
     partitions: list[FetchPartition] = field(default_factory=list)
     """The partitions to fetch. [versions 0+]"""
+
+    def __init__(
+        self, topic: str = "", topic_id: uuid.UUID = ZERO_UUID, partitions: list[FetchPartition] = _FRESH
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchTopic):
+            return NotImplemented
+        return (
+            self.topic,
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchTopic to ``w`` in wire format ``version``."""
@@ -148,7 +255,7 @@ class FetchTopic:
             raise ProtocolError(f"decoding FetchTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ForgottenTopic:
     """In an incremental fetch request, the partitions to remove. (``FetchRequest.ForgottenTopic``)"""
 
@@ -158,6 +265,35 @@ class ForgottenTopic:
     """The unique topic ID. [versions 13+, ignorable]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions indexes to forget. [versions 7+]"""
+
+    def __init__(
+        self, topic: str = "", topic_id: uuid.UUID = ZERO_UUID, partitions: list[int] = _FRESH
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ForgottenTopic):
+            return NotImplemented
+        return (
+            self.topic,
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ForgottenTopic to ``w`` in wire format ``version``."""
@@ -176,7 +312,7 @@ class ForgottenTopic:
             raise ProtocolError(f"decoding ForgottenTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchRequest:
     """FetchRequest (API key 1): versions 0-17, flexible from v12."""
 
@@ -223,6 +359,83 @@ class FetchRequest:
     rack_id: str = ""
     """Rack ID of the consumer making this request. [versions 11+, ignorable]"""
 
+    def __init__(
+        self,
+        cluster_id: str | None = None,
+        replica_id: int = -1,
+        replica_state: ReplicaState = _FRESH,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        isolation_level: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+        topics: list[FetchTopic] = _FRESH,
+        forgotten_topics_data: list[ForgottenTopic] = _FRESH,
+        rack_id: str = "",
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = ReplicaState() if replica_state is _FRESH else replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is _FRESH else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _FRESH else forgotten_topics_data
+        self.rack_id = rack_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"cluster_id={self.cluster_id!r}, "
+            f"replica_id={self.replica_id!r}, "
+            f"replica_state={self.replica_state!r}, "
+            f"max_wait_ms={self.max_wait_ms!r}, "
+            f"min_bytes={self.min_bytes!r}, "
+            f"max_bytes={self.max_bytes!r}, "
+            f"isolation_level={self.isolation_level!r}, "
+            f"session_id={self.session_id!r}, "
+            f"session_epoch={self.session_epoch!r}, "
+            f"topics={self.topics!r}, "
+            f"forgotten_topics_data={self.forgotten_topics_data!r}, "
+            f"rack_id={self.rack_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchRequest):
+            return NotImplemented
+        return (
+            self.cluster_id,
+            self.replica_id,
+            self.replica_state,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+            self.isolation_level,
+            self.session_id,
+            self.session_epoch,
+            self.topics,
+            self.forgotten_topics_data,
+            self.rack_id,
+        ) == (
+            other.cluster_id,
+            other.replica_id,
+            other.replica_state,
+            other.max_wait_ms,
+            other.min_bytes,
+            other.max_bytes,
+            other.isolation_level,
+            other.session_id,
+            other.session_epoch,
+            other.topics,
+            other.forgotten_topics_data,
+            other.rack_id,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 17:
@@ -240,7 +453,7 @@ class FetchRequest:
             raise ProtocolError(f"decoding FetchRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EpochEndOffset:
     """In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request,
     this field indicates the largest epoch and its end offset such that subsequent records are known
@@ -251,6 +464,29 @@ class EpochEndOffset:
     """[versions 12+]"""
     end_offset: int = -1
     """[versions 12+]"""
+
+    def __init__(self, epoch: int = -1, end_offset: int = -1) -> None:
+        self.epoch = epoch
+        self.end_offset = end_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"epoch={self.epoch!r}, "
+            f"end_offset={self.end_offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EpochEndOffset):
+            return NotImplemented
+        return (
+            self.epoch,
+            self.end_offset,
+        ) == (
+            other.epoch,
+            other.end_offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this EpochEndOffset to ``w`` in wire format ``version``."""
@@ -269,7 +505,7 @@ class EpochEndOffset:
             raise ProtocolError(f"decoding EpochEndOffset v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaderIdAndEpoch:
     """(``FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch``)"""
 
@@ -277,6 +513,29 @@ class LeaderIdAndEpoch:
     """The ID of the current leader or -1 if the leader is unknown. [versions 12+]"""
     leader_epoch: int = -1
     """The latest known leader epoch. [versions 12+]"""
+
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"leader_id={self.leader_id!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaderIdAndEpoch):
+            return NotImplemented
+        return (
+            self.leader_id,
+            self.leader_epoch,
+        ) == (
+            other.leader_id,
+            other.leader_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaderIdAndEpoch to ``w`` in wire format ``version``."""
@@ -295,7 +554,7 @@ class LeaderIdAndEpoch:
             raise ProtocolError(f"decoding LeaderIdAndEpoch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SnapshotId:
     """In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch
     that should be used in the FetchSnapshot request.
@@ -306,6 +565,29 @@ class SnapshotId:
     """[versions 0+]"""
     epoch: int = -1
     """[versions 0+]"""
+
+    def __init__(self, end_offset: int = -1, epoch: int = -1) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"end_offset={self.end_offset!r}, "
+            f"epoch={self.epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SnapshotId):
+            return NotImplemented
+        return (
+            self.end_offset,
+            self.epoch,
+        ) == (
+            other.end_offset,
+            other.epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SnapshotId to ``w`` in wire format ``version``."""
@@ -324,7 +606,7 @@ class SnapshotId:
             raise ProtocolError(f"decoding SnapshotId v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AbortedTransaction:
     """The aborted transactions.
     (``FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction``)
@@ -334,6 +616,29 @@ class AbortedTransaction:
     """The producer id associated with the aborted transaction. [versions 4+]"""
     first_offset: int = 0
     """The first offset in the aborted transaction. [versions 4+]"""
+
+    def __init__(self, producer_id: int = 0, first_offset: int = 0) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"producer_id={self.producer_id!r}, "
+            f"first_offset={self.first_offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AbortedTransaction):
+            return NotImplemented
+        return (
+            self.producer_id,
+            self.first_offset,
+        ) == (
+            other.producer_id,
+            other.first_offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AbortedTransaction to ``w`` in wire format ``version``."""
@@ -352,7 +657,7 @@ class AbortedTransaction:
             raise ProtocolError(f"decoding AbortedTransaction v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionData:
     """The topic partitions. (``FetchResponse.FetchableTopicResponse.PartitionData``)"""
 
@@ -387,6 +692,78 @@ class PartitionData:
     records: memoryview | None = None
     """The record data. [versions 0+, nullable 0+]"""
 
+    def __init__(
+        self,
+        partition_index: int = 0,
+        error_code: int = 0,
+        high_watermark: int = 0,
+        last_stable_offset: int = -1,
+        log_start_offset: int = -1,
+        diverging_epoch: EpochEndOffset = _FRESH,
+        current_leader: LeaderIdAndEpoch = _FRESH,
+        snapshot_id: SnapshotId = _FRESH,
+        aborted_transactions: list[AbortedTransaction] | None = _FRESH,
+        preferred_read_replica: int = -1,
+        records: memoryview | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.diverging_epoch = EpochEndOffset() if diverging_epoch is _FRESH else diverging_epoch
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+        self.snapshot_id = SnapshotId() if snapshot_id is _FRESH else snapshot_id
+        self.aborted_transactions = [] if aborted_transactions is _FRESH else aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"high_watermark={self.high_watermark!r}, "
+            f"last_stable_offset={self.last_stable_offset!r}, "
+            f"log_start_offset={self.log_start_offset!r}, "
+            f"diverging_epoch={self.diverging_epoch!r}, "
+            f"current_leader={self.current_leader!r}, "
+            f"snapshot_id={self.snapshot_id!r}, "
+            f"aborted_transactions={self.aborted_transactions!r}, "
+            f"preferred_read_replica={self.preferred_read_replica!r}, "
+            f"records={self.records!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionData):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.log_start_offset,
+            self.diverging_epoch,
+            self.current_leader,
+            self.snapshot_id,
+            self.aborted_transactions,
+            self.preferred_read_replica,
+            self.records,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.high_watermark,
+            other.last_stable_offset,
+            other.log_start_offset,
+            other.diverging_epoch,
+            other.current_leader,
+            other.snapshot_id,
+            other.aborted_transactions,
+            other.preferred_read_replica,
+            other.records,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionData to ``w`` in wire format ``version``."""
         if not 0 <= version <= 17:
@@ -404,7 +781,7 @@ class PartitionData:
             raise ProtocolError(f"decoding PartitionData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchableTopicResponse:
     """The response topics. (``FetchResponse.FetchableTopicResponse``)"""
 
@@ -414,6 +791,35 @@ class FetchableTopicResponse:
     """The unique topic ID. [versions 13+, ignorable]"""
     partitions: list[PartitionData] = field(default_factory=list)
     """The topic partitions. [versions 0+]"""
+
+    def __init__(
+        self, topic: str = "", topic_id: uuid.UUID = ZERO_UUID, partitions: list[PartitionData] = _FRESH
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchableTopicResponse):
+            return NotImplemented
+        return (
+            self.topic,
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchableTopicResponse to ``w`` in wire format ``version``."""
@@ -432,7 +838,7 @@ class FetchableTopicResponse:
             raise ProtocolError(f"decoding FetchableTopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class NodeEndpoint:
     """Endpoints for all current-leaders enumerated in PartitionData, with errors
     NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH. (``FetchResponse.NodeEndpoint``)
@@ -448,6 +854,37 @@ class NodeEndpoint:
     """The rack of the node, or null if it has not been assigned to a rack.
     [versions 16+, nullable 16+]
     """
+
+    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, NodeEndpoint):
+            return NotImplemented
+        return (
+            self.node_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.node_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this NodeEndpoint to ``w`` in wire format ``version``."""
@@ -466,7 +903,7 @@ class NodeEndpoint:
             raise ProtocolError(f"decoding NodeEndpoint v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchResponse:
     """FetchResponse (API key 1): versions 0-17, flexible from v12."""
 
@@ -489,6 +926,48 @@ class FetchResponse:
     """Endpoints for all current-leaders enumerated in PartitionData, with errors
     NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH. [versions 16+, tag 0]
     """
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        session_id: int = 0,
+        responses: list[FetchableTopicResponse] = _FRESH,
+        node_endpoints: list[NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = [] if responses is _FRESH else responses
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"session_id={self.session_id!r}, "
+            f"responses={self.responses!r}, "
+            f"node_endpoints={self.node_endpoints!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.session_id,
+            self.responses,
+            self.node_endpoints,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.session_id,
+            other.responses,
+            other.node_endpoints,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchResponse to ``w`` in wire format ``version``."""

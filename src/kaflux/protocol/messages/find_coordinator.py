@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,13 +20,16 @@ __all__ = [
     "FindCoordinatorResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_b = struct.Struct(">b")
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FindCoordinatorRequest:
     """FindCoordinatorRequest (API key 10): versions 0-6, flexible from v3."""
 
@@ -42,6 +45,33 @@ class FindCoordinatorRequest:
     """The coordinator key type. (Group, transaction, etc.). [versions 1+]"""
     coordinator_keys: list[str] = field(default_factory=list)
     """The coordinator keys. [versions 4+]"""
+
+    def __init__(self, key: str = "", key_type: int = 0, coordinator_keys: list[str] = _FRESH) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is _FRESH else coordinator_keys
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"key={self.key!r}, "
+            f"key_type={self.key_type!r}, "
+            f"coordinator_keys={self.coordinator_keys!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FindCoordinatorRequest):
+            return NotImplemented
+        return (
+            self.key,
+            self.key_type,
+            self.coordinator_keys,
+        ) == (
+            other.key,
+            other.key_type,
+            other.coordinator_keys,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FindCoordinatorRequest to ``w`` in wire format ``version``."""
@@ -60,7 +90,7 @@ class FindCoordinatorRequest:
             raise ProtocolError(f"decoding FindCoordinatorRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Coordinator:
     """Each coordinator result in the response. (``FindCoordinatorResponse.Coordinator``)"""
 
@@ -76,6 +106,53 @@ class Coordinator:
     """The error code, or 0 if there was no error. [versions 4+]"""
     error_message: str | None = ""
     """The error message, or null if there was no error. [versions 4+, nullable 4+, ignorable]"""
+
+    def __init__(
+        self,
+        key: str = "",
+        node_id: int = 0,
+        host: str = "",
+        port: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+    ) -> None:
+        self.key = key
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.error_code = error_code
+        self.error_message = error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"key={self.key!r}, "
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, Coordinator):
+            return NotImplemented
+        return (
+            self.key,
+            self.node_id,
+            self.host,
+            self.port,
+            self.error_code,
+            self.error_message,
+        ) == (
+            other.key,
+            other.node_id,
+            other.host,
+            other.port,
+            other.error_code,
+            other.error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this Coordinator to ``w`` in wire format ``version``."""
@@ -94,7 +171,7 @@ class Coordinator:
             raise ProtocolError(f"decoding Coordinator v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FindCoordinatorResponse:
     """FindCoordinatorResponse (API key 10): versions 0-6, flexible from v3."""
 
@@ -119,6 +196,58 @@ class FindCoordinatorResponse:
     """The port. [versions 0-3]"""
     coordinators: list[Coordinator] = field(default_factory=list)
     """Each coordinator result in the response. [versions 4+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        node_id: int = 0,
+        host: str = "",
+        port: int = 0,
+        coordinators: list[Coordinator] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.coordinators = [] if coordinators is _FRESH else coordinators
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"coordinators={self.coordinators!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FindCoordinatorResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.node_id,
+            self.host,
+            self.port,
+            self.coordinators,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.node_id,
+            other.host,
+            other.port,
+            other.coordinators,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FindCoordinatorResponse to ``w`` in wire format ``version``."""

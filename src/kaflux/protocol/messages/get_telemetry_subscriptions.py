@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -20,12 +20,15 @@ __all__ = [
     "GetTelemetrySubscriptionsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_ih16si = struct.Struct(">ih16si")
 _S_iio = struct.Struct(">ii?")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class GetTelemetrySubscriptionsRequest:
     """GetTelemetrySubscriptionsRequest (API key 71): versions 0, flexible from v0."""
 
@@ -37,6 +40,25 @@ class GetTelemetrySubscriptionsRequest:
 
     client_instance_id: uuid.UUID = ZERO_UUID
     """Unique id for this client instance, must be set to 0 on the first request. [versions 0+]"""
+
+    def __init__(self, client_instance_id: uuid.UUID = ZERO_UUID) -> None:
+        self.client_instance_id = client_instance_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"client_instance_id={self.client_instance_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, GetTelemetrySubscriptionsRequest):
+            return NotImplemented
+        return (
+            self.client_instance_id,
+        ) == (
+            other.client_instance_id,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this GetTelemetrySubscriptionsRequest to ``w`` in wire format ``version``."""
@@ -55,7 +77,7 @@ class GetTelemetrySubscriptionsRequest:
             raise ProtocolError(f"decoding GetTelemetrySubscriptionsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class GetTelemetrySubscriptionsResponse:
     """GetTelemetrySubscriptionsResponse (API key 71): versions 0, flexible from v0."""
 
@@ -90,6 +112,68 @@ class GetTelemetrySubscriptionsResponse:
     """Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty
     string: All metrics subscribed. [versions 0+]
     """
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        client_instance_id: uuid.UUID = ZERO_UUID,
+        subscription_id: int = 0,
+        accepted_compression_types: list[int] = _FRESH,
+        push_interval_ms: int = 0,
+        telemetry_max_bytes: int = 0,
+        delta_temporality: bool = False,
+        requested_metrics: list[str] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.accepted_compression_types = [] if accepted_compression_types is _FRESH else accepted_compression_types
+        self.push_interval_ms = push_interval_ms
+        self.telemetry_max_bytes = telemetry_max_bytes
+        self.delta_temporality = delta_temporality
+        self.requested_metrics = [] if requested_metrics is _FRESH else requested_metrics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"client_instance_id={self.client_instance_id!r}, "
+            f"subscription_id={self.subscription_id!r}, "
+            f"accepted_compression_types={self.accepted_compression_types!r}, "
+            f"push_interval_ms={self.push_interval_ms!r}, "
+            f"telemetry_max_bytes={self.telemetry_max_bytes!r}, "
+            f"delta_temporality={self.delta_temporality!r}, "
+            f"requested_metrics={self.requested_metrics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, GetTelemetrySubscriptionsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.client_instance_id,
+            self.subscription_id,
+            self.accepted_compression_types,
+            self.push_interval_ms,
+            self.telemetry_max_bytes,
+            self.delta_temporality,
+            self.requested_metrics,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.client_instance_id,
+            other.subscription_id,
+            other.accepted_compression_types,
+            other.push_interval_ms,
+            other.telemetry_max_bytes,
+            other.delta_temporality,
+            other.requested_metrics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this GetTelemetrySubscriptionsResponse to ``w`` in wire format ``version``."""

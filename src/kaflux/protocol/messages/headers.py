@@ -23,7 +23,7 @@ _S_hhi = struct.Struct(">hhi")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class RequestHeader:
     """RequestHeader: versions 0-2, flexible from v2."""
 
@@ -39,6 +39,43 @@ class RequestHeader:
     """The correlation ID of this request. [versions 0+]"""
     client_id: str | None = ""
     """The client ID string. [versions 1+, nullable 1+, ignorable]"""
+
+    def __init__(
+        self,
+        request_api_key: int = 0,
+        request_api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: str | None = "",
+    ) -> None:
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"request_api_key={self.request_api_key!r}, "
+            f"request_api_version={self.request_api_version!r}, "
+            f"correlation_id={self.correlation_id!r}, "
+            f"client_id={self.client_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, RequestHeader):
+            return NotImplemented
+        return (
+            self.request_api_key,
+            self.request_api_version,
+            self.correlation_id,
+            self.client_id,
+        ) == (
+            other.request_api_key,
+            other.request_api_version,
+            other.correlation_id,
+            other.client_id,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this RequestHeader to ``w`` in wire format ``version``."""
@@ -57,7 +94,7 @@ class RequestHeader:
             raise ProtocolError(f"decoding RequestHeader v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ResponseHeader:
     """ResponseHeader: versions 0-1, flexible from v1."""
 
@@ -67,6 +104,25 @@ class ResponseHeader:
 
     correlation_id: int = 0
     """The correlation ID of this response. [versions 0+]"""
+
+    def __init__(self, correlation_id: int = 0) -> None:
+        self.correlation_id = correlation_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"correlation_id={self.correlation_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ResponseHeader):
+            return NotImplemented
+        return (
+            self.correlation_id,
+        ) == (
+            other.correlation_id,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ResponseHeader to ``w`` in wire format ``version``."""

@@ -24,7 +24,7 @@ _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class HeartbeatRequest:
     """HeartbeatRequest (API key 12): versions 0-4, flexible from v4."""
 
@@ -45,6 +45,43 @@ class HeartbeatRequest:
     [versions 3+, nullable 3+]
     """
 
+    def __init__(
+        self,
+        group_id: str = "",
+        generation_id: int = 0,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"generation_id={self.generation_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, HeartbeatRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.generation_id,
+            self.member_id,
+            self.group_instance_id,
+        ) == (
+            other.group_id,
+            other.generation_id,
+            other.member_id,
+            other.group_instance_id,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this HeartbeatRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -62,7 +99,7 @@ class HeartbeatRequest:
             raise ProtocolError(f"decoding HeartbeatRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class HeartbeatResponse:
     """HeartbeatResponse (API key 12): versions 0-4, flexible from v4."""
 
@@ -77,6 +114,29 @@ class HeartbeatResponse:
     """
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, HeartbeatResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this HeartbeatResponse to ``w`` in wire format ``version``."""

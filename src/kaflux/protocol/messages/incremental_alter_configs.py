@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,13 +22,16 @@ __all__ = [
     "IncrementalAlterConfigsResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_b = struct.Struct(">b")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterableConfig:
     """The configurations. (``IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig``)"""
 
@@ -38,6 +41,33 @@ class AlterableConfig:
     """The type (Set, Delete, Append, Subtract) of operation. [versions 0+]"""
     value: str | None = ""
     """The value to set for the configuration key. [versions 0+, nullable 0+]"""
+
+    def __init__(self, name: str = "", config_operation: int = 0, value: str | None = "") -> None:
+        self.name = name
+        self.config_operation = config_operation
+        self.value = value
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"config_operation={self.config_operation!r}, "
+            f"value={self.value!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterableConfig):
+            return NotImplemented
+        return (
+            self.name,
+            self.config_operation,
+            self.value,
+        ) == (
+            other.name,
+            other.config_operation,
+            other.value,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterableConfig to ``w`` in wire format ``version``."""
@@ -56,7 +86,7 @@ class AlterableConfig:
             raise ProtocolError(f"decoding AlterableConfig v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterConfigsResource:
     """The incremental updates for each resource.
     (``IncrementalAlterConfigsRequest.AlterConfigsResource``)
@@ -68,6 +98,35 @@ class AlterConfigsResource:
     """The resource name. [versions 0+]"""
     configs: list[AlterableConfig] = field(default_factory=list)
     """The configurations. [versions 0+]"""
+
+    def __init__(
+        self, resource_type: int = 0, resource_name: str = "", configs: list[AlterableConfig] = _FRESH
+    ) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = [] if configs is _FRESH else configs
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}, "
+            f"configs={self.configs!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterConfigsResource):
+            return NotImplemented
+        return (
+            self.resource_type,
+            self.resource_name,
+            self.configs,
+        ) == (
+            other.resource_type,
+            other.resource_name,
+            other.configs,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterConfigsResource to ``w`` in wire format ``version``."""
@@ -86,7 +145,7 @@ class AlterConfigsResource:
             raise ProtocolError(f"decoding AlterConfigsResource v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class IncrementalAlterConfigsRequest:
     """IncrementalAlterConfigsRequest (API key 44): versions 0-1, flexible from v1."""
 
@@ -100,6 +159,29 @@ class IncrementalAlterConfigsRequest:
     """The incremental updates for each resource. [versions 0+]"""
     validate_only: bool = False
     """True if we should validate the request, but not change the configurations. [versions 0+]"""
+
+    def __init__(self, resources: list[AlterConfigsResource] = _FRESH, validate_only: bool = False) -> None:
+        self.resources = [] if resources is _FRESH else resources
+        self.validate_only = validate_only
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"resources={self.resources!r}, "
+            f"validate_only={self.validate_only!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, IncrementalAlterConfigsRequest):
+            return NotImplemented
+        return (
+            self.resources,
+            self.validate_only,
+        ) == (
+            other.resources,
+            other.validate_only,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this IncrementalAlterConfigsRequest to ``w`` in wire format ``version``."""
@@ -118,7 +200,7 @@ class IncrementalAlterConfigsRequest:
             raise ProtocolError(f"decoding IncrementalAlterConfigsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AlterConfigsResourceResponse:
     """The responses for each resource.
     (``IncrementalAlterConfigsResponse.AlterConfigsResourceResponse``)
@@ -132,6 +214,43 @@ class AlterConfigsResourceResponse:
     """The resource type. [versions 0+]"""
     resource_name: str = ""
     """The resource name. [versions 0+]"""
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        resource_type: int = 0,
+        resource_name: str = "",
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"resource_type={self.resource_type!r}, "
+            f"resource_name={self.resource_name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AlterConfigsResourceResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.resource_type,
+            self.resource_name,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.resource_type,
+            other.resource_name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AlterConfigsResourceResponse to ``w`` in wire format ``version``."""
@@ -150,7 +269,7 @@ class AlterConfigsResourceResponse:
             raise ProtocolError(f"decoding AlterConfigsResourceResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class IncrementalAlterConfigsResponse:
     """IncrementalAlterConfigsResponse (API key 44): versions 0-1, flexible from v1."""
 
@@ -165,6 +284,31 @@ class IncrementalAlterConfigsResponse:
     """
     responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
     """The responses for each resource. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, responses: list[AlterConfigsResourceResponse] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _FRESH else responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"responses={self.responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, IncrementalAlterConfigsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.responses,
+        ) == (
+            other.throttle_time_ms,
+            other.responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this IncrementalAlterConfigsResponse to ``w`` in wire format ``version``."""

@@ -24,7 +24,7 @@ _S_ihqh = struct.Struct(">ihqh")
 _S_iqh = struct.Struct(">iqh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class InitProducerIdRequest:
     """InitProducerIdRequest (API key 22): versions 0-5, flexible from v2."""
 
@@ -51,6 +51,43 @@ class InitProducerIdRequest:
     and the request will return an error if they do not match. [versions 3+]
     """
 
+    def __init__(
+        self,
+        transactional_id: str | None = "",
+        transaction_timeout_ms: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"transaction_timeout_ms={self.transaction_timeout_ms!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, InitProducerIdRequest):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.transaction_timeout_ms,
+            self.producer_id,
+            self.producer_epoch,
+        ) == (
+            other.transactional_id,
+            other.transaction_timeout_ms,
+            other.producer_id,
+            other.producer_epoch,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this InitProducerIdRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -68,7 +105,7 @@ class InitProducerIdRequest:
             raise ProtocolError(f"decoding InitProducerIdRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class InitProducerIdResponse:
     """InitProducerIdResponse (API key 22): versions 0-5, flexible from v2."""
 
@@ -87,6 +124,39 @@ class InitProducerIdResponse:
     """The current producer id. [versions 0+]"""
     producer_epoch: int = 0
     """The current epoch associated with the producer id. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = 0
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, InitProducerIdResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.producer_id,
+            self.producer_epoch,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.producer_id,
+            other.producer_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this InitProducerIdResponse to ``w`` in wire format ``version``."""

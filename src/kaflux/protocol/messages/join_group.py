@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,6 +21,9 @@ __all__ = [
     "JoinGroupResponseMember",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
@@ -28,7 +31,7 @@ _S_ihi = struct.Struct(">ihi")
 _S_ii = struct.Struct(">ii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class JoinGroupRequestProtocol:
     """The list of protocols that the member supports. (``JoinGroupRequest.JoinGroupRequestProtocol``)"""
 
@@ -36,6 +39,29 @@ class JoinGroupRequestProtocol:
     """The protocol name. [versions 0+]"""
     metadata: bytes = b""
     """The protocol metadata. [versions 0+]"""
+
+    def __init__(self, name: str = "", metadata: bytes = b"") -> None:
+        self.name = name
+        self.metadata = metadata
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"metadata={self.metadata!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, JoinGroupRequestProtocol):
+            return NotImplemented
+        return (
+            self.name,
+            self.metadata,
+        ) == (
+            other.name,
+            other.metadata,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this JoinGroupRequestProtocol to ``w`` in wire format ``version``."""
@@ -54,7 +80,7 @@ class JoinGroupRequestProtocol:
             raise ProtocolError(f"decoding JoinGroupRequestProtocol v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class JoinGroupRequest:
     """JoinGroupRequest (API key 11): versions 0-9, flexible from v6."""
 
@@ -89,6 +115,63 @@ class JoinGroupRequest:
     reason: str | None = None
     """The reason why the member (re-)joins the group. [versions 8+, nullable 8+, ignorable]"""
 
+    def __init__(
+        self,
+        group_id: str = "",
+        session_timeout_ms: int = 0,
+        rebalance_timeout_ms: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        protocol_type: str = "",
+        protocols: list[JoinGroupRequestProtocol] = _FRESH,
+        reason: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = [] if protocols is _FRESH else protocols
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"session_timeout_ms={self.session_timeout_ms!r}, "
+            f"rebalance_timeout_ms={self.rebalance_timeout_ms!r}, "
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"protocols={self.protocols!r}, "
+            f"reason={self.reason!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, JoinGroupRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            self.member_id,
+            self.group_instance_id,
+            self.protocol_type,
+            self.protocols,
+            self.reason,
+        ) == (
+            other.group_id,
+            other.session_timeout_ms,
+            other.rebalance_timeout_ms,
+            other.member_id,
+            other.group_instance_id,
+            other.protocol_type,
+            other.protocols,
+            other.reason,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this JoinGroupRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 9:
@@ -106,7 +189,7 @@ class JoinGroupRequest:
             raise ProtocolError(f"decoding JoinGroupRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class JoinGroupResponseMember:
     """(``JoinGroupResponse.JoinGroupResponseMember``)"""
 
@@ -118,6 +201,35 @@ class JoinGroupResponseMember:
     """
     metadata: bytes = b""
     """The group member metadata. [versions 0+]"""
+
+    def __init__(
+        self, member_id: str = "", group_instance_id: str | None = None, metadata: bytes = b""
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.metadata = metadata
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"metadata={self.metadata!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, JoinGroupResponseMember):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.group_instance_id,
+            self.metadata,
+        ) == (
+            other.member_id,
+            other.group_instance_id,
+            other.metadata,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this JoinGroupResponseMember to ``w`` in wire format ``version``."""
@@ -136,7 +248,7 @@ class JoinGroupResponseMember:
             raise ProtocolError(f"decoding JoinGroupResponseMember v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class JoinGroupResponse:
     """JoinGroupResponse (API key 11): versions 0-9, flexible from v6."""
 
@@ -165,6 +277,68 @@ class JoinGroupResponse:
     """The member ID assigned by the group coordinator. [versions 0+]"""
     members: list[JoinGroupResponseMember] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        generation_id: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = "",
+        leader: str = "",
+        skip_assignment: bool = False,
+        member_id: str = "",
+        members: list[JoinGroupResponseMember] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.skip_assignment = skip_assignment
+        self.member_id = member_id
+        self.members = [] if members is _FRESH else members
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"generation_id={self.generation_id!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"protocol_name={self.protocol_name!r}, "
+            f"leader={self.leader!r}, "
+            f"skip_assignment={self.skip_assignment!r}, "
+            f"member_id={self.member_id!r}, "
+            f"members={self.members!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, JoinGroupResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.generation_id,
+            self.protocol_type,
+            self.protocol_name,
+            self.leader,
+            self.skip_assignment,
+            self.member_id,
+            self.members,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.generation_id,
+            other.protocol_type,
+            other.protocol_name,
+            other.leader,
+            other.skip_assignment,
+            other.member_id,
+            other.members,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this JoinGroupResponse to ``w`` in wire format ``version``."""

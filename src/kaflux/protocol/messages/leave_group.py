@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -21,11 +21,14 @@ __all__ = [
     "MemberResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MemberIdentity:
     """List of leaving member identities. (``LeaveGroupRequest.MemberIdentity``)"""
 
@@ -35,6 +38,35 @@ class MemberIdentity:
     """The group instance ID to remove from the group. [versions 3+, nullable 3+]"""
     reason: str | None = None
     """The reason why the member left the group. [versions 5+, nullable 5+, ignorable]"""
+
+    def __init__(
+        self, member_id: str = "", group_instance_id: str | None = None, reason: str | None = None
+    ) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"reason={self.reason!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MemberIdentity):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.group_instance_id,
+            self.reason,
+        ) == (
+            other.member_id,
+            other.group_instance_id,
+            other.reason,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MemberIdentity to ``w`` in wire format ``version``."""
@@ -53,7 +85,7 @@ class MemberIdentity:
             raise ProtocolError(f"decoding MemberIdentity v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaveGroupRequest:
     """LeaveGroupRequest (API key 13): versions 0-5, flexible from v4."""
 
@@ -69,6 +101,35 @@ class LeaveGroupRequest:
     """The member ID to remove from the group. [versions 0-2]"""
     members: list[MemberIdentity] = field(default_factory=list)
     """List of leaving member identities. [versions 3+]"""
+
+    def __init__(
+        self, group_id: str = "", member_id: str = "", members: list[MemberIdentity] = _FRESH
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.members = [] if members is _FRESH else members
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"members={self.members!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaveGroupRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.members,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.members,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaveGroupRequest to ``w`` in wire format ``version``."""
@@ -87,7 +148,7 @@ class LeaveGroupRequest:
             raise ProtocolError(f"decoding LeaveGroupRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MemberResponse:
     """List of leaving member responses. (``LeaveGroupResponse.MemberResponse``)"""
 
@@ -97,6 +158,33 @@ class MemberResponse:
     """The group instance ID to remove from the group. [versions 3+, nullable 3+]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 3+]"""
+
+    def __init__(self, member_id: str = "", group_instance_id: str | None = "", error_code: int = 0) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MemberResponse):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.group_instance_id,
+            self.error_code,
+        ) == (
+            other.member_id,
+            other.group_instance_id,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MemberResponse to ``w`` in wire format ``version``."""
@@ -115,7 +203,7 @@ class MemberResponse:
             raise ProtocolError(f"decoding MemberResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaveGroupResponse:
     """LeaveGroupResponse (API key 13): versions 0-5, flexible from v4."""
 
@@ -132,6 +220,35 @@ class LeaveGroupResponse:
     """The error code, or 0 if there was no error. [versions 0+]"""
     members: list[MemberResponse] = field(default_factory=list)
     """List of leaving member responses. [versions 3+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, error_code: int = 0, members: list[MemberResponse] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.members = [] if members is _FRESH else members
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"members={self.members!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaveGroupResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.members,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.members,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaveGroupResponse to ``w`` in wire format ``version``."""

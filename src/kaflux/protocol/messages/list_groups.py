@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,11 +20,14 @@ __all__ = [
     "ListedGroup",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListGroupsRequest:
     """ListGroupsRequest (API key 16): versions 0-5, flexible from v3."""
 
@@ -43,6 +46,29 @@ class ListGroupsRequest:
     [versions 5+]
     """
 
+    def __init__(self, states_filter: list[str] = _FRESH, types_filter: list[str] = _FRESH) -> None:
+        self.states_filter = [] if states_filter is _FRESH else states_filter
+        self.types_filter = [] if types_filter is _FRESH else types_filter
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"states_filter={self.states_filter!r}, "
+            f"types_filter={self.types_filter!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListGroupsRequest):
+            return NotImplemented
+        return (
+            self.states_filter,
+            self.types_filter,
+        ) == (
+            other.states_filter,
+            other.types_filter,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListGroupsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -60,7 +86,7 @@ class ListGroupsRequest:
             raise ProtocolError(f"decoding ListGroupsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListedGroup:
     """Each group in the response. (``ListGroupsResponse.ListedGroup``)"""
 
@@ -72,6 +98,39 @@ class ListedGroup:
     """The group state name. [versions 4+, ignorable]"""
     group_type: str = ""
     """The group type name. [versions 5+, ignorable]"""
+
+    def __init__(
+        self, group_id: str = "", protocol_type: str = "", group_state: str = "", group_type: str = ""
+    ) -> None:
+        self.group_id = group_id
+        self.protocol_type = protocol_type
+        self.group_state = group_state
+        self.group_type = group_type
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"group_state={self.group_state!r}, "
+            f"group_type={self.group_type!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListedGroup):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.protocol_type,
+            self.group_state,
+            self.group_type,
+        ) == (
+            other.group_id,
+            other.protocol_type,
+            other.group_state,
+            other.group_type,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListedGroup to ``w`` in wire format ``version``."""
@@ -90,7 +149,7 @@ class ListedGroup:
             raise ProtocolError(f"decoding ListedGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListGroupsResponse:
     """ListGroupsResponse (API key 16): versions 0-5, flexible from v3."""
 
@@ -107,6 +166,35 @@ class ListGroupsResponse:
     """The error code, or 0 if there was no error. [versions 0+]"""
     groups: list[ListedGroup] = field(default_factory=list)
     """Each group in the response. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, error_code: int = 0, groups: list[ListedGroup] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListGroupsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.groups,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListGroupsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "ListOffsetsTopicResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ib = struct.Struct(">ib")
 _S_ih = struct.Struct(">ih")
@@ -35,7 +38,7 @@ _S_qq = struct.Struct(">qq")
 _S_qqi = struct.Struct(">qqi")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsPartition:
     """Each partition in the request. (``ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition``)"""
 
@@ -47,6 +50,43 @@ class ListOffsetsPartition:
     """The current timestamp. [versions 0+]"""
     max_num_offsets: int = 1
     """The maximum number of offsets to report. [versions 0]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        current_leader_epoch: int = -1,
+        timestamp: int = 0,
+        max_num_offsets: int = 1,
+    ) -> None:
+        self.partition_index = partition_index
+        self.current_leader_epoch = current_leader_epoch
+        self.timestamp = timestamp
+        self.max_num_offsets = max_num_offsets
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"current_leader_epoch={self.current_leader_epoch!r}, "
+            f"timestamp={self.timestamp!r}, "
+            f"max_num_offsets={self.max_num_offsets!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.current_leader_epoch,
+            self.timestamp,
+            self.max_num_offsets,
+        ) == (
+            other.partition_index,
+            other.current_leader_epoch,
+            other.timestamp,
+            other.max_num_offsets,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsPartition to ``w`` in wire format ``version``."""
@@ -65,7 +105,7 @@ class ListOffsetsPartition:
             raise ProtocolError(f"decoding ListOffsetsPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsTopic:
     """Each topic in the request. (``ListOffsetsRequest.ListOffsetsTopic``)"""
 
@@ -73,6 +113,29 @@ class ListOffsetsTopic:
     """The topic name. [versions 0+]"""
     partitions: list[ListOffsetsPartition] = field(default_factory=list)
     """Each partition in the request. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[ListOffsetsPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsTopic to ``w`` in wire format ``version``."""
@@ -91,7 +154,7 @@ class ListOffsetsTopic:
             raise ProtocolError(f"decoding ListOffsetsTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsRequest:
     """ListOffsetsRequest (API key 2): versions 0-10, flexible from v6."""
 
@@ -120,6 +183,43 @@ class ListOffsetsRequest:
     remote storage for topics enabled with tiered storage. [versions 10+, ignorable]
     """
 
+    def __init__(
+        self,
+        replica_id: int = 0,
+        isolation_level: int = 0,
+        topics: list[ListOffsetsTopic] = _FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"replica_id={self.replica_id!r}, "
+            f"isolation_level={self.isolation_level!r}, "
+            f"topics={self.topics!r}, "
+            f"timeout_ms={self.timeout_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsRequest):
+            return NotImplemented
+        return (
+            self.replica_id,
+            self.isolation_level,
+            self.topics,
+            self.timeout_ms,
+        ) == (
+            other.replica_id,
+            other.isolation_level,
+            other.topics,
+            other.timeout_ms,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 10:
@@ -137,7 +237,7 @@ class ListOffsetsRequest:
             raise ProtocolError(f"decoding ListOffsetsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsPartitionResponse:
     """Each partition in the response.
     (``ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse``)
@@ -156,6 +256,53 @@ class ListOffsetsPartitionResponse:
     leader_epoch: int = -1
     """[versions 4+]"""
 
+    def __init__(
+        self,
+        partition_index: int = 0,
+        error_code: int = 0,
+        old_style_offsets: list[int] = _FRESH,
+        timestamp: int = -1,
+        offset: int = -1,
+        leader_epoch: int = -1,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.old_style_offsets = [] if old_style_offsets is _FRESH else old_style_offsets
+        self.timestamp = timestamp
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"old_style_offsets={self.old_style_offsets!r}, "
+            f"timestamp={self.timestamp!r}, "
+            f"offset={self.offset!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsPartitionResponse):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.old_style_offsets,
+            self.timestamp,
+            self.offset,
+            self.leader_epoch,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.old_style_offsets,
+            other.timestamp,
+            other.offset,
+            other.leader_epoch,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsPartitionResponse to ``w`` in wire format ``version``."""
         if not 0 <= version <= 10:
@@ -173,7 +320,7 @@ class ListOffsetsPartitionResponse:
             raise ProtocolError(f"decoding ListOffsetsPartitionResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsTopicResponse:
     """Each topic in the response. (``ListOffsetsResponse.ListOffsetsTopicResponse``)"""
 
@@ -181,6 +328,29 @@ class ListOffsetsTopicResponse:
     """The topic name. [versions 0+]"""
     partitions: list[ListOffsetsPartitionResponse] = field(default_factory=list)
     """Each partition in the response. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[ListOffsetsPartitionResponse] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsTopicResponse):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsTopicResponse to ``w`` in wire format ``version``."""
@@ -199,7 +369,7 @@ class ListOffsetsTopicResponse:
             raise ProtocolError(f"decoding ListOffsetsTopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListOffsetsResponse:
     """ListOffsetsResponse (API key 2): versions 0-10, flexible from v6."""
 
@@ -214,6 +384,29 @@ class ListOffsetsResponse:
     """
     topics: list[ListOffsetsTopicResponse] = field(default_factory=list)
     """Each topic in the response. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[ListOffsetsTopicResponse] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListOffsetsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListOffsetsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -22,11 +22,14 @@ __all__ = [
     "OngoingTopicReassignment",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListPartitionReassignmentsTopics:
     """The topics to list partition reassignments for, or null to list everything.
     (``ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics``)
@@ -36,6 +39,29 @@ class ListPartitionReassignmentsTopics:
     """The topic name. [versions 0+]"""
     partition_indexes: list[int] = field(default_factory=list)
     """The partitions to list partition reassignments for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partition_indexes: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_indexes={self.partition_indexes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListPartitionReassignmentsTopics):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_indexes,
+        ) == (
+            other.name,
+            other.partition_indexes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListPartitionReassignmentsTopics to ``w`` in wire format ``version``."""
@@ -54,7 +80,7 @@ class ListPartitionReassignmentsTopics:
             raise ProtocolError(f"decoding ListPartitionReassignmentsTopics v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListPartitionReassignmentsRequest:
     """ListPartitionReassignmentsRequest (API key 46): versions 0, flexible from v0."""
 
@@ -70,6 +96,31 @@ class ListPartitionReassignmentsRequest:
     """The topics to list partition reassignments for, or null to list everything.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(
+        self, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsTopics] | None = None
+    ) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"timeout_ms={self.timeout_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListPartitionReassignmentsRequest):
+            return NotImplemented
+        return (
+            self.timeout_ms,
+            self.topics,
+        ) == (
+            other.timeout_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListPartitionReassignmentsRequest to ``w`` in wire format ``version``."""
@@ -88,7 +139,7 @@ class ListPartitionReassignmentsRequest:
             raise ProtocolError(f"decoding ListPartitionReassignmentsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OngoingPartitionReassignment:
     """The ongoing reassignments for each partition.
     (``ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment``)
@@ -102,6 +153,43 @@ class OngoingPartitionReassignment:
     """The set of replicas we are currently adding. [versions 0+]"""
     removing_replicas: list[int] = field(default_factory=list)
     """The set of replicas we are currently removing. [versions 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        replicas: list[int] = _FRESH,
+        adding_replicas: list[int] = _FRESH,
+        removing_replicas: list[int] = _FRESH,
+    ) -> None:
+        self.partition_index = partition_index
+        self.replicas = [] if replicas is _FRESH else replicas
+        self.adding_replicas = [] if adding_replicas is _FRESH else adding_replicas
+        self.removing_replicas = [] if removing_replicas is _FRESH else removing_replicas
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"replicas={self.replicas!r}, "
+            f"adding_replicas={self.adding_replicas!r}, "
+            f"removing_replicas={self.removing_replicas!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OngoingPartitionReassignment):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.replicas,
+            self.adding_replicas,
+            self.removing_replicas,
+        ) == (
+            other.partition_index,
+            other.replicas,
+            other.adding_replicas,
+            other.removing_replicas,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OngoingPartitionReassignment to ``w`` in wire format ``version``."""
@@ -120,7 +208,7 @@ class OngoingPartitionReassignment:
             raise ProtocolError(f"decoding OngoingPartitionReassignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OngoingTopicReassignment:
     """The ongoing reassignments for each topic.
     (``ListPartitionReassignmentsResponse.OngoingTopicReassignment``)
@@ -130,6 +218,29 @@ class OngoingTopicReassignment:
     """The topic name. [versions 0+]"""
     partitions: list[OngoingPartitionReassignment] = field(default_factory=list)
     """The ongoing reassignments for each partition. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[OngoingPartitionReassignment] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OngoingTopicReassignment):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OngoingTopicReassignment to ``w`` in wire format ``version``."""
@@ -148,7 +259,7 @@ class OngoingTopicReassignment:
             raise ProtocolError(f"decoding OngoingTopicReassignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListPartitionReassignmentsResponse:
     """ListPartitionReassignmentsResponse (API key 46): versions 0, flexible from v0."""
 
@@ -167,6 +278,43 @@ class ListPartitionReassignmentsResponse:
     """The top-level error message, or null if there was no error. [versions 0+, nullable 0+]"""
     topics: list[OngoingTopicReassignment] = field(default_factory=list)
     """The ongoing reassignments for each topic. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = "",
+        topics: list[OngoingTopicReassignment] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListPartitionReassignmentsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListPartitionReassignmentsResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,11 +20,14 @@ __all__ = [
     "TransactionState",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_ih = struct.Struct(">ih")
 _S_q = struct.Struct(">q")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListTransactionsRequest:
     """ListTransactionsRequest (API key 66): versions 0-1, flexible from v0."""
 
@@ -48,6 +51,38 @@ class ListTransactionsRequest:
     only transactions running longer than this duration will be returned. [versions 1+]
     """
 
+    def __init__(
+        self,
+        state_filters: list[str] = _FRESH,
+        producer_id_filters: list[int] = _FRESH,
+        duration_filter: int = -1,
+    ) -> None:
+        self.state_filters = [] if state_filters is _FRESH else state_filters
+        self.producer_id_filters = [] if producer_id_filters is _FRESH else producer_id_filters
+        self.duration_filter = duration_filter
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"state_filters={self.state_filters!r}, "
+            f"producer_id_filters={self.producer_id_filters!r}, "
+            f"duration_filter={self.duration_filter!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListTransactionsRequest):
+            return NotImplemented
+        return (
+            self.state_filters,
+            self.producer_id_filters,
+            self.duration_filter,
+        ) == (
+            other.state_filters,
+            other.producer_id_filters,
+            other.duration_filter,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListTransactionsRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 1:
@@ -65,7 +100,7 @@ class ListTransactionsRequest:
             raise ProtocolError(f"decoding ListTransactionsRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TransactionState:
     """(``ListTransactionsResponse.TransactionState``)"""
 
@@ -75,6 +110,33 @@ class TransactionState:
     """[versions 0+]"""
     transaction_state: str = ""
     """The current transaction state of the producer. [versions 0+]"""
+
+    def __init__(self, transactional_id: str = "", producer_id: int = 0, transaction_state: str = "") -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.transaction_state = transaction_state
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"transaction_state={self.transaction_state!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TransactionState):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.producer_id,
+            self.transaction_state,
+        ) == (
+            other.transactional_id,
+            other.producer_id,
+            other.transaction_state,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TransactionState to ``w`` in wire format ``version``."""
@@ -93,7 +155,7 @@ class TransactionState:
             raise ProtocolError(f"decoding TransactionState v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ListTransactionsResponse:
     """ListTransactionsResponse (API key 66): versions 0-1, flexible from v0."""
 
@@ -114,6 +176,43 @@ class ListTransactionsResponse:
     """
     transaction_states: list[TransactionState] = field(default_factory=list)
     """[versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_state_filters: list[str] = _FRESH,
+        transaction_states: list[TransactionState] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_state_filters = [] if unknown_state_filters is _FRESH else unknown_state_filters
+        self.transaction_states = [] if transaction_states is _FRESH else transaction_states
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"unknown_state_filters={self.unknown_state_filters!r}, "
+            f"transaction_states={self.transaction_states!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ListTransactionsResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.unknown_state_filters,
+            self.transaction_states,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.unknown_state_filters,
+            other.transaction_states,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ListTransactionsResponse to ``w`` in wire format ``version``."""

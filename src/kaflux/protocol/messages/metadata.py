@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -24,6 +24,9 @@ __all__ = [
     "MetadataResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_16so = struct.Struct(">16s?")
 _S_o = struct.Struct(">?")
@@ -35,7 +38,7 @@ _S_hiii = struct.Struct(">hiii")
 _S_i = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataRequestTopic:
     """The topics to fetch metadata for. (``MetadataRequest.MetadataRequestTopic``)"""
 
@@ -43,6 +46,29 @@ class MetadataRequestTopic:
     """The topic id. [versions 10+, ignorable]"""
     name: str | None = ""
     """The topic name. [versions 0+, nullable 10+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, name: str | None = "") -> None:
+        self.topic_id = topic_id
+        self.name = name
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"name={self.name!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataRequestTopic):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.name,
+        ) == (
+            other.topic_id,
+            other.name,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataRequestTopic to ``w`` in wire format ``version``."""
@@ -61,7 +87,7 @@ class MetadataRequestTopic:
             raise ProtocolError(f"decoding MetadataRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataRequest:
     """MetadataRequest (API key 3): versions 0-12, flexible from v9."""
 
@@ -82,6 +108,43 @@ class MetadataRequest:
     include_topic_authorized_operations: bool = False
     """Whether to include topic authorized operations. [versions 8+]"""
 
+    def __init__(
+        self,
+        topics: list[MetadataRequestTopic] | None = _FRESH,
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topics={self.topics!r}, "
+            f"allow_auto_topic_creation={self.allow_auto_topic_creation!r}, "
+            f"include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, "
+            f"include_topic_authorized_operations={self.include_topic_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataRequest):
+            return NotImplemented
+        return (
+            self.topics,
+            self.allow_auto_topic_creation,
+            self.include_cluster_authorized_operations,
+            self.include_topic_authorized_operations,
+        ) == (
+            other.topics,
+            other.allow_auto_topic_creation,
+            other.include_cluster_authorized_operations,
+            other.include_topic_authorized_operations,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 12:
@@ -99,7 +162,7 @@ class MetadataRequest:
             raise ProtocolError(f"decoding MetadataRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataResponseBroker:
     """A list of brokers present in the cluster. (``MetadataResponse.MetadataResponseBroker``)"""
 
@@ -113,6 +176,37 @@ class MetadataResponseBroker:
     """The rack of the broker, or null if it has not been assigned to a rack.
     [versions 1+, nullable 1+, ignorable]
     """
+
+    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataResponseBroker):
+            return NotImplemented
+        return (
+            self.node_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.node_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponseBroker to ``w`` in wire format ``version``."""
@@ -131,7 +225,7 @@ class MetadataResponseBroker:
             raise ProtocolError(f"decoding MetadataResponseBroker v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataResponsePartition:
     """Each partition in the topic.
     (``MetadataResponse.MetadataResponseTopic.MetadataResponsePartition``)
@@ -152,6 +246,58 @@ class MetadataResponsePartition:
     offline_replicas: list[int] = field(default_factory=list)
     """The set of offline replicas of this partition. [versions 5+, ignorable]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        partition_index: int = 0,
+        leader_id: int = 0,
+        leader_epoch: int = -1,
+        replica_nodes: list[int] = _FRESH,
+        isr_nodes: list[int] = _FRESH,
+        offline_replicas: list[int] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = [] if replica_nodes is _FRESH else replica_nodes
+        self.isr_nodes = [] if isr_nodes is _FRESH else isr_nodes
+        self.offline_replicas = [] if offline_replicas is _FRESH else offline_replicas
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"partition_index={self.partition_index!r}, "
+            f"leader_id={self.leader_id!r}, "
+            f"leader_epoch={self.leader_epoch!r}, "
+            f"replica_nodes={self.replica_nodes!r}, "
+            f"isr_nodes={self.isr_nodes!r}, "
+            f"offline_replicas={self.offline_replicas!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataResponsePartition):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.partition_index,
+            self.leader_id,
+            self.leader_epoch,
+            self.replica_nodes,
+            self.isr_nodes,
+            self.offline_replicas,
+        ) == (
+            other.error_code,
+            other.partition_index,
+            other.leader_id,
+            other.leader_epoch,
+            other.replica_nodes,
+            other.isr_nodes,
+            other.offline_replicas,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponsePartition to ``w`` in wire format ``version``."""
         if not 0 <= version <= 12:
@@ -169,7 +315,7 @@ class MetadataResponsePartition:
             raise ProtocolError(f"decoding MetadataResponsePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataResponseTopic:
     """Each topic in the response. (``MetadataResponse.MetadataResponseTopic``)"""
 
@@ -190,6 +336,53 @@ class MetadataResponseTopic:
     topic_authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this topic. [versions 8+]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        name: str | None = "",
+        topic_id: uuid.UUID = ZERO_UUID,
+        is_internal: bool = False,
+        partitions: list[MetadataResponsePartition] = _FRESH,
+        topic_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = [] if partitions is _FRESH else partitions
+        self.topic_authorized_operations = topic_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"name={self.name!r}, "
+            f"topic_id={self.topic_id!r}, "
+            f"is_internal={self.is_internal!r}, "
+            f"partitions={self.partitions!r}, "
+            f"topic_authorized_operations={self.topic_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataResponseTopic):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.name,
+            self.topic_id,
+            self.is_internal,
+            self.partitions,
+            self.topic_authorized_operations,
+        ) == (
+            other.error_code,
+            other.name,
+            other.topic_id,
+            other.is_internal,
+            other.partitions,
+            other.topic_authorized_operations,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponseTopic to ``w`` in wire format ``version``."""
         if not 0 <= version <= 12:
@@ -207,7 +400,7 @@ class MetadataResponseTopic:
             raise ProtocolError(f"decoding MetadataResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataResponse:
     """MetadataResponse (API key 3): versions 0-12, flexible from v9."""
 
@@ -230,6 +423,53 @@ class MetadataResponse:
     """Each topic in the response. [versions 0+]"""
     cluster_authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this cluster. [versions 8-10]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        brokers: list[MetadataResponseBroker] = _FRESH,
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: list[MetadataResponseTopic] = _FRESH,
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.brokers = [] if brokers is _FRESH else brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = [] if topics is _FRESH else topics
+        self.cluster_authorized_operations = cluster_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"brokers={self.brokers!r}, "
+            f"cluster_id={self.cluster_id!r}, "
+            f"controller_id={self.controller_id!r}, "
+            f"topics={self.topics!r}, "
+            f"cluster_authorized_operations={self.cluster_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, MetadataResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.brokers,
+            self.cluster_id,
+            self.controller_id,
+            self.topics,
+            self.cluster_authorized_operations,
+        ) == (
+            other.throttle_time_ms,
+            other.brokers,
+            other.cluster_id,
+            other.controller_id,
+            other.topics,
+            other.cluster_authorized_operations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "OffsetCommitResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_iq = struct.Struct(">iq")
@@ -31,7 +34,7 @@ _S_iqq = struct.Struct(">iqq")
 _S_q = struct.Struct(">q")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitRequestPartition:
     """Each partition to commit offsets for.
     (``OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition``)
@@ -47,6 +50,48 @@ class OffsetCommitRequestPartition:
     """The timestamp of the commit. [versions 1]"""
     committed_metadata: str | None = ""
     """Any associated metadata the client wants to keep. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        commit_timestamp: int = -1,
+        committed_metadata: str | None = "",
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.commit_timestamp = commit_timestamp
+        self.committed_metadata = committed_metadata
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"committed_offset={self.committed_offset!r}, "
+            f"committed_leader_epoch={self.committed_leader_epoch!r}, "
+            f"commit_timestamp={self.commit_timestamp!r}, "
+            f"committed_metadata={self.committed_metadata!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitRequestPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.committed_offset,
+            self.committed_leader_epoch,
+            self.commit_timestamp,
+            self.committed_metadata,
+        ) == (
+            other.partition_index,
+            other.committed_offset,
+            other.committed_leader_epoch,
+            other.commit_timestamp,
+            other.committed_metadata,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitRequestPartition to ``w`` in wire format ``version``."""
@@ -65,7 +110,7 @@ class OffsetCommitRequestPartition:
             raise ProtocolError(f"decoding OffsetCommitRequestPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitRequestTopic:
     """The topics to commit offsets for. (``OffsetCommitRequest.OffsetCommitRequestTopic``)"""
 
@@ -73,6 +118,29 @@ class OffsetCommitRequestTopic:
     """The topic name. [versions 0+]"""
     partitions: list[OffsetCommitRequestPartition] = field(default_factory=list)
     """Each partition to commit offsets for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetCommitRequestPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitRequestTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitRequestTopic to ``w`` in wire format ``version``."""
@@ -91,7 +159,7 @@ class OffsetCommitRequestTopic:
             raise ProtocolError(f"decoding OffsetCommitRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitRequest:
     """OffsetCommitRequest (API key 8): versions 0-9, flexible from v8."""
 
@@ -118,6 +186,53 @@ class OffsetCommitRequest:
     topics: list[OffsetCommitRequestTopic] = field(default_factory=list)
     """The topics to commit offsets for. [versions 0+]"""
 
+    def __init__(
+        self,
+        group_id: str = "",
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+        topics: list[OffsetCommitRequestTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.retention_time_ms = retention_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"generation_id_or_member_epoch={self.generation_id_or_member_epoch!r}, "
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"retention_time_ms={self.retention_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.generation_id_or_member_epoch,
+            self.member_id,
+            self.group_instance_id,
+            self.retention_time_ms,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.generation_id_or_member_epoch,
+            other.member_id,
+            other.group_instance_id,
+            other.retention_time_ms,
+            other.topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 9:
@@ -135,7 +250,7 @@ class OffsetCommitRequest:
             raise ProtocolError(f"decoding OffsetCommitRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitResponsePartition:
     """The responses for each partition in the topic.
     (``OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition``)
@@ -145,6 +260,29 @@ class OffsetCommitResponsePartition:
     """The partition index. [versions 0+]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitResponsePartition to ``w`` in wire format ``version``."""
@@ -163,7 +301,7 @@ class OffsetCommitResponsePartition:
             raise ProtocolError(f"decoding OffsetCommitResponsePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitResponseTopic:
     """The responses for each topic. (``OffsetCommitResponse.OffsetCommitResponseTopic``)"""
 
@@ -171,6 +309,29 @@ class OffsetCommitResponseTopic:
     """The topic name. [versions 0+]"""
     partitions: list[OffsetCommitResponsePartition] = field(default_factory=list)
     """The responses for each partition in the topic. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetCommitResponsePartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitResponseTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitResponseTopic to ``w`` in wire format ``version``."""
@@ -189,7 +350,7 @@ class OffsetCommitResponseTopic:
             raise ProtocolError(f"decoding OffsetCommitResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetCommitResponse:
     """OffsetCommitResponse (API key 8): versions 0-9, flexible from v8."""
 
@@ -204,6 +365,29 @@ class OffsetCommitResponse:
     """
     topics: list[OffsetCommitResponseTopic] = field(default_factory=list)
     """The responses for each topic. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[OffsetCommitResponseTopic] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetCommitResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetCommitResponse to ``w`` in wire format ``version``."""

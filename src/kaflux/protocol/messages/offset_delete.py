@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,12 +23,15 @@ __all__ = [
     "OffsetDeleteResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteRequestPartition:
     """Each partition to delete offsets for.
     (``OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition``)
@@ -36,6 +39,25 @@ class OffsetDeleteRequestPartition:
 
     partition_index: int = 0
     """The partition index. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0) -> None:
+        self.partition_index = partition_index
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteRequestPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+        ) == (
+            other.partition_index,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteRequestPartition to ``w`` in wire format ``version``."""
@@ -54,7 +76,7 @@ class OffsetDeleteRequestPartition:
             raise ProtocolError(f"decoding OffsetDeleteRequestPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteRequestTopic:
     """The topics to delete offsets for. (``OffsetDeleteRequest.OffsetDeleteRequestTopic``)"""
 
@@ -62,6 +84,29 @@ class OffsetDeleteRequestTopic:
     """The topic name. [versions 0+]"""
     partitions: list[OffsetDeleteRequestPartition] = field(default_factory=list)
     """Each partition to delete offsets for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetDeleteRequestPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteRequestTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteRequestTopic to ``w`` in wire format ``version``."""
@@ -80,7 +125,7 @@ class OffsetDeleteRequestTopic:
             raise ProtocolError(f"decoding OffsetDeleteRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteRequest:
     """OffsetDeleteRequest (API key 47): versions 0, never flexible."""
 
@@ -94,6 +139,29 @@ class OffsetDeleteRequest:
     """The unique group identifier. [versions 0+]"""
     topics: list[OffsetDeleteRequestTopic] = field(default_factory=list)
     """The topics to delete offsets for. [versions 0+]"""
+
+    def __init__(self, group_id: str = "", topics: list[OffsetDeleteRequestTopic] = _FRESH) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteRequest to ``w`` in wire format ``version``."""
@@ -112,7 +180,7 @@ class OffsetDeleteRequest:
             raise ProtocolError(f"decoding OffsetDeleteRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteResponsePartition:
     """The responses for each partition in the topic.
     (``OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition``)
@@ -122,6 +190,29 @@ class OffsetDeleteResponsePartition:
     """The partition index. [versions 0+]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteResponsePartition to ``w`` in wire format ``version``."""
@@ -140,7 +231,7 @@ class OffsetDeleteResponsePartition:
             raise ProtocolError(f"decoding OffsetDeleteResponsePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteResponseTopic:
     """The responses for each topic. (``OffsetDeleteResponse.OffsetDeleteResponseTopic``)"""
 
@@ -148,6 +239,29 @@ class OffsetDeleteResponseTopic:
     """The topic name. [versions 0+]"""
     partitions: list[OffsetDeleteResponsePartition] = field(default_factory=list)
     """The responses for each partition in the topic. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetDeleteResponsePartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteResponseTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteResponseTopic to ``w`` in wire format ``version``."""
@@ -166,7 +280,7 @@ class OffsetDeleteResponseTopic:
             raise ProtocolError(f"decoding OffsetDeleteResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetDeleteResponse:
     """OffsetDeleteResponse (API key 47): versions 0, never flexible."""
 
@@ -183,6 +297,35 @@ class OffsetDeleteResponse:
     """
     topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
     """The responses for each topic. [versions 0+]"""
+
+    def __init__(
+        self, error_code: int = 0, throttle_time_ms: int = 0, topics: list[OffsetDeleteResponseTopic] = _FRESH
+    ) -> None:
+        self.error_code = error_code
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetDeleteResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.error_code,
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetDeleteResponse to ``w`` in wire format ``version``."""

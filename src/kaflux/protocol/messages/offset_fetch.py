@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -27,6 +27,9 @@ __all__ = [
     "OffsetFetchResponseTopics",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_o = struct.Struct(">?")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
@@ -34,7 +37,7 @@ _S_iq = struct.Struct(">iq")
 _S_iqi = struct.Struct(">iqi")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchRequestTopic:
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     (``OffsetFetchRequest.OffsetFetchRequestTopic``)
@@ -44,6 +47,29 @@ class OffsetFetchRequestTopic:
     """The topic name. [versions 0-7]"""
     partition_indexes: list[int] = field(default_factory=list)
     """The partition indexes we would like to fetch offsets for. [versions 0-7]"""
+
+    def __init__(self, name: str = "", partition_indexes: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_indexes={self.partition_indexes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchRequestTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_indexes,
+        ) == (
+            other.name,
+            other.partition_indexes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchRequestTopic to ``w`` in wire format ``version``."""
@@ -62,7 +88,7 @@ class OffsetFetchRequestTopic:
             raise ProtocolError(f"decoding OffsetFetchRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchRequestTopics:
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     (``OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics``)
@@ -72,6 +98,29 @@ class OffsetFetchRequestTopics:
     """The topic name. [versions 8+]"""
     partition_indexes: list[int] = field(default_factory=list)
     """The partition indexes we would like to fetch offsets for. [versions 8+]"""
+
+    def __init__(self, name: str = "", partition_indexes: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_indexes={self.partition_indexes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchRequestTopics):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_indexes,
+        ) == (
+            other.name,
+            other.partition_indexes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchRequestTopics to ``w`` in wire format ``version``."""
@@ -90,7 +139,7 @@ class OffsetFetchRequestTopics:
             raise ProtocolError(f"decoding OffsetFetchRequestTopics v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchRequestGroup:
     """Each group we would like to fetch offsets for. (``OffsetFetchRequest.OffsetFetchRequestGroup``)"""
 
@@ -106,6 +155,43 @@ class OffsetFetchRequestGroup:
     """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     [versions 8+, nullable 8+]
     """
+
+    def __init__(
+        self,
+        group_id: str = "",
+        member_id: str | None = None,
+        member_epoch: int = -1,
+        topics: list[OffsetFetchRequestTopics] | None = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchRequestGroup):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.member_epoch,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.member_epoch,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchRequestGroup to ``w`` in wire format ``version``."""
@@ -124,7 +210,7 @@ class OffsetFetchRequestGroup:
             raise ProtocolError(f"decoding OffsetFetchRequestGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchRequest:
     """OffsetFetchRequest (API key 9): versions 0-9, flexible from v6."""
 
@@ -147,6 +233,43 @@ class OffsetFetchRequest:
     the partitions. [versions 7+]
     """
 
+    def __init__(
+        self,
+        group_id: str = "",
+        topics: list[OffsetFetchRequestTopic] | None = _FRESH,
+        groups: list[OffsetFetchRequestGroup] = _FRESH,
+        require_stable: bool = False,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+        self.groups = [] if groups is _FRESH else groups
+        self.require_stable = require_stable
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}, "
+            f"groups={self.groups!r}, "
+            f"require_stable={self.require_stable!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+            self.groups,
+            self.require_stable,
+        ) == (
+            other.group_id,
+            other.topics,
+            other.groups,
+            other.require_stable,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 9:
@@ -164,7 +287,7 @@ class OffsetFetchRequest:
             raise ProtocolError(f"decoding OffsetFetchRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponsePartition:
     """The responses per partition.
     (``OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition``)
@@ -180,6 +303,48 @@ class OffsetFetchResponsePartition:
     """The partition metadata. [versions 0-7, nullable 0-7]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0-7]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        metadata: str | None = "",
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"committed_offset={self.committed_offset!r}, "
+            f"committed_leader_epoch={self.committed_leader_epoch!r}, "
+            f"metadata={self.metadata!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.committed_offset,
+            self.committed_leader_epoch,
+            self.metadata,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.committed_offset,
+            other.committed_leader_epoch,
+            other.metadata,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponsePartition to ``w`` in wire format ``version``."""
@@ -198,7 +363,7 @@ class OffsetFetchResponsePartition:
             raise ProtocolError(f"decoding OffsetFetchResponsePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponseTopic:
     """The responses per topic. (``OffsetFetchResponse.OffsetFetchResponseTopic``)"""
 
@@ -206,6 +371,29 @@ class OffsetFetchResponseTopic:
     """The topic name. [versions 0-7]"""
     partitions: list[OffsetFetchResponsePartition] = field(default_factory=list)
     """The responses per partition. [versions 0-7]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetFetchResponsePartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponseTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponseTopic to ``w`` in wire format ``version``."""
@@ -224,7 +412,7 @@ class OffsetFetchResponseTopic:
             raise ProtocolError(f"decoding OffsetFetchResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponsePartitions:
     """The responses per partition. (``OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponse
     Topics.OffsetFetchResponsePartitions``)
@@ -240,6 +428,48 @@ class OffsetFetchResponsePartitions:
     """The partition metadata. [versions 8+, nullable 8+]"""
     error_code: int = 0
     """The partition-level error code, or 0 if there was no error. [versions 8+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        metadata: str | None = "",
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"committed_offset={self.committed_offset!r}, "
+            f"committed_leader_epoch={self.committed_leader_epoch!r}, "
+            f"metadata={self.metadata!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponsePartitions):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.committed_offset,
+            self.committed_leader_epoch,
+            self.metadata,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.committed_offset,
+            other.committed_leader_epoch,
+            other.metadata,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponsePartitions to ``w`` in wire format ``version``."""
@@ -258,7 +488,7 @@ class OffsetFetchResponsePartitions:
             raise ProtocolError(f"decoding OffsetFetchResponsePartitions v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponseTopics:
     """The responses per topic.
     (``OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics``)
@@ -268,6 +498,29 @@ class OffsetFetchResponseTopics:
     """The topic name. [versions 8+]"""
     partitions: list[OffsetFetchResponsePartitions] = field(default_factory=list)
     """The responses per partition. [versions 8+]"""
+
+    def __init__(self, name: str = "", partitions: list[OffsetFetchResponsePartitions] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponseTopics):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponseTopics to ``w`` in wire format ``version``."""
@@ -286,7 +539,7 @@ class OffsetFetchResponseTopics:
             raise ProtocolError(f"decoding OffsetFetchResponseTopics v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponseGroup:
     """The responses per group id. (``OffsetFetchResponse.OffsetFetchResponseGroup``)"""
 
@@ -296,6 +549,35 @@ class OffsetFetchResponseGroup:
     """The responses per topic. [versions 8+]"""
     error_code: int = 0
     """The group-level error code, or 0 if there was no error. [versions 8+]"""
+
+    def __init__(
+        self, group_id: str = "", topics: list[OffsetFetchResponseTopics] = _FRESH, error_code: int = 0
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"topics={self.topics!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponseGroup):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.topics,
+            self.error_code,
+        ) == (
+            other.group_id,
+            other.topics,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponseGroup to ``w`` in wire format ``version``."""
@@ -314,7 +596,7 @@ class OffsetFetchResponseGroup:
             raise ProtocolError(f"decoding OffsetFetchResponseGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetFetchResponse:
     """OffsetFetchResponse (API key 9): versions 0-9, flexible from v6."""
 
@@ -333,6 +615,43 @@ class OffsetFetchResponse:
     """The top-level error code, or 0 if there was no error. [versions 2-7, ignorable]"""
     groups: list[OffsetFetchResponseGroup] = field(default_factory=list)
     """The responses per group id. [versions 8+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetFetchResponseTopic] = _FRESH,
+        error_code: int = 0,
+        groups: list[OffsetFetchResponseGroup] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+        self.error_code = error_code
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}, "
+            f"error_code={self.error_code!r}, "
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetFetchResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+            self.error_code,
+            self.groups,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+            other.error_code,
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetFetchResponse to ``w`` in wire format ``version``."""

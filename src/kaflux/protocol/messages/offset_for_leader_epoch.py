@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "OffsetForLeaderTopicResult",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_hiiq = struct.Struct(">hiiq")
 _S_hiq = struct.Struct(">hiq")
 _S_i = struct.Struct(">i")
@@ -30,7 +33,7 @@ _S_ii = struct.Struct(">ii")
 _S_iii = struct.Struct(">iii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetForLeaderPartition:
     """Each partition to get offsets for.
     (``OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition``)
@@ -46,6 +49,33 @@ class OffsetForLeaderPartition:
     """
     leader_epoch: int = 0
     """The epoch to look up an offset for. [versions 0+]"""
+
+    def __init__(self, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition={self.partition!r}, "
+            f"current_leader_epoch={self.current_leader_epoch!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetForLeaderPartition):
+            return NotImplemented
+        return (
+            self.partition,
+            self.current_leader_epoch,
+            self.leader_epoch,
+        ) == (
+            other.partition,
+            other.current_leader_epoch,
+            other.leader_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetForLeaderPartition to ``w`` in wire format ``version``."""
@@ -64,7 +94,7 @@ class OffsetForLeaderPartition:
             raise ProtocolError(f"decoding OffsetForLeaderPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetForLeaderTopic:
     """Each topic to get offsets for. (``OffsetForLeaderEpochRequest.OffsetForLeaderTopic``)"""
 
@@ -72,6 +102,29 @@ class OffsetForLeaderTopic:
     """The topic name. [versions 0+]"""
     partitions: list[OffsetForLeaderPartition] = field(default_factory=list)
     """Each partition to get offsets for. [versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[OffsetForLeaderPartition] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetForLeaderTopic):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetForLeaderTopic to ``w`` in wire format ``version``."""
@@ -90,7 +143,7 @@ class OffsetForLeaderTopic:
             raise ProtocolError(f"decoding OffsetForLeaderTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetForLeaderEpochRequest:
     """OffsetForLeaderEpochRequest (API key 23): versions 0-4, flexible from v4."""
 
@@ -106,6 +159,29 @@ class OffsetForLeaderEpochRequest:
     """
     topics: list[OffsetForLeaderTopic] = field(default_factory=list)
     """Each topic to get offsets for. [versions 0+]"""
+
+    def __init__(self, replica_id: int = -2, topics: list[OffsetForLeaderTopic] = _FRESH) -> None:
+        self.replica_id = replica_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"replica_id={self.replica_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetForLeaderEpochRequest):
+            return NotImplemented
+        return (
+            self.replica_id,
+            self.topics,
+        ) == (
+            other.replica_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetForLeaderEpochRequest to ``w`` in wire format ``version``."""
@@ -124,7 +200,7 @@ class OffsetForLeaderEpochRequest:
             raise ProtocolError(f"decoding OffsetForLeaderEpochRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class EpochEndOffset:
     """Each partition in the topic we fetched offsets for.
     (``OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset``)
@@ -138,6 +214,39 @@ class EpochEndOffset:
     """The leader epoch of the partition. [versions 1+, ignorable]"""
     end_offset: int = -1
     """The end offset of the epoch. [versions 0+]"""
+
+    def __init__(
+        self, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1
+    ) -> None:
+        self.error_code = error_code
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.end_offset = end_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"partition={self.partition!r}, "
+            f"leader_epoch={self.leader_epoch!r}, "
+            f"end_offset={self.end_offset!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, EpochEndOffset):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.partition,
+            self.leader_epoch,
+            self.end_offset,
+        ) == (
+            other.error_code,
+            other.partition,
+            other.leader_epoch,
+            other.end_offset,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this EpochEndOffset to ``w`` in wire format ``version``."""
@@ -156,7 +265,7 @@ class EpochEndOffset:
             raise ProtocolError(f"decoding EpochEndOffset v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetForLeaderTopicResult:
     """Each topic we fetched offsets for. (``OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult``)"""
 
@@ -164,6 +273,29 @@ class OffsetForLeaderTopicResult:
     """The topic name. [versions 0+]"""
     partitions: list[EpochEndOffset] = field(default_factory=list)
     """Each partition in the topic we fetched offsets for. [versions 0+]"""
+
+    def __init__(self, topic: str = "", partitions: list[EpochEndOffset] = _FRESH) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic={self.topic!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetForLeaderTopicResult):
+            return NotImplemented
+        return (
+            self.topic,
+            self.partitions,
+        ) == (
+            other.topic,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetForLeaderTopicResult to ``w`` in wire format ``version``."""
@@ -182,7 +314,7 @@ class OffsetForLeaderTopicResult:
             raise ProtocolError(f"decoding OffsetForLeaderTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class OffsetForLeaderEpochResponse:
     """OffsetForLeaderEpochResponse (API key 23): versions 0-4, flexible from v4."""
 
@@ -197,6 +329,29 @@ class OffsetForLeaderEpochResponse:
     """
     topics: list[OffsetForLeaderTopicResult] = field(default_factory=list)
     """Each topic we fetched offsets for. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[OffsetForLeaderTopicResult] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, OffsetForLeaderEpochResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this OffsetForLeaderEpochResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -26,6 +26,9 @@ __all__ = [
     "TopicProduceResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
 _S_ihq = struct.Struct(">ihq")
@@ -34,7 +37,7 @@ _S_ihqqq = struct.Struct(">ihqqq")
 _S_ii = struct.Struct(">ii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionProduceData:
     """Each partition to produce to. (``ProduceRequest.TopicProduceData.PartitionProduceData``)"""
 
@@ -42,6 +45,29 @@ class PartitionProduceData:
     """The partition index. [versions 0+]"""
     records: memoryview | None = None
     """The record data to be produced. [versions 0+, nullable 0+]"""
+
+    def __init__(self, index: int = 0, records: memoryview | None = None) -> None:
+        self.index = index
+        self.records = records
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"index={self.index!r}, "
+            f"records={self.records!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionProduceData):
+            return NotImplemented
+        return (
+            self.index,
+            self.records,
+        ) == (
+            other.index,
+            other.records,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionProduceData to ``w`` in wire format ``version``."""
@@ -60,7 +86,7 @@ class PartitionProduceData:
             raise ProtocolError(f"decoding PartitionProduceData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicProduceData:
     """Each topic to produce to. (``ProduceRequest.TopicProduceData``)"""
 
@@ -68,6 +94,29 @@ class TopicProduceData:
     """The topic name. [versions 0+]"""
     partition_data: list[PartitionProduceData] = field(default_factory=list)
     """Each partition to produce to. [versions 0+]"""
+
+    def __init__(self, name: str = "", partition_data: list[PartitionProduceData] = _FRESH) -> None:
+        self.name = name
+        self.partition_data = [] if partition_data is _FRESH else partition_data
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_data={self.partition_data!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicProduceData):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_data,
+        ) == (
+            other.name,
+            other.partition_data,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicProduceData to ``w`` in wire format ``version``."""
@@ -86,7 +135,7 @@ class TopicProduceData:
             raise ProtocolError(f"decoding TopicProduceData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ProduceRequest:
     """ProduceRequest (API key 0): versions 0-11, flexible from v9."""
 
@@ -110,6 +159,43 @@ class ProduceRequest:
     topic_data: list[TopicProduceData] = field(default_factory=list)
     """Each topic to produce to. [versions 0+]"""
 
+    def __init__(
+        self,
+        transactional_id: str | None = None,
+        acks: int = 0,
+        timeout_ms: int = 0,
+        topic_data: list[TopicProduceData] = _FRESH,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is _FRESH else topic_data
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"acks={self.acks!r}, "
+            f"timeout_ms={self.timeout_ms!r}, "
+            f"topic_data={self.topic_data!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ProduceRequest):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.acks,
+            self.timeout_ms,
+            self.topic_data,
+        ) == (
+            other.transactional_id,
+            other.acks,
+            other.timeout_ms,
+            other.topic_data,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ProduceRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 11:
@@ -127,7 +213,7 @@ class ProduceRequest:
             raise ProtocolError(f"decoding ProduceRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class BatchIndexAndErrorMessage:
     """The batch indices of records that caused the batch to be dropped.
     (``ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage``)
@@ -139,6 +225,29 @@ class BatchIndexAndErrorMessage:
     """The error message of the record that caused the batch to be dropped.
     [versions 8+, nullable 8+]
     """
+
+    def __init__(self, batch_index: int = 0, batch_index_error_message: str | None = None) -> None:
+        self.batch_index = batch_index
+        self.batch_index_error_message = batch_index_error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"batch_index={self.batch_index!r}, "
+            f"batch_index_error_message={self.batch_index_error_message!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, BatchIndexAndErrorMessage):
+            return NotImplemented
+        return (
+            self.batch_index,
+            self.batch_index_error_message,
+        ) == (
+            other.batch_index,
+            other.batch_index_error_message,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this BatchIndexAndErrorMessage to ``w`` in wire format ``version``."""
@@ -157,7 +266,7 @@ class BatchIndexAndErrorMessage:
             raise ProtocolError(f"decoding BatchIndexAndErrorMessage v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaderIdAndEpoch:
     """(``ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch``)"""
 
@@ -165,6 +274,29 @@ class LeaderIdAndEpoch:
     """The ID of the current leader or -1 if the leader is unknown. [versions 10+]"""
     leader_epoch: int = -1
     """The latest known leader epoch. [versions 10+]"""
+
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"leader_id={self.leader_id!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaderIdAndEpoch):
+            return NotImplemented
+        return (
+            self.leader_id,
+            self.leader_epoch,
+        ) == (
+            other.leader_id,
+            other.leader_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaderIdAndEpoch to ``w`` in wire format ``version``."""
@@ -183,7 +315,7 @@ class LeaderIdAndEpoch:
             raise ProtocolError(f"decoding LeaderIdAndEpoch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionProduceResponse:
     """Each partition that we produced to within the topic.
     (``ProduceResponse.TopicProduceResponse.PartitionProduceResponse``)
@@ -211,6 +343,63 @@ class PartitionProduceResponse:
     current_leader: LeaderIdAndEpoch = field(default_factory=LeaderIdAndEpoch)
     """[versions 10+, tag 0]"""
 
+    def __init__(
+        self,
+        index: int = 0,
+        error_code: int = 0,
+        base_offset: int = 0,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+        record_errors: list[BatchIndexAndErrorMessage] = _FRESH,
+        error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = _FRESH,
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = [] if record_errors is _FRESH else record_errors
+        self.error_message = error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"index={self.index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"base_offset={self.base_offset!r}, "
+            f"log_append_time_ms={self.log_append_time_ms!r}, "
+            f"log_start_offset={self.log_start_offset!r}, "
+            f"record_errors={self.record_errors!r}, "
+            f"error_message={self.error_message!r}, "
+            f"current_leader={self.current_leader!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionProduceResponse):
+            return NotImplemented
+        return (
+            self.index,
+            self.error_code,
+            self.base_offset,
+            self.log_append_time_ms,
+            self.log_start_offset,
+            self.record_errors,
+            self.error_message,
+            self.current_leader,
+        ) == (
+            other.index,
+            other.error_code,
+            other.base_offset,
+            other.log_append_time_ms,
+            other.log_start_offset,
+            other.record_errors,
+            other.error_message,
+            other.current_leader,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionProduceResponse to ``w`` in wire format ``version``."""
         if not 0 <= version <= 11:
@@ -228,7 +417,7 @@ class PartitionProduceResponse:
             raise ProtocolError(f"decoding PartitionProduceResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicProduceResponse:
     """Each produce response. (``ProduceResponse.TopicProduceResponse``)"""
 
@@ -236,6 +425,29 @@ class TopicProduceResponse:
     """The topic name. [versions 0+]"""
     partition_responses: list[PartitionProduceResponse] = field(default_factory=list)
     """Each partition that we produced to within the topic. [versions 0+]"""
+
+    def __init__(self, name: str = "", partition_responses: list[PartitionProduceResponse] = _FRESH) -> None:
+        self.name = name
+        self.partition_responses = [] if partition_responses is _FRESH else partition_responses
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_responses={self.partition_responses!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicProduceResponse):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_responses,
+        ) == (
+            other.name,
+            other.partition_responses,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicProduceResponse to ``w`` in wire format ``version``."""
@@ -254,7 +466,7 @@ class TopicProduceResponse:
             raise ProtocolError(f"decoding TopicProduceResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class NodeEndpoint:
     """Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors
     NOT_LEADER_OR_FOLLOWER. (``ProduceResponse.NodeEndpoint``)
@@ -270,6 +482,37 @@ class NodeEndpoint:
     """The rack of the node, or null if it has not been assigned to a rack.
     [versions 10+, nullable 10+]
     """
+
+    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, NodeEndpoint):
+            return NotImplemented
+        return (
+            self.node_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.node_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this NodeEndpoint to ``w`` in wire format ``version``."""
@@ -288,7 +531,7 @@ class NodeEndpoint:
             raise ProtocolError(f"decoding NodeEndpoint v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ProduceResponse:
     """ProduceResponse (API key 0): versions 0-11, flexible from v9."""
 
@@ -307,6 +550,38 @@ class ProduceResponse:
     """Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors
     NOT_LEADER_OR_FOLLOWER. [versions 10+, tag 0]
     """
+
+    def __init__(
+        self,
+        responses: list[TopicProduceResponse] = _FRESH,
+        throttle_time_ms: int = 0,
+        node_endpoints: list[NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.responses = [] if responses is _FRESH else responses
+        self.throttle_time_ms = throttle_time_ms
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"responses={self.responses!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"node_endpoints={self.node_endpoints!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ProduceResponse):
+            return NotImplemented
+        return (
+            self.responses,
+            self.throttle_time_ms,
+            self.node_endpoints,
+        ) == (
+            other.responses,
+            other.throttle_time_ms,
+            other.node_endpoints,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ProduceResponse to ``w`` in wire format ``version``."""

@@ -24,7 +24,7 @@ _S_16siob = struct.Struct(">16si?b")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PushTelemetryRequest:
     """PushTelemetryRequest (API key 72): versions 0, flexible from v0."""
 
@@ -45,6 +45,48 @@ class PushTelemetryRequest:
     metrics: bytes = b""
     """Metrics encoded in OpenTelemetry MetricsData v1 protobuf format. [versions 0+]"""
 
+    def __init__(
+        self,
+        client_instance_id: uuid.UUID = ZERO_UUID,
+        subscription_id: int = 0,
+        terminating: bool = False,
+        compression_type: int = 0,
+        metrics: bytes = b"",
+    ) -> None:
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.terminating = terminating
+        self.compression_type = compression_type
+        self.metrics = metrics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"client_instance_id={self.client_instance_id!r}, "
+            f"subscription_id={self.subscription_id!r}, "
+            f"terminating={self.terminating!r}, "
+            f"compression_type={self.compression_type!r}, "
+            f"metrics={self.metrics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PushTelemetryRequest):
+            return NotImplemented
+        return (
+            self.client_instance_id,
+            self.subscription_id,
+            self.terminating,
+            self.compression_type,
+            self.metrics,
+        ) == (
+            other.client_instance_id,
+            other.subscription_id,
+            other.terminating,
+            other.compression_type,
+            other.metrics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this PushTelemetryRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 0:
@@ -62,7 +104,7 @@ class PushTelemetryRequest:
             raise ProtocolError(f"decoding PushTelemetryRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PushTelemetryResponse:
     """PushTelemetryResponse (API key 72): versions 0, flexible from v0."""
 
@@ -77,6 +119,29 @@ class PushTelemetryResponse:
     """
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PushTelemetryResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PushTelemetryResponse to ``w`` in wire format ``version``."""

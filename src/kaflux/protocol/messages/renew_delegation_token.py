@@ -23,7 +23,7 @@ _S_hqi = struct.Struct(">hqi")
 _S_q = struct.Struct(">q")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class RenewDelegationTokenRequest:
     """RenewDelegationTokenRequest (API key 39): versions 0-2, flexible from v2."""
 
@@ -37,6 +37,29 @@ class RenewDelegationTokenRequest:
     """The HMAC of the delegation token to be renewed. [versions 0+]"""
     renew_period_ms: int = 0
     """The renewal time period in milliseconds. [versions 0+]"""
+
+    def __init__(self, hmac: bytes = b"", renew_period_ms: int = 0) -> None:
+        self.hmac = hmac
+        self.renew_period_ms = renew_period_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"hmac={self.hmac!r}, "
+            f"renew_period_ms={self.renew_period_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, RenewDelegationTokenRequest):
+            return NotImplemented
+        return (
+            self.hmac,
+            self.renew_period_ms,
+        ) == (
+            other.hmac,
+            other.renew_period_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this RenewDelegationTokenRequest to ``w`` in wire format ``version``."""
@@ -55,7 +78,7 @@ class RenewDelegationTokenRequest:
             raise ProtocolError(f"decoding RenewDelegationTokenRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class RenewDelegationTokenResponse:
     """RenewDelegationTokenResponse (API key 39): versions 0-2, flexible from v2."""
 
@@ -72,6 +95,33 @@ class RenewDelegationTokenResponse:
     """The duration in milliseconds for which the request was throttled due to a quota violation,
     or zero if the request did not violate any quota. [versions 0+]
     """
+
+    def __init__(self, error_code: int = 0, expiry_timestamp_ms: int = 0, throttle_time_ms: int = 0) -> None:
+        self.error_code = error_code
+        self.expiry_timestamp_ms = expiry_timestamp_ms
+        self.throttle_time_ms = throttle_time_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"expiry_timestamp_ms={self.expiry_timestamp_ms!r}, "
+            f"throttle_time_ms={self.throttle_time_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, RenewDelegationTokenResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.expiry_timestamp_ms,
+            self.throttle_time_ms,
+        ) == (
+            other.error_code,
+            other.expiry_timestamp_ms,
+            other.throttle_time_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this RenewDelegationTokenResponse to ``w`` in wire format ``version``."""

@@ -23,7 +23,7 @@ _S_h = struct.Struct(">h")
 _S_q = struct.Struct(">q")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SaslAuthenticateRequest:
     """SaslAuthenticateRequest (API key 36): versions 0-2, flexible from v2."""
 
@@ -37,6 +37,25 @@ class SaslAuthenticateRequest:
     """The SASL authentication bytes from the client, as defined by the SASL mechanism.
     [versions 0+]
     """
+
+    def __init__(self, auth_bytes: bytes = b"") -> None:
+        self.auth_bytes = auth_bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"auth_bytes={self.auth_bytes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SaslAuthenticateRequest):
+            return NotImplemented
+        return (
+            self.auth_bytes,
+        ) == (
+            other.auth_bytes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SaslAuthenticateRequest to ``w`` in wire format ``version``."""
@@ -55,7 +74,7 @@ class SaslAuthenticateRequest:
             raise ProtocolError(f"decoding SaslAuthenticateRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SaslAuthenticateResponse:
     """SaslAuthenticateResponse (API key 36): versions 0-2, flexible from v2."""
 
@@ -76,6 +95,43 @@ class SaslAuthenticateResponse:
     """Number of milliseconds after which only re-authentication over the existing connection to
     create a new session can occur. [versions 1+, ignorable]
     """
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = "",
+        auth_bytes: bytes = b"",
+        session_lifetime_ms: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"auth_bytes={self.auth_bytes!r}, "
+            f"session_lifetime_ms={self.session_lifetime_ms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SaslAuthenticateResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.auth_bytes,
+            self.session_lifetime_ms,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.auth_bytes,
+            other.session_lifetime_ms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SaslAuthenticateResponse to ``w`` in wire format ``version``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -19,10 +19,13 @@ __all__ = [
     "SaslHandshakeResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SaslHandshakeRequest:
     """SaslHandshakeRequest (API key 17): versions 0-1, never flexible."""
 
@@ -34,6 +37,25 @@ class SaslHandshakeRequest:
 
     mechanism: str = ""
     """The SASL mechanism chosen by the client. [versions 0+]"""
+
+    def __init__(self, mechanism: str = "") -> None:
+        self.mechanism = mechanism
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"mechanism={self.mechanism!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SaslHandshakeRequest):
+            return NotImplemented
+        return (
+            self.mechanism,
+        ) == (
+            other.mechanism,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SaslHandshakeRequest to ``w`` in wire format ``version``."""
@@ -52,7 +74,7 @@ class SaslHandshakeRequest:
             raise ProtocolError(f"decoding SaslHandshakeRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SaslHandshakeResponse:
     """SaslHandshakeResponse (API key 17): versions 0-1, never flexible."""
 
@@ -65,6 +87,29 @@ class SaslHandshakeResponse:
     """The error code, or 0 if there was no error. [versions 0+]"""
     mechanisms: list[str] = field(default_factory=list)
     """The mechanisms enabled in the server. [versions 0+]"""
+
+    def __init__(self, error_code: int = 0, mechanisms: list[str] = _FRESH) -> None:
+        self.error_code = error_code
+        self.mechanisms = [] if mechanisms is _FRESH else mechanisms
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"mechanisms={self.mechanisms!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SaslHandshakeResponse):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.mechanisms,
+        ) == (
+            other.error_code,
+            other.mechanisms,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SaslHandshakeResponse to ``w`` in wire format ``version``."""

@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -27,6 +27,9 @@ __all__ = [
     "ShareAcknowledgeTopicResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_i = struct.Struct(">i")
 _S_io = struct.Struct(">i?")
@@ -35,7 +38,7 @@ _S_ii = struct.Struct(">ii")
 _S_qq = struct.Struct(">qq")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AcknowledgementBatch:
     """Record batches to acknowledge.
     (``ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch``)
@@ -47,6 +50,35 @@ class AcknowledgementBatch:
     """Last offset (inclusive) of batch of records to acknowledge. [versions 0+]"""
     acknowledge_types: list[int] = field(default_factory=list)
     """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. [versions 0+]"""
+
+    def __init__(
+        self, first_offset: int = 0, last_offset: int = 0, acknowledge_types: list[int] = _FRESH
+    ) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = [] if acknowledge_types is _FRESH else acknowledge_types
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"first_offset={self.first_offset!r}, "
+            f"last_offset={self.last_offset!r}, "
+            f"acknowledge_types={self.acknowledge_types!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AcknowledgementBatch):
+            return NotImplemented
+        return (
+            self.first_offset,
+            self.last_offset,
+            self.acknowledge_types,
+        ) == (
+            other.first_offset,
+            other.last_offset,
+            other.acknowledge_types,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AcknowledgementBatch to ``w`` in wire format ``version``."""
@@ -65,7 +97,7 @@ class AcknowledgementBatch:
             raise ProtocolError(f"decoding AcknowledgementBatch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AcknowledgePartition:
     """The partitions containing records to acknowledge.
     (``ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition``)
@@ -75,6 +107,31 @@ class AcknowledgePartition:
     """The partition index. [versions 0+]"""
     acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
     """Record batches to acknowledge. [versions 0+]"""
+
+    def __init__(
+        self, partition_index: int = 0, acknowledgement_batches: list[AcknowledgementBatch] = _FRESH
+    ) -> None:
+        self.partition_index = partition_index
+        self.acknowledgement_batches = [] if acknowledgement_batches is _FRESH else acknowledgement_batches
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"acknowledgement_batches={self.acknowledgement_batches!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AcknowledgePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.acknowledgement_batches,
+        ) == (
+            other.partition_index,
+            other.acknowledgement_batches,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AcknowledgePartition to ``w`` in wire format ``version``."""
@@ -93,7 +150,7 @@ class AcknowledgePartition:
             raise ProtocolError(f"decoding AcknowledgePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AcknowledgeTopic:
     """The topics containing records to acknowledge. (``ShareAcknowledgeRequest.AcknowledgeTopic``)"""
 
@@ -101,6 +158,31 @@ class AcknowledgeTopic:
     """The unique topic ID. [versions 0+]"""
     partitions: list[AcknowledgePartition] = field(default_factory=list)
     """The partitions containing records to acknowledge. [versions 0+]"""
+
+    def __init__(
+        self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[AcknowledgePartition] = _FRESH
+    ) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AcknowledgeTopic):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AcknowledgeTopic to ``w`` in wire format ``version``."""
@@ -119,7 +201,7 @@ class AcknowledgeTopic:
             raise ProtocolError(f"decoding AcknowledgeTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareAcknowledgeRequest:
     """ShareAcknowledgeRequest (API key 79): versions 1-2, flexible from v1."""
 
@@ -142,6 +224,48 @@ class ShareAcknowledgeRequest:
     topics: list[AcknowledgeTopic] = field(default_factory=list)
     """The topics containing records to acknowledge. [versions 0+]"""
 
+    def __init__(
+        self,
+        group_id: str | None = None,
+        member_id: str | None = "",
+        share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
+        topics: list[AcknowledgeTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"share_session_epoch={self.share_session_epoch!r}, "
+            f"is_renew_ack={self.is_renew_ack!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareAcknowledgeRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.share_session_epoch,
+            self.is_renew_ack,
+            self.topics,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.share_session_epoch,
+            other.is_renew_ack,
+            other.topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareAcknowledgeRequest to ``w`` in wire format ``version``."""
         if not 1 <= version <= 2:
@@ -159,7 +283,7 @@ class ShareAcknowledgeRequest:
             raise ProtocolError(f"decoding ShareAcknowledgeRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaderIdAndEpoch:
     """The current leader of the partition.
     (``ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch``)
@@ -169,6 +293,29 @@ class LeaderIdAndEpoch:
     """The ID of the current leader or -1 if the leader is unknown. [versions 0+]"""
     leader_epoch: int = 0
     """The latest known leader epoch. [versions 0+]"""
+
+    def __init__(self, leader_id: int = 0, leader_epoch: int = 0) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"leader_id={self.leader_id!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaderIdAndEpoch):
+            return NotImplemented
+        return (
+            self.leader_id,
+            self.leader_epoch,
+        ) == (
+            other.leader_id,
+            other.leader_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaderIdAndEpoch to ``w`` in wire format ``version``."""
@@ -187,7 +334,7 @@ class LeaderIdAndEpoch:
             raise ProtocolError(f"decoding LeaderIdAndEpoch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionData:
     """The topic partitions. (``ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData``)"""
 
@@ -199,6 +346,43 @@ class PartitionData:
     """The error message, or null if there was no error. [versions 0+, nullable 0+]"""
     current_leader: LeaderIdAndEpoch = field(default_factory=LeaderIdAndEpoch)
     """The current leader of the partition. [versions 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = _FRESH,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"current_leader={self.current_leader!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionData):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.error_message,
+            self.current_leader,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.error_message,
+            other.current_leader,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionData to ``w`` in wire format ``version``."""
@@ -217,7 +401,7 @@ class PartitionData:
             raise ProtocolError(f"decoding PartitionData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareAcknowledgeTopicResponse:
     """The response topics. (``ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse``)"""
 
@@ -225,6 +409,29 @@ class ShareAcknowledgeTopicResponse:
     """The unique topic ID. [versions 0+]"""
     partitions: list[PartitionData] = field(default_factory=list)
     """The topic partitions. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[PartitionData] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareAcknowledgeTopicResponse):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareAcknowledgeTopicResponse to ``w`` in wire format ``version``."""
@@ -243,7 +450,7 @@ class ShareAcknowledgeTopicResponse:
             raise ProtocolError(f"decoding ShareAcknowledgeTopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class NodeEndpoint:
     """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     (``ShareAcknowledgeResponse.NodeEndpoint``)
@@ -259,6 +466,37 @@ class NodeEndpoint:
     """The rack of the node, or null if it has not been assigned to a rack.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, NodeEndpoint):
+            return NotImplemented
+        return (
+            self.node_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.node_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this NodeEndpoint to ``w`` in wire format ``version``."""
@@ -277,7 +515,7 @@ class NodeEndpoint:
             raise ProtocolError(f"decoding NodeEndpoint v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareAcknowledgeResponse:
     """ShareAcknowledgeResponse (API key 79): versions 1-2, flexible from v1."""
 
@@ -302,6 +540,53 @@ class ShareAcknowledgeResponse:
     """Endpoints for all current leaders enumerated in PartitionData with error
     NOT_LEADER_OR_FOLLOWER. [versions 0+]
     """
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
+        responses: list[ShareAcknowledgeTopicResponse] = _FRESH,
+        node_endpoints: list[NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
+        self.responses = [] if responses is _FRESH else responses
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"acquisition_lock_timeout_ms={self.acquisition_lock_timeout_ms!r}, "
+            f"responses={self.responses!r}, "
+            f"node_endpoints={self.node_endpoints!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareAcknowledgeResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.acquisition_lock_timeout_ms,
+            self.responses,
+            self.node_endpoints,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.acquisition_lock_timeout_ms,
+            other.responses,
+            other.node_endpoints,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareAcknowledgeResponse to ``w`` in wire format ``version``."""

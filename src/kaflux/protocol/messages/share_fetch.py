@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -29,6 +29,9 @@ __all__ = [
     "ShareFetchableTopicResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
@@ -40,7 +43,7 @@ _S_qq = struct.Struct(">qq")
 _S_qqh = struct.Struct(">qqh")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AcknowledgementBatch:
     """Record batches to acknowledge.
     (``ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch``)
@@ -52,6 +55,35 @@ class AcknowledgementBatch:
     """Last offset (inclusive) of batch of records to acknowledge. [versions 0+]"""
     acknowledge_types: list[int] = field(default_factory=list)
     """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. [versions 0+]"""
+
+    def __init__(
+        self, first_offset: int = 0, last_offset: int = 0, acknowledge_types: list[int] = _FRESH
+    ) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = [] if acknowledge_types is _FRESH else acknowledge_types
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"first_offset={self.first_offset!r}, "
+            f"last_offset={self.last_offset!r}, "
+            f"acknowledge_types={self.acknowledge_types!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AcknowledgementBatch):
+            return NotImplemented
+        return (
+            self.first_offset,
+            self.last_offset,
+            self.acknowledge_types,
+        ) == (
+            other.first_offset,
+            other.last_offset,
+            other.acknowledge_types,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AcknowledgementBatch to ``w`` in wire format ``version``."""
@@ -70,7 +102,7 @@ class AcknowledgementBatch:
             raise ProtocolError(f"decoding AcknowledgementBatch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchPartition:
     """The partitions to fetch. (``ShareFetchRequest.FetchTopic.FetchPartition``)"""
 
@@ -82,6 +114,38 @@ class FetchPartition:
     """
     acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
     """Record batches to acknowledge. [versions 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        partition_max_bytes: int = 0,
+        acknowledgement_batches: list[AcknowledgementBatch] = _FRESH,
+    ) -> None:
+        self.partition_index = partition_index
+        self.partition_max_bytes = partition_max_bytes
+        self.acknowledgement_batches = [] if acknowledgement_batches is _FRESH else acknowledgement_batches
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"partition_max_bytes={self.partition_max_bytes!r}, "
+            f"acknowledgement_batches={self.acknowledgement_batches!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.partition_max_bytes,
+            self.acknowledgement_batches,
+        ) == (
+            other.partition_index,
+            other.partition_max_bytes,
+            other.acknowledgement_batches,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchPartition to ``w`` in wire format ``version``."""
@@ -100,7 +164,7 @@ class FetchPartition:
             raise ProtocolError(f"decoding FetchPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class FetchTopic:
     """The topics to fetch. (``ShareFetchRequest.FetchTopic``)"""
 
@@ -108,6 +172,29 @@ class FetchTopic:
     """The unique topic ID. [versions 0+]"""
     partitions: list[FetchPartition] = field(default_factory=list)
     """The partitions to fetch. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[FetchPartition] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, FetchTopic):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this FetchTopic to ``w`` in wire format ``version``."""
@@ -126,7 +213,7 @@ class FetchTopic:
             raise ProtocolError(f"decoding FetchTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ForgottenTopic:
     """The partitions to remove from this share session. (``ShareFetchRequest.ForgottenTopic``)"""
 
@@ -134,6 +221,29 @@ class ForgottenTopic:
     """The unique topic ID. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions indexes to forget. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[int] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ForgottenTopic):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ForgottenTopic to ``w`` in wire format ``version``."""
@@ -152,7 +262,7 @@ class ForgottenTopic:
             raise ProtocolError(f"decoding ForgottenTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareFetchRequest:
     """ShareFetchRequest (API key 78): versions 1-2, flexible from v1."""
 
@@ -187,8 +297,8 @@ class ShareFetchRequest:
     [versions 1+]
     """
     share_acquire_mode: int = 0
-    """The acquire mode to control the fetch behavior - 0:batch-optimized,1:record-limit.
-    [versions 2+, ignorable]
+    """The acquire mode to control the fetch behavior: 0:Batch-optimized,1:Record-limit,255:Renew.
+    [versions 2+]
     """
     is_renew_ack: bool = False
     """Whether Renew type acknowledgements present in AcknowledgementBatches. [versions 2+]"""
@@ -196,6 +306,83 @@ class ShareFetchRequest:
     """The topics to fetch. [versions 0+]"""
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
     """The partitions to remove from this share session. [versions 0+]"""
+
+    def __init__(
+        self,
+        group_id: str | None = None,
+        member_id: str | None = "",
+        share_session_epoch: int = 0,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
+        topics: list[FetchTopic] = _FRESH,
+        forgotten_topics_data: list[ForgottenTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is _FRESH else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _FRESH else forgotten_topics_data
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"share_session_epoch={self.share_session_epoch!r}, "
+            f"max_wait_ms={self.max_wait_ms!r}, "
+            f"min_bytes={self.min_bytes!r}, "
+            f"max_bytes={self.max_bytes!r}, "
+            f"max_records={self.max_records!r}, "
+            f"batch_size={self.batch_size!r}, "
+            f"share_acquire_mode={self.share_acquire_mode!r}, "
+            f"is_renew_ack={self.is_renew_ack!r}, "
+            f"topics={self.topics!r}, "
+            f"forgotten_topics_data={self.forgotten_topics_data!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareFetchRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.share_session_epoch,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+            self.max_records,
+            self.batch_size,
+            self.share_acquire_mode,
+            self.is_renew_ack,
+            self.topics,
+            self.forgotten_topics_data,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.share_session_epoch,
+            other.max_wait_ms,
+            other.min_bytes,
+            other.max_bytes,
+            other.max_records,
+            other.batch_size,
+            other.share_acquire_mode,
+            other.is_renew_ack,
+            other.topics,
+            other.forgotten_topics_data,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareFetchRequest to ``w`` in wire format ``version``."""
@@ -214,7 +401,7 @@ class ShareFetchRequest:
             raise ProtocolError(f"decoding ShareFetchRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class LeaderIdAndEpoch:
     """The current leader of the partition.
     (``ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch``)
@@ -224,6 +411,29 @@ class LeaderIdAndEpoch:
     """The ID of the current leader or -1 if the leader is unknown. [versions 0+]"""
     leader_epoch: int = 0
     """The latest known leader epoch. [versions 0+]"""
+
+    def __init__(self, leader_id: int = 0, leader_epoch: int = 0) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"leader_id={self.leader_id!r}, "
+            f"leader_epoch={self.leader_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, LeaderIdAndEpoch):
+            return NotImplemented
+        return (
+            self.leader_id,
+            self.leader_epoch,
+        ) == (
+            other.leader_id,
+            other.leader_epoch,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaderIdAndEpoch to ``w`` in wire format ``version``."""
@@ -242,7 +452,7 @@ class LeaderIdAndEpoch:
             raise ProtocolError(f"decoding LeaderIdAndEpoch v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class AcquiredRecords:
     """The acquired records.
     (``ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords``)
@@ -254,6 +464,33 @@ class AcquiredRecords:
     """The last offset of this batch of acquired records. [versions 0+]"""
     delivery_count: int = 0
     """The delivery count of this batch of acquired records. [versions 0+]"""
+
+    def __init__(self, first_offset: int = 0, last_offset: int = 0, delivery_count: int = 0) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_count = delivery_count
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"first_offset={self.first_offset!r}, "
+            f"last_offset={self.last_offset!r}, "
+            f"delivery_count={self.delivery_count!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, AcquiredRecords):
+            return NotImplemented
+        return (
+            self.first_offset,
+            self.last_offset,
+            self.delivery_count,
+        ) == (
+            other.first_offset,
+            other.last_offset,
+            other.delivery_count,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this AcquiredRecords to ``w`` in wire format ``version``."""
@@ -272,7 +509,7 @@ class AcquiredRecords:
             raise ProtocolError(f"decoding AcquiredRecords v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class PartitionData:
     """The topic partitions. (``ShareFetchResponse.ShareFetchableTopicResponse.PartitionData``)"""
 
@@ -295,6 +532,63 @@ class PartitionData:
     acquired_records: list[AcquiredRecords] = field(default_factory=list)
     """The acquired records. [versions 0+]"""
 
+    def __init__(
+        self,
+        partition_index: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acknowledge_error_code: int = 0,
+        acknowledge_error_message: str | None = None,
+        current_leader: LeaderIdAndEpoch = _FRESH,
+        records: memoryview | None = None,
+        acquired_records: list[AcquiredRecords] = _FRESH,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acknowledge_error_code = acknowledge_error_code
+        self.acknowledge_error_message = acknowledge_error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+        self.records = records
+        self.acquired_records = [] if acquired_records is _FRESH else acquired_records
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"acknowledge_error_code={self.acknowledge_error_code!r}, "
+            f"acknowledge_error_message={self.acknowledge_error_message!r}, "
+            f"current_leader={self.current_leader!r}, "
+            f"records={self.records!r}, "
+            f"acquired_records={self.acquired_records!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, PartitionData):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+            self.error_message,
+            self.acknowledge_error_code,
+            self.acknowledge_error_message,
+            self.current_leader,
+            self.records,
+            self.acquired_records,
+        ) == (
+            other.partition_index,
+            other.error_code,
+            other.error_message,
+            other.acknowledge_error_code,
+            other.acknowledge_error_message,
+            other.current_leader,
+            other.records,
+            other.acquired_records,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionData to ``w`` in wire format ``version``."""
         if not 1 <= version <= 2:
@@ -312,7 +606,7 @@ class PartitionData:
             raise ProtocolError(f"decoding PartitionData v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareFetchableTopicResponse:
     """The response topics. (``ShareFetchResponse.ShareFetchableTopicResponse``)"""
 
@@ -320,6 +614,29 @@ class ShareFetchableTopicResponse:
     """The unique topic ID. [versions 0+]"""
     partitions: list[PartitionData] = field(default_factory=list)
     """The topic partitions. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[PartitionData] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareFetchableTopicResponse):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareFetchableTopicResponse to ``w`` in wire format ``version``."""
@@ -338,7 +655,7 @@ class ShareFetchableTopicResponse:
             raise ProtocolError(f"decoding ShareFetchableTopicResponse v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class NodeEndpoint:
     """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     (``ShareFetchResponse.NodeEndpoint``)
@@ -354,6 +671,37 @@ class NodeEndpoint:
     """The rack of the node, or null if it has not been assigned to a rack.
     [versions 0+, nullable 0+]
     """
+
+    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"node_id={self.node_id!r}, "
+            f"host={self.host!r}, "
+            f"port={self.port!r}, "
+            f"rack={self.rack!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, NodeEndpoint):
+            return NotImplemented
+        return (
+            self.node_id,
+            self.host,
+            self.port,
+            self.rack,
+        ) == (
+            other.node_id,
+            other.host,
+            other.port,
+            other.rack,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this NodeEndpoint to ``w`` in wire format ``version``."""
@@ -372,7 +720,7 @@ class NodeEndpoint:
             raise ProtocolError(f"decoding NodeEndpoint v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareFetchResponse:
     """ShareFetchResponse (API key 78): versions 1-2, flexible from v1."""
 
@@ -397,6 +745,53 @@ class ShareFetchResponse:
     """Endpoints for all current leaders enumerated in PartitionData with error
     NOT_LEADER_OR_FOLLOWER. [versions 0+]
     """
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
+        responses: list[ShareFetchableTopicResponse] = _FRESH,
+        node_endpoints: list[NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
+        self.responses = [] if responses is _FRESH else responses
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"acquisition_lock_timeout_ms={self.acquisition_lock_timeout_ms!r}, "
+            f"responses={self.responses!r}, "
+            f"node_endpoints={self.node_endpoints!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareFetchResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.acquisition_lock_timeout_ms,
+            self.responses,
+            self.node_endpoints,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.acquisition_lock_timeout_ms,
+            other.responses,
+            other.node_endpoints,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareFetchResponse to ``w`` in wire format ``version``."""
@@ -576,6 +971,8 @@ def _enc_ShareFetchRequest_v1(o: ShareFetchRequest, w: Writer, v: int) -> None:
     w.pack(
         _S_iiiiii, o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size
     )
+    if o.share_acquire_mode != 0:
+        raise UnsupportedVersionError(_not_default("ShareFetchRequest.share_acquire_mode", v, "2+"))
     if o.is_renew_ack:
         raise UnsupportedVersionError(_not_default("ShareFetchRequest.is_renew_ack", v, "2+"))
     w.array_length(len(o.topics), True)

@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -24,6 +24,9 @@ __all__ = [
     "TopicPartitions",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_o = struct.Struct(">?")
 _S_h = struct.Struct(">h")
@@ -31,7 +34,7 @@ _S_i = struct.Struct(">i")
 _S_ii = struct.Struct(">ii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareGroupDescribeRequest:
     """ShareGroupDescribeRequest (API key 77): versions 1, flexible from v1."""
 
@@ -45,6 +48,29 @@ class ShareGroupDescribeRequest:
     """The ids of the groups to describe. [versions 0+]"""
     include_authorized_operations: bool = False
     """Whether to include authorized operations. [versions 0+]"""
+
+    def __init__(self, group_ids: list[str] = _FRESH, include_authorized_operations: bool = False) -> None:
+        self.group_ids = [] if group_ids is _FRESH else group_ids
+        self.include_authorized_operations = include_authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_ids={self.group_ids!r}, "
+            f"include_authorized_operations={self.include_authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareGroupDescribeRequest):
+            return NotImplemented
+        return (
+            self.group_ids,
+            self.include_authorized_operations,
+        ) == (
+            other.group_ids,
+            other.include_authorized_operations,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareGroupDescribeRequest to ``w`` in wire format ``version``."""
@@ -63,7 +89,7 @@ class ShareGroupDescribeRequest:
             raise ProtocolError(f"decoding ShareGroupDescribeRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicPartitions:
     """(``ShareGroupDescribeResponse.TopicPartitions``)"""
 
@@ -73,6 +99,35 @@ class TopicPartitions:
     """The topic name. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions. [versions 0+]"""
+
+    def __init__(
+        self, topic_id: uuid.UUID = ZERO_UUID, topic_name: str = "", partitions: list[int] = _FRESH
+    ) -> None:
+        self.topic_id = topic_id
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"topic_name={self.topic_name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicPartitions):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.topic_name,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.topic_name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicPartitions to ``w`` in wire format ``version``."""
@@ -91,12 +146,31 @@ class TopicPartitions:
             raise ProtocolError(f"decoding TopicPartitions v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Assignment:
     """(``ShareGroupDescribeResponse.Assignment``)"""
 
     topic_partitions: list[TopicPartitions] = field(default_factory=list)
     """The assigned topic-partitions to the member. [versions 0+]"""
+
+    def __init__(self, topic_partitions: list[TopicPartitions] = _FRESH) -> None:
+        self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_partitions={self.topic_partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, Assignment):
+            return NotImplemented
+        return (
+            self.topic_partitions,
+        ) == (
+            other.topic_partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this Assignment to ``w`` in wire format ``version``."""
@@ -115,7 +189,7 @@ class Assignment:
             raise ProtocolError(f"decoding Assignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Member:
     """The members. (``ShareGroupDescribeResponse.DescribedGroup.Member``)"""
 
@@ -134,6 +208,58 @@ class Member:
     assignment: Assignment = field(default_factory=Assignment)
     """The current assignment. [versions 0+]"""
 
+    def __init__(
+        self,
+        member_id: str = "",
+        rack_id: str | None = None,
+        member_epoch: int = 0,
+        client_id: str = "",
+        client_host: str = "",
+        subscribed_topic_names: list[str] = _FRESH,
+        assignment: Assignment = _FRESH,
+    ) -> None:
+        self.member_id = member_id
+        self.rack_id = rack_id
+        self.member_epoch = member_epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.subscribed_topic_names = [] if subscribed_topic_names is _FRESH else subscribed_topic_names
+        self.assignment = Assignment() if assignment is _FRESH else assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"rack_id={self.rack_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"client_id={self.client_id!r}, "
+            f"client_host={self.client_host!r}, "
+            f"subscribed_topic_names={self.subscribed_topic_names!r}, "
+            f"assignment={self.assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, Member):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.rack_id,
+            self.member_epoch,
+            self.client_id,
+            self.client_host,
+            self.subscribed_topic_names,
+            self.assignment,
+        ) == (
+            other.member_id,
+            other.rack_id,
+            other.member_epoch,
+            other.client_id,
+            other.client_host,
+            other.subscribed_topic_names,
+            other.assignment,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this Member to ``w`` in wire format ``version``."""
         if not 1 <= version <= 1:
@@ -151,7 +277,7 @@ class Member:
             raise ProtocolError(f"decoding Member v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class DescribedGroup:
     """Each described group. (``ShareGroupDescribeResponse.DescribedGroup``)"""
 
@@ -174,6 +300,68 @@ class DescribedGroup:
     authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this group. [versions 0+]"""
 
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = None,
+        group_id: str = "",
+        group_state: str = "",
+        group_epoch: int = 0,
+        assignment_epoch: int = 0,
+        assignor_name: str = "",
+        members: list[Member] = _FRESH,
+        authorized_operations: int = -2147483648,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.members = [] if members is _FRESH else members
+        self.authorized_operations = authorized_operations
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"group_id={self.group_id!r}, "
+            f"group_state={self.group_state!r}, "
+            f"group_epoch={self.group_epoch!r}, "
+            f"assignment_epoch={self.assignment_epoch!r}, "
+            f"assignor_name={self.assignor_name!r}, "
+            f"members={self.members!r}, "
+            f"authorized_operations={self.authorized_operations!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, DescribedGroup):
+            return NotImplemented
+        return (
+            self.error_code,
+            self.error_message,
+            self.group_id,
+            self.group_state,
+            self.group_epoch,
+            self.assignment_epoch,
+            self.assignor_name,
+            self.members,
+            self.authorized_operations,
+        ) == (
+            other.error_code,
+            other.error_message,
+            other.group_id,
+            other.group_state,
+            other.group_epoch,
+            other.assignment_epoch,
+            other.assignor_name,
+            other.members,
+            other.authorized_operations,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this DescribedGroup to ``w`` in wire format ``version``."""
         if not 1 <= version <= 1:
@@ -191,7 +379,7 @@ class DescribedGroup:
             raise ProtocolError(f"decoding DescribedGroup v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareGroupDescribeResponse:
     """ShareGroupDescribeResponse (API key 77): versions 1, flexible from v1."""
 
@@ -206,6 +394,29 @@ class ShareGroupDescribeResponse:
     """
     groups: list[DescribedGroup] = field(default_factory=list)
     """Each described group. [versions 0+]"""
+
+    def __init__(self, throttle_time_ms: int = 0, groups: list[DescribedGroup] = _FRESH) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"groups={self.groups!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareGroupDescribeResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.groups,
+        ) == (
+            other.throttle_time_ms,
+            other.groups,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareGroupDescribeResponse to ``w`` in wire format ``version``."""

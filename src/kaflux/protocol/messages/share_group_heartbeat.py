@@ -10,7 +10,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_from_bytes
@@ -22,13 +22,16 @@ __all__ = [
     "TopicPartitions",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_16s = struct.Struct(">16s")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_ii = struct.Struct(">ii")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareGroupHeartbeatRequest:
     """ShareGroupHeartbeatRequest (API key 76): versions 1, flexible from v1."""
 
@@ -55,6 +58,48 @@ class ShareGroupHeartbeatRequest:
     [versions 0+, nullable 0+]
     """
 
+    def __init__(
+        self,
+        group_id: str = "",
+        member_id: str = "",
+        member_epoch: int = 0,
+        rack_id: str | None = None,
+        subscribed_topic_names: list[str] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.rack_id = rack_id
+        self.subscribed_topic_names = subscribed_topic_names
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"rack_id={self.rack_id!r}, "
+            f"subscribed_topic_names={self.subscribed_topic_names!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareGroupHeartbeatRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.member_id,
+            self.member_epoch,
+            self.rack_id,
+            self.subscribed_topic_names,
+        ) == (
+            other.group_id,
+            other.member_id,
+            other.member_epoch,
+            other.rack_id,
+            other.subscribed_topic_names,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareGroupHeartbeatRequest to ``w`` in wire format ``version``."""
         if not 1 <= version <= 1:
@@ -72,7 +117,7 @@ class ShareGroupHeartbeatRequest:
             raise ProtocolError(f"decoding ShareGroupHeartbeatRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TopicPartitions:
     """(``ShareGroupHeartbeatResponse.TopicPartitions``)"""
 
@@ -80,6 +125,29 @@ class TopicPartitions:
     """The topic ID. [versions 0+]"""
     partitions: list[int] = field(default_factory=list)
     """The partitions. [versions 0+]"""
+
+    def __init__(self, topic_id: uuid.UUID = ZERO_UUID, partitions: list[int] = _FRESH) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_id={self.topic_id!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TopicPartitions):
+            return NotImplemented
+        return (
+            self.topic_id,
+            self.partitions,
+        ) == (
+            other.topic_id,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicPartitions to ``w`` in wire format ``version``."""
@@ -98,12 +166,31 @@ class TopicPartitions:
             raise ProtocolError(f"decoding TopicPartitions v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class Assignment:
     """null if not provided; the assignment otherwise. (``ShareGroupHeartbeatResponse.Assignment``)"""
 
     topic_partitions: list[TopicPartitions] = field(default_factory=list)
     """The partitions assigned to the member. [versions 0+]"""
+
+    def __init__(self, topic_partitions: list[TopicPartitions] = _FRESH) -> None:
+        self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"topic_partitions={self.topic_partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, Assignment):
+            return NotImplemented
+        return (
+            self.topic_partitions,
+        ) == (
+            other.topic_partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this Assignment to ``w`` in wire format ``version``."""
@@ -122,7 +209,7 @@ class Assignment:
             raise ProtocolError(f"decoding Assignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class ShareGroupHeartbeatResponse:
     """ShareGroupHeartbeatResponse (API key 76): versions 1, flexible from v1."""
 
@@ -149,6 +236,58 @@ class ShareGroupHeartbeatResponse:
     """The heartbeat interval in milliseconds. [versions 0+]"""
     assignment: Assignment | None = None
     """null if not provided; the assignment otherwise. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: Assignment | None = None,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignment = assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"error_message={self.error_message!r}, "
+            f"member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch!r}, "
+            f"heartbeat_interval_ms={self.heartbeat_interval_ms!r}, "
+            f"assignment={self.assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, ShareGroupHeartbeatResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.error_message,
+            self.member_id,
+            self.member_epoch,
+            self.heartbeat_interval_ms,
+            self.assignment,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.error_message,
+            other.member_id,
+            other.member_epoch,
+            other.heartbeat_interval_ms,
+            other.assignment,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ShareGroupHeartbeatResponse to ``w`` in wire format ``version``."""

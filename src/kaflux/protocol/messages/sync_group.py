@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -20,12 +20,15 @@ __all__ = [
     "SyncGroupResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SyncGroupRequestAssignment:
     """Each assignment. (``SyncGroupRequest.SyncGroupRequestAssignment``)"""
 
@@ -33,6 +36,29 @@ class SyncGroupRequestAssignment:
     """The ID of the member to assign. [versions 0+]"""
     assignment: bytes = b""
     """The member assignment. [versions 0+]"""
+
+    def __init__(self, member_id: str = "", assignment: bytes = b"") -> None:
+        self.member_id = member_id
+        self.assignment = assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"member_id={self.member_id!r}, "
+            f"assignment={self.assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SyncGroupRequestAssignment):
+            return NotImplemented
+        return (
+            self.member_id,
+            self.assignment,
+        ) == (
+            other.member_id,
+            other.assignment,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SyncGroupRequestAssignment to ``w`` in wire format ``version``."""
@@ -51,7 +77,7 @@ class SyncGroupRequestAssignment:
             raise ProtocolError(f"decoding SyncGroupRequestAssignment v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SyncGroupRequest:
     """SyncGroupRequest (API key 14): versions 0-5, flexible from v4."""
 
@@ -78,6 +104,58 @@ class SyncGroupRequest:
     assignments: list[SyncGroupRequestAssignment] = field(default_factory=list)
     """Each assignment. [versions 0+]"""
 
+    def __init__(
+        self,
+        group_id: str = "",
+        generation_id: int = 0,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: list[SyncGroupRequestAssignment] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = [] if assignments is _FRESH else assignments
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"group_id={self.group_id!r}, "
+            f"generation_id={self.generation_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"protocol_name={self.protocol_name!r}, "
+            f"assignments={self.assignments!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SyncGroupRequest):
+            return NotImplemented
+        return (
+            self.group_id,
+            self.generation_id,
+            self.member_id,
+            self.group_instance_id,
+            self.protocol_type,
+            self.protocol_name,
+            self.assignments,
+        ) == (
+            other.group_id,
+            other.generation_id,
+            other.member_id,
+            other.group_instance_id,
+            other.protocol_type,
+            other.protocol_name,
+            other.assignments,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this SyncGroupRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 5:
@@ -95,7 +173,7 @@ class SyncGroupRequest:
             raise ProtocolError(f"decoding SyncGroupRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class SyncGroupResponse:
     """SyncGroupResponse (API key 14): versions 0-5, flexible from v4."""
 
@@ -116,6 +194,48 @@ class SyncGroupResponse:
     """The group protocol name. [versions 5+, nullable 5+, ignorable]"""
     assignment: bytes = b""
     """The member assignment. [versions 0+]"""
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignment: bytes = b"",
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"error_code={self.error_code!r}, "
+            f"protocol_type={self.protocol_type!r}, "
+            f"protocol_name={self.protocol_name!r}, "
+            f"assignment={self.assignment!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, SyncGroupResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.error_code,
+            self.protocol_type,
+            self.protocol_name,
+            self.assignment,
+        ) == (
+            other.throttle_time_ms,
+            other.error_code,
+            other.protocol_type,
+            other.protocol_name,
+            other.assignment,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this SyncGroupResponse to ``w`` in wire format ``version``."""

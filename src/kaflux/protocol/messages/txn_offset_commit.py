@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -23,6 +23,9 @@ __all__ = [
     "TxnOffsetCommitResponseTopic",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_iq = struct.Struct(">iq")
@@ -31,7 +34,7 @@ _S_qh = struct.Struct(">qh")
 _S_qhi = struct.Struct(">qhi")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitRequestPartition:
     """The partitions inside the topic that we want to commit offsets for.
     (``TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition``)
@@ -45,6 +48,43 @@ class TxnOffsetCommitRequestPartition:
     """The leader epoch of the last consumed record. [versions 2+, ignorable]"""
     committed_metadata: str | None = ""
     """Any associated metadata the client wants to keep. [versions 0+, nullable 0+]"""
+
+    def __init__(
+        self,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        committed_leader_epoch: int = -1,
+        committed_metadata: str | None = "",
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"committed_offset={self.committed_offset!r}, "
+            f"committed_leader_epoch={self.committed_leader_epoch!r}, "
+            f"committed_metadata={self.committed_metadata!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitRequestPartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.committed_offset,
+            self.committed_leader_epoch,
+            self.committed_metadata,
+        ) == (
+            other.partition_index,
+            other.committed_offset,
+            other.committed_leader_epoch,
+            other.committed_metadata,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequestPartition to ``w`` in wire format ``version``."""
@@ -63,7 +103,7 @@ class TxnOffsetCommitRequestPartition:
             raise ProtocolError(f"decoding TxnOffsetCommitRequestPartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitRequestTopic:
     """Each topic that we want to commit offsets for.
     (``TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic``)
@@ -73,6 +113,29 @@ class TxnOffsetCommitRequestTopic:
     """The topic name. [versions 0+]"""
     partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
     """The partitions inside the topic that we want to commit offsets for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[TxnOffsetCommitRequestPartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitRequestTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequestTopic to ``w`` in wire format ``version``."""
@@ -91,7 +154,7 @@ class TxnOffsetCommitRequestTopic:
             raise ProtocolError(f"decoding TxnOffsetCommitRequestTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitRequest:
     """TxnOffsetCommitRequest (API key 28): versions 0-4, flexible from v3."""
 
@@ -120,6 +183,63 @@ class TxnOffsetCommitRequest:
     topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
     """Each topic that we want to commit offsets for. [versions 0+]"""
 
+    def __init__(
+        self,
+        transactional_id: str = "",
+        group_id: str = "",
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        topics: list[TxnOffsetCommitRequestTopic] = _FRESH,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"transactional_id={self.transactional_id!r}, "
+            f"group_id={self.group_id!r}, "
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"generation_id={self.generation_id!r}, "
+            f"member_id={self.member_id!r}, "
+            f"group_instance_id={self.group_instance_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitRequest):
+            return NotImplemented
+        return (
+            self.transactional_id,
+            self.group_id,
+            self.producer_id,
+            self.producer_epoch,
+            self.generation_id,
+            self.member_id,
+            self.group_instance_id,
+            self.topics,
+        ) == (
+            other.transactional_id,
+            other.group_id,
+            other.producer_id,
+            other.producer_epoch,
+            other.generation_id,
+            other.member_id,
+            other.group_instance_id,
+            other.topics,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequest to ``w`` in wire format ``version``."""
         if not 0 <= version <= 4:
@@ -137,7 +257,7 @@ class TxnOffsetCommitRequest:
             raise ProtocolError(f"decoding TxnOffsetCommitRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitResponsePartition:
     """The responses for each partition in the topic.
     (``TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition``)
@@ -147,6 +267,29 @@ class TxnOffsetCommitResponsePartition:
     """The partition index. [versions 0+]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitResponsePartition):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponsePartition to ``w`` in wire format ``version``."""
@@ -165,7 +308,7 @@ class TxnOffsetCommitResponsePartition:
             raise ProtocolError(f"decoding TxnOffsetCommitResponsePartition v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitResponseTopic:
     """The responses for each topic. (``TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic``)"""
 
@@ -173,6 +316,29 @@ class TxnOffsetCommitResponseTopic:
     """The topic name. [versions 0+]"""
     partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
     """The responses for each partition in the topic. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[TxnOffsetCommitResponsePartition] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitResponseTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponseTopic to ``w`` in wire format ``version``."""
@@ -191,7 +357,7 @@ class TxnOffsetCommitResponseTopic:
             raise ProtocolError(f"decoding TxnOffsetCommitResponseTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitResponse:
     """TxnOffsetCommitResponse (API key 28): versions 0-4, flexible from v3."""
 
@@ -206,6 +372,31 @@ class TxnOffsetCommitResponse:
     """
     topics: list[TxnOffsetCommitResponseTopic] = field(default_factory=list)
     """The responses for each topic. [versions 0+]"""
+
+    def __init__(
+        self, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponseTopic] = _FRESH
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"throttle_time_ms={self.throttle_time_ms!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, TxnOffsetCommitResponse):
+            return NotImplemented
+        return (
+            self.throttle_time_ms,
+            self.topics,
+        ) == (
+            other.throttle_time_ms,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponse to ``w`` in wire format ``version``."""

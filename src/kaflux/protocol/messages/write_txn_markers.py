@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from kaflux.errors import ProtocolError, UnsupportedVersionError
 from kaflux.protocol.primitives import Reader, Writer
@@ -24,13 +24,16 @@ __all__ = [
     "WriteTxnMarkersResponse",
 ]
 
+#: the default of a list or struct field: a fresh one is made for each instance
+_FRESH: Any = object()
+
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_q = struct.Struct(">q")
 _S_qho = struct.Struct(">qh?")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WritableTxnMarkerTopic:
     """Each topic that we want to write transaction marker(s) for.
     (``WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic``)
@@ -40,6 +43,29 @@ class WritableTxnMarkerTopic:
     """The topic name. [versions 0+]"""
     partition_indexes: list[int] = field(default_factory=list)
     """The indexes of the partitions to write transaction markers for. [versions 0+]"""
+
+    def __init__(self, name: str = "", partition_indexes: list[int] = _FRESH) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partition_indexes={self.partition_indexes!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WritableTxnMarkerTopic):
+            return NotImplemented
+        return (
+            self.name,
+            self.partition_indexes,
+        ) == (
+            other.name,
+            other.partition_indexes,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WritableTxnMarkerTopic to ``w`` in wire format ``version``."""
@@ -58,7 +84,7 @@ class WritableTxnMarkerTopic:
             raise ProtocolError(f"decoding WritableTxnMarkerTopic v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WritableTxnMarker:
     """The transaction markers to be written. (``WriteTxnMarkersRequest.WritableTxnMarker``)"""
 
@@ -77,6 +103,48 @@ class WritableTxnMarker:
     coordinator. [versions 0+]
     """
 
+    def __init__(
+        self,
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        transaction_result: bool = False,
+        topics: list[WritableTxnMarkerTopic] = _FRESH,
+        coordinator_epoch: int = 0,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.transaction_result = transaction_result
+        self.topics = [] if topics is _FRESH else topics
+        self.coordinator_epoch = coordinator_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"producer_id={self.producer_id!r}, "
+            f"producer_epoch={self.producer_epoch!r}, "
+            f"transaction_result={self.transaction_result!r}, "
+            f"topics={self.topics!r}, "
+            f"coordinator_epoch={self.coordinator_epoch!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WritableTxnMarker):
+            return NotImplemented
+        return (
+            self.producer_id,
+            self.producer_epoch,
+            self.transaction_result,
+            self.topics,
+            self.coordinator_epoch,
+        ) == (
+            other.producer_id,
+            other.producer_epoch,
+            other.transaction_result,
+            other.topics,
+            other.coordinator_epoch,
+        )
+
     def encode(self, w: Writer, version: int) -> None:
         """Append this WritableTxnMarker to ``w`` in wire format ``version``."""
         if not 0 <= version <= 1:
@@ -94,7 +162,7 @@ class WritableTxnMarker:
             raise ProtocolError(f"decoding WritableTxnMarker v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WriteTxnMarkersRequest:
     """WriteTxnMarkersRequest (API key 27): versions 0-1, flexible from v1."""
 
@@ -106,6 +174,25 @@ class WriteTxnMarkersRequest:
 
     markers: list[WritableTxnMarker] = field(default_factory=list)
     """The transaction markers to be written. [versions 0+]"""
+
+    def __init__(self, markers: list[WritableTxnMarker] = _FRESH) -> None:
+        self.markers = [] if markers is _FRESH else markers
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"markers={self.markers!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WriteTxnMarkersRequest):
+            return NotImplemented
+        return (
+            self.markers,
+        ) == (
+            other.markers,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WriteTxnMarkersRequest to ``w`` in wire format ``version``."""
@@ -124,7 +211,7 @@ class WriteTxnMarkersRequest:
             raise ProtocolError(f"decoding WriteTxnMarkersRequest v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WritableTxnMarkerPartitionResult:
     """The results by partition. (``WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTo
     picResult.WritableTxnMarkerPartitionResult``)
@@ -134,6 +221,29 @@ class WritableTxnMarkerPartitionResult:
     """The partition index. [versions 0+]"""
     error_code: int = 0
     """The error code, or 0 if there was no error. [versions 0+]"""
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"partition_index={self.partition_index!r}, "
+            f"error_code={self.error_code!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WritableTxnMarkerPartitionResult):
+            return NotImplemented
+        return (
+            self.partition_index,
+            self.error_code,
+        ) == (
+            other.partition_index,
+            other.error_code,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WritableTxnMarkerPartitionResult to ``w`` in wire format ``version``."""
@@ -152,7 +262,7 @@ class WritableTxnMarkerPartitionResult:
             raise ProtocolError(f"decoding WritableTxnMarkerPartitionResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WritableTxnMarkerTopicResult:
     """The results by topic.
     (``WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult``)
@@ -162,6 +272,29 @@ class WritableTxnMarkerTopicResult:
     """The topic name. [versions 0+]"""
     partitions: list[WritableTxnMarkerPartitionResult] = field(default_factory=list)
     """The results by partition. [versions 0+]"""
+
+    def __init__(self, name: str = "", partitions: list[WritableTxnMarkerPartitionResult] = _FRESH) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FRESH else partitions
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"name={self.name!r}, "
+            f"partitions={self.partitions!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WritableTxnMarkerTopicResult):
+            return NotImplemented
+        return (
+            self.name,
+            self.partitions,
+        ) == (
+            other.name,
+            other.partitions,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WritableTxnMarkerTopicResult to ``w`` in wire format ``version``."""
@@ -180,7 +313,7 @@ class WritableTxnMarkerTopicResult:
             raise ProtocolError(f"decoding WritableTxnMarkerTopicResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WritableTxnMarkerResult:
     """The results for writing makers. (``WriteTxnMarkersResponse.WritableTxnMarkerResult``)"""
 
@@ -188,6 +321,29 @@ class WritableTxnMarkerResult:
     """The current producer ID in use by the transactional ID. [versions 0+]"""
     topics: list[WritableTxnMarkerTopicResult] = field(default_factory=list)
     """The results by topic. [versions 0+]"""
+
+    def __init__(self, producer_id: int = 0, topics: list[WritableTxnMarkerTopicResult] = _FRESH) -> None:
+        self.producer_id = producer_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"producer_id={self.producer_id!r}, "
+            f"topics={self.topics!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WritableTxnMarkerResult):
+            return NotImplemented
+        return (
+            self.producer_id,
+            self.topics,
+        ) == (
+            other.producer_id,
+            other.topics,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WritableTxnMarkerResult to ``w`` in wire format ``version``."""
@@ -206,7 +362,7 @@ class WritableTxnMarkerResult:
             raise ProtocolError(f"decoding WritableTxnMarkerResult v{version}: {exc}") from exc
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False, repr=False, eq=False)
 class WriteTxnMarkersResponse:
     """WriteTxnMarkersResponse (API key 27): versions 0-1, flexible from v1."""
 
@@ -217,6 +373,25 @@ class WriteTxnMarkersResponse:
 
     markers: list[WritableTxnMarkerResult] = field(default_factory=list)
     """The results for writing makers. [versions 0+]"""
+
+    def __init__(self, markers: list[WritableTxnMarkerResult] = _FRESH) -> None:
+        self.markers = [] if markers is _FRESH else markers
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__qualname__}("
+            f"markers={self.markers!r}"
+            ")"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, WriteTxnMarkersResponse):
+            return NotImplemented
+        return (
+            self.markers,
+        ) == (
+            other.markers,
+        )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this WriteTxnMarkersResponse to ``w`` in wire format ``version``."""

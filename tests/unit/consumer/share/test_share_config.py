@@ -64,3 +64,12 @@ def test_the_acknowledgement_mode_is_implicit_or_explicit() -> None:
     )
     with pytest.raises(ConfigError, match=r"'share.acknowledgement.mode'.*implicit, explicit"):
         ShareConsumer({**BASE, "share.acknowledgement.mode": "manual"})
+
+
+def test_the_acquire_mode_is_batch_optimized_or_record_limit() -> None:
+    assert ShareConsumerConfig.from_dict(BASE).share_acquire_mode == "batch_optimized"  # Java's default
+    config = ShareConsumerConfig.from_dict({**BASE, "share.acquire.mode": "record_limit"})
+    assert config.share_acquire_mode == "record_limit"
+    with pytest.raises(ConfigError) as caught:
+        ShareConsumerConfig.from_dict({**BASE, "share.acquire.mode": "strict"})
+    assert caught.value.key == "share.acquire.mode"

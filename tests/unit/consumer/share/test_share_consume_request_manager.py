@@ -53,13 +53,15 @@ def test_one_session_per_broker_opens_at_epoch_zero_and_counts_up() -> None:
     assert sorted(r.share_session_epoch for r in first) == [0, 0]  # one session per leader
     assert {(t.partitions[0].partition_index) for r in first for t in r.topics} == {0, 1}
     assert rig.group.sessions == {(rig.member_id, 0): 1, (rig.member_id, 1): 1}
-    # broker 0 delivered records still in the buffer: only broker 1 is fetched from again
-    second = _fetches(rig.pump())
-    assert [r.share_session_epoch for r in second] == [1]
-    assert [t.partitions[0].partition_index for t in second[0].topics] == [1]
+    # broker 0 delivered records still in the buffer: no broker is fetched from (what this
+    # member acquired and has not handed out, the group's other members cannot have)
+    assert _fetches(rig.pump()) == []
     assert rig.take_all() == [(P0, [(0, 0, 1), (1, 1, 1)], 0)]
+    second = _fetches(rig.pump())
+    assert sorted(r.share_session_epoch for r in second) == [1, 1]
+    rig.take_all()
     third = _fetches(rig.pump())
-    assert sorted(r.share_session_epoch for r in third) == [1, 2]
+    assert sorted(r.share_session_epoch for r in third) == [2, 2]
 
 
 def test_acknowledgements_ride_on_the_next_due_fetch() -> None:
@@ -293,3 +295,134 @@ def test_close_completes_when_the_fetch_in_flight_then_fails(failure: str) -> No
     results = commit.future.result(0)  # every broker's session is over: close() need not wait
     assert isinstance(results[P0], KafkaError)  # the session that held them is gone
     assert rig.pump() == []
+
+
+# -- a member acquires no more than one poll() can hand out ------------------------------------------
+
+
+def _rig(max_poll_records: int, *, brokers: int = 2, acquire_mode: str = "batch_optimized") -> ShareRig:
+    group = FakeShareGroup(brokers=brokers)
+    group.create_topic("jobs", 2)
+    rig = ShareRig(group, max_poll_records=max_poll_records, acquire_mode=acquire_mode)
+    rig.join(["jobs"])
+    return rig
+
+
+def _acquired(rig: ShareRig) -> int:
+    return sum(r.state == ACQUIRED for log in rig.group.logs.values() for r in log)
+
+
+def _max_records(unsent: Any) -> int:
+    assert isinstance(unsent.request, sf.ShareFetchRequest)
+    return unsent.request.max_records
+
+
+def _values(n: int) -> list[bytes]:
+    return [f"v{i}".encode() for i in range(n)]
+
+
+def test_max_records_is_max_poll_records_split_over_the_brokers_fetched_at_once() -> None:
+    one = _rig(7, brokers=1)  # both partitions on broker 0: one fetch asks for all of it
+    (fetch,) = _fetches(one.pump())
+    assert (fetch.max_records, fetch.batch_size) == (7, 7)
+    rig = _rig(7)
+    first = _fetches(rig.pump())
+    assert sorted(r.max_records for r in first) == [3, 4]  # 7 between them, not 7 each
+    assert all(r.batch_size == r.max_records for r in first)
+    second = _fetches(rig.pump())  # the remainder goes round
+    assert {r.topics[0].partitions[0].partition_index: r.max_records for r in second} != {
+        r.topics[0].partitions[0].partition_index: r.max_records for r in first
+    }
+    assert sum(r.max_records for r in second) == 7
+
+
+def test_a_backlog_is_acquired_one_poll_at_a_time() -> None:
+    rig = _rig(10, brokers=1)
+    rig.group.produce(P0, *_values(25))
+    rig.pump()
+    ((tp, acquired, _),) = rig.take_all(settle=False)  # poll() returned these 10
+    assert tp == P0 and len(acquired) == 10
+    # returned and not yet acknowledged, then acknowledged: the rest stays available meanwhile
+    assert _fetches(rig.pump()) == []
+    assert [rig.group.state_of(P0, o)[0] for o in (10, 24)] == [AVAILABLE, AVAILABLE]
+
+
+def test_no_second_acquisition_while_acquired_records_wait_in_the_buffer() -> None:
+    rig = _rig(10)
+    rig.group.produce(P0, *_values(5))
+    rig.group.produce(P1, *_values(30))
+    rig.pump()  # 5 from broker 0, 5 from broker 1: in the buffer, not yet handed out
+    assert _acquired(rig) == 10
+    for _ in range(3):
+        assert _fetches(rig.pump()) == []  # neither broker: not even the one with nothing buffered
+    assert rig.group.state_of(P1, 5) == (AVAILABLE, 0)
+    rig.take_all()
+    assert len(_fetches(rig.pump())) == 2
+
+
+def test_the_fetches_in_flight_share_max_poll_records() -> None:
+    rig = _rig(10)
+    rig.group.produce(P1, *_values(30))
+    unsent = rig.consume.poll(rig.now_ms).unsent
+    assert sorted(_max_records(u) for u in unsent) == [5, 5]
+    (to_0,) = [u for u in unsent if u.node_id == 0]
+    (to_1,) = [u for u in unsent if u.node_id == 1]
+    rig._answer(to_0)  # broker 0 answers at once (empty); broker 1's long poll goes on
+    (again,) = rig.consume.poll(rig.now_ms).unsent
+    assert again.node_id == 0 and _max_records(again) == 5  # 10 minus the 5 in flight
+    rig._answer(to_1)
+    rig._answer(again)
+    assert _acquired(rig) == 5
+
+
+def test_record_limit_mode_is_sent_and_the_broker_keeps_to_max_records() -> None:
+    for mode, expected in (("batch_optimized", 10), ("record_limit", 3)):
+        rig = _rig(3, brokers=1, acquire_mode=mode)
+        rig.share_version = 2
+        rig.group.batch_records = 10  # batch_optimized rounds up to the end of a 10-record batch
+        rig.group.produce(P0, *_values(20))
+        (fetch,) = _fetches(rig.pump())
+        assert fetch.share_acquire_mode == (1 if mode == "record_limit" else 0)
+        ((_, acquired, _),) = rig.take_all()
+        assert len(acquired) == expected, mode
+        # batch_optimized's surplus is handed out before anything more is acquired
+        assert rig.group.state_of(P0, 10) == (AVAILABLE, 0)
+
+
+def test_a_v1_broker_is_fetched_from_in_batch_optimized_mode_with_the_acknowledgements_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rig = _rig(3, brokers=1, acquire_mode="record_limit")
+    rig.share_version = 2
+    rig.group.produce(P0, *_values(6))
+    rig.pump()
+    rig.take_all()  # acquired 0-2 in record_limit mode
+    rig.consume.acknowledge({0: {P0: _acks(0, 1, 2)}})
+    rig.share_version = 1  # the broker was rolled back to one without ShareFetch v2
+    refused = _fetches(rig.pump())
+    assert [r.share_acquire_mode for r in refused] == [1]  # could not be encoded for v1: not sent
+    assert "cannot take share.acquire.mode=record_limit" in caplog.text
+    assert rig.acknowledged == []  # the acknowledgements are not failed: they go with the retry
+    (retry,) = _fetches(rig.pump())
+    assert retry.share_acquire_mode == 0 and retry.share_session_epoch == 1
+    batches = retry.topics[0].partitions[0].acknowledgement_batches
+    assert [(b.first_offset, b.last_offset) for b in batches] == [(0, 2)]
+    assert rig.group.state_of(P0, 0) == (ARCHIVED, 1)
+    assert rig.acknowledged == [({P0: {0, 1, 2}}, None)]
+
+
+def test_a_broker_that_had_nothing_asks_for_one_record_while_another_has_some() -> None:
+    rig = _rig(10)
+    rig.group.produce(P1, *_values(30))
+    first = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert first == {0: 5, 1: 5}
+    rig.take_all()  # broker 0 acquired nothing, broker 1 five
+    second = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert second == {0: 1, 1: 9}  # still 10 between them
+    rig.take_all()
+    rig.group.produce(P0, *_values(3))  # broker 0 has records again: its one comes back...
+    third = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert third == {0: 1, 1: 9}
+    rig.take_all()
+    fourth = {r.topics[0].partitions[0].partition_index: r.max_records for r in _fetches(rig.pump())}
+    assert sorted(fourth.values()) == [5, 5]  # ...and it shares again
