@@ -108,6 +108,18 @@ APIS: Final[tuple[str, ...]] = (
     "ShareGroupHeartbeat",
     "ShareFetch",
     "ShareAcknowledge",
+    "ShareGroupDescribe",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
+    "DescribeClientQuotas",
+    "AlterClientQuotas",
+    "CreateDelegationToken",
+    "RenewDelegationToken",
+    "ExpireDelegationToken",
+    "DescribeDelegationToken",
+    "GetTelemetrySubscriptions",
+    "PushTelemetry",
 )
 
 # Modules that are not request/response pairs: module name -> spec names.

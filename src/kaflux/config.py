@@ -31,8 +31,9 @@ _MEANINGS: dict[str, str] = {
     "client.id": "A name for this client in broker logs and metrics (default: generated).",
     "client.rack": (
         "The rack of this client, sent with fetches and group membership (rack-aware assignment). "
-        "Fetching from the closest replica (KIP-392) is not implemented: kaflux ignores a "
-        "broker's preferred read replica and always fetches from the leader."
+        "With it a consumer fetches from the closest replica (KIP-392): a partition whose leader "
+        "names a preferred read replica (replica.selector.class on the brokers) is read from that "
+        "replica until metadata.max.age.ms passes or a fetch from it fails, then from the leader."
     ),
     "request.timeout.ms": (
         "How long to wait for a broker's answer before failing the request and closing the connection."
@@ -602,6 +603,15 @@ class CommonConfig:
             service_name=service, principal=principal, keytab=keytab, ticket_cache=ticket_cache
         )
 
+    def scram_extensions(self) -> dict[str, str]:
+        """SCRAM's extensions, as Java's ScramLoginModule sends them: ``tokenauth=true`` when
+        ``sasl.jaas.config`` has ``tokenauth="true"`` (a delegation-token login, KIP-48)."""
+        mechanism = self.sasl_mechanism.upper()
+        if self.sasl_jaas_config is None or not mechanism.startswith("SCRAM-"):
+            return {}
+        options = parse_jaas_config(self.sasl_jaas_config, mechanism)
+        return {"tokenauth": "true"} if options.get("tokenauth", "").lower() == "true" else {}
+
     def sasl_credentials(self) -> tuple[str | None, str | None]:
         """(username, password) from sasl.username/sasl.password, else from sasl.jaas.config."""
         if self.sasl_jaas_config is None:
@@ -737,6 +747,12 @@ class ConsumerConfig(CommonConfig):
     )
     check_crcs: bool = _setting("check.crcs", True, kind="bool")
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
     allow_auto_create_topics: bool = _setting("allow.auto.create.topics", True, kind="bool")
     exclude_internal_topics: bool = _setting("exclude.internal.topics", True, kind="bool")
     enable_fetch_sessions: bool = _setting(

@@ -238,6 +238,10 @@ def patch_base_offset(batch: bytes, base_offset: int) -> bytes:
 # -- the cluster --------------------------------------------------------------------------
 
 
+#: the client-telemetry APIs (KIP-714), which the fake cluster does not offer
+_TELEMETRY_APIS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
+
+
 class FakeCluster:
     """Brokers, topics, groups and fetch sessions of an in-memory Kafka cluster."""
 
@@ -257,9 +261,15 @@ class FakeCluster:
         self.stopped: set[int] = set()
         self.sessions_enabled = sessions
         self.fill_first_partition_only = fill_first_partition_only
+        #: KIP-392: partition -> the replica its leader prefers a consumer with a client.rack reads
+        #: from (the leader answers with preferred_read_replica; that node serves the fetches)
+        self.read_replicas: dict[TopicPartition, int] = {}
         self.auto_create_topics = auto_create_topics
         self.cluster_id = cluster_id
-        self.api_versions: dict[ApiKey, tuple[int, int]] = dict(api_versions or CLIENT_VERSIONS)
+        # A broker offers the client-telemetry APIs (KIP-714) only with a telemetry plugin: not here.
+        self.api_versions: dict[ApiKey, tuple[int, int]] = dict(
+            api_versions or {k: v for k, v in CLIENT_VERSIONS.items() if k not in _TELEMETRY_APIS}
+        )
         self.topics: dict[str, FakeTopic] = {}
         self.committed: dict[str, dict[TopicPartition, Committed]] = {}
         self.coordinators: dict[str, int] = {}
@@ -590,6 +600,24 @@ class FakeCluster:
         leaders: set[int] = set()
         session_state = self.fetch_sessions.get(response_session)
         for tp, (offset, max_bytes, leader_epoch) in wanted.items():
+            replica = self.read_replicas.get(tp)
+            if (
+                replica is not None
+                and request.rack_id
+                and replica != node
+                and not self._partition_error(node, tp)
+            ):
+                part = self.partition(tp)
+                by_topic.setdefault(tp.topic, []).append(
+                    PartitionData(
+                        partition_index=tp.partition,
+                        high_watermark=part.high_watermark,
+                        log_start_offset=part.log_start_offset,
+                        preferred_read_replica=replica,
+                        records=b"",  # type: ignore[arg-type]
+                    )
+                )
+                continue
             data = self._fetch_partition(
                 node, tp, offset, max_bytes, leader_epoch, request.isolation_level, budget
             )
@@ -653,7 +681,10 @@ class FakeCluster:
         isolation_level: int,
         budget: int,
     ) -> PartitionData:
-        error = self._partition_error(node, tp) or self._fault(FetchRequest, tp, node)
+        follower = self.read_replicas.get(tp) == node  # a replica serving a follower fetch
+        error = self._partition_error(node, tp, leader_only=not follower) or self._fault(
+            FetchRequest, tp, node
+        )
         if error:
             return PartitionData(
                 partition_index=tp.partition,

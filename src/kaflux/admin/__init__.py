@@ -1,5 +1,5 @@
-"""``kaflux.AdminClient``: topics, partitions and their offsets, consumer groups, configs, ACLs,
-SCRAM users, transactions and the cluster. [app: the client's
+"""``kaflux.AdminClient``: topics, partitions and their offsets, consumer and share groups,
+configs, ACLs, SCRAM users, transactions and the cluster. [app: the client's
 public methods]
 
 :mod:`kaflux.admin.client` is the application-side facade (group calls in
@@ -35,6 +35,7 @@ from kaflux.admin.results import (
     ClusterDescription,
     ConsumerGroupDescription,
     ConsumerGroupListing,
+    GroupListing,
     MemberDescription,
     PartitionDescription,
     TopicDescription,
@@ -45,6 +46,18 @@ from kaflux.admin.scram import (
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
+)
+from kaflux.admin.share_groups import (
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
+)
+from kaflux.admin.tokens_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+    DelegationToken,
+    TokenInformation,
 )
 from kaflux.admin.transactions import (
     AbortTransactionSpec,
@@ -61,6 +74,9 @@ __all__ = [
     "AclPermissionType",
     "AdminClient",
     "AlterConfigOp",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
@@ -69,8 +85,10 @@ __all__ = [
     "ConfigSynonym",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "DelegationToken",
     "FeatureMetadata",
     "FinalizedVersionRange",
+    "GroupListing",
     "IsolationLevel",
     "ListOffsetsResultInfo",
     "LogDirDescription",
@@ -87,7 +105,11 @@ __all__ = [
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
     "SupportedVersionRange",
+    "TokenInformation",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",

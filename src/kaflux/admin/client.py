@@ -23,6 +23,8 @@ from kaflux.admin.operation import AdminApi, AdminOperation, AdminResult, Metada
 from kaflux.admin.operations_calls import OperationsCalls
 from kaflux.admin.request_manager import AdminCall, AdminRequestManager
 from kaflux.admin.results import ClusterDescription, TopicDescription
+from kaflux.admin.share_group_calls import ShareGroupCalls
+from kaflux.admin.tokens_quotas import TokenQuotaCalls
 from kaflux.admin.topics import (
     EARLIEST,
     LATEST,
@@ -71,9 +73,10 @@ class NewTopic(NamedTuple):
     config: Mapping[str, str] = {}
 
 
-class AdminClient(ConsumerGroupCalls, OperationsCalls, Closeable):
-    """Administers topics, partitions, consumer groups and their offsets, configs, ACLs, SCRAM
-    users, transactions and replicas, as Java's ``Admin``
+class AdminClient(ConsumerGroupCalls, ShareGroupCalls, TokenQuotaCalls, OperationsCalls, Closeable):
+    """Administers topics, partitions, groups of every type (consumer and share groups and
+    their offsets), configs, ACLs, SCRAM users, delegation tokens, client quotas, transactions
+    and replicas, as Java's ``Admin``
     does (Pythonic names, the same semantics). Every call has a deadline: ``timeout`` seconds,
     or ``default.api.timeout.ms`` when None."""
 

@@ -48,6 +48,11 @@ def group_ids_of(group_ids: Iterable[str], what: str) -> list[str]:
     return groups
 
 
+def check_group_id(group: object, what: str) -> None:
+    """Raise InvalidArgumentError unless ``group`` is a non-empty string."""
+    _check_group_id(group, what)
+
+
 def _check_group_id(group: object, what: str) -> None:
     if not isinstance(group, str) or not group:
         raise InvalidArgumentError(f"{what}: a group id must be a non-empty string, got {group!r}")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaflux.admin.operation import AdminApi, Lookup, Outcome
-from kaflux.admin.results import ConsumerGroupListing
+from kaflux.admin.results import ConsumerGroupListing, GroupListing
 from kaflux.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -51,6 +51,7 @@ from kaflux.structs import Node, OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "DeleteGroupsApi",
+    "ListAllGroupsApi",
     "ListGroupsApi",
     "OffsetCommitApi",
     "OffsetFetchApi",
@@ -129,6 +130,65 @@ class ListGroupsApi(AdminApi[int, list[ConsumerGroupListing]]):
                 ConsumerGroupListing(g.group_id, g.group_state or None, g.protocol_type, g.group_type or None)
                 for g in body.groups
                 if g.protocol_type in CONSUMER_PROTOCOL_TYPES
+            ]
+        return outcome
+
+
+#: ListGroups v5 is the first with a types filter (KIP-848), v4 with a states filter (KIP-518)
+_TYPES_FILTER_VERSION = 5
+_STATES_FILTER_VERSION = 4
+
+
+class ListAllGroupsApi(AdminApi[int, list[GroupListing]]):
+    """ListGroups to every broker for groups of every type (KIP-1043), filtered by type and
+    state as Java's ``Admin.listGroups`` does: the filters go to the broker (ListGroups v5 for
+    types, v4 for states), which matches them without regard to case."""
+
+    lookup = Lookup.BROKERS
+
+    def __init__(self, types: Iterable[str], states: Iterable[str]) -> None:
+        self._types = sorted(set(types))
+        self._states = sorted(set(states))
+
+    def keys(self) -> list[int]:
+        return []
+
+    def describe(self, key: int) -> str:
+        return f"broker {key}"
+
+    def build(self, node: Node | None, keys: list[int]) -> list[tuple[RequestMessage[Any], list[int]]]:
+        return [(ListGroupsRequest(states_filter=self._states, types_filter=self._types), keys)]
+
+    def min_version(self, request: RequestMessage[Any]) -> int | None:
+        if self._types:
+            return _TYPES_FILTER_VERSION
+        return _STATES_FILTER_VERSION if self._states else None
+
+    def handle_error(
+        self, node: Node | None, keys: list[int], request: Any, error: KafkaError
+    ) -> Outcome[int, list[GroupListing]] | None:
+        if isinstance(error, UnsupportedVersionError) and (self._types or self._states):
+            needs = "types (ListGroups v5, Kafka 4.0)" if self._types else "states (ListGroups v4, Kafka 2.6)"
+            return Outcome(
+                failed={
+                    k: UnsupportedVersionError(f"broker {k} cannot filter groups by {needs}: list without it")
+                    for k in keys
+                }
+            )
+        return None
+
+    def handle(
+        self, node: Node | None, keys: list[int], body: ListGroupsResponse
+    ) -> Outcome[int, list[GroupListing]]:
+        outcome: Outcome[int, list[GroupListing]] = Outcome()
+        for key in keys:
+            if body.error_code:
+                error = error_for_code(body.error_code)(f"ListGroups on broker {key}")
+                (outcome.retry if error.retriable else outcome.failed)[key] = error
+                continue
+            outcome.completed[key] = [
+                GroupListing(g.group_id, g.group_type or None, g.protocol_type, g.group_state or None)
+                for g in body.groups
             ]
         return outcome
 

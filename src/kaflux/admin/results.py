@@ -15,6 +15,7 @@ __all__ = [
     "ClusterDescription",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "GroupListing",
     "MemberDescription",
     "PartitionDescription",
     "TopicDescription",
@@ -34,6 +35,23 @@ class ConsumerGroupListing:
     state: str | None
     protocol_type: str
     group_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group of any type as a broker lists it (ListGroups), as Java's ``GroupListing``
+    (KIP-1043).
+
+    ``group_type`` is ``"classic"``, ``"consumer"``, ``"share"`` or ``"streams"`` (None when the
+    broker's ListGroups is older than v5); ``protocol`` is the group's protocol type
+    (``"consumer"``, ``"share"``, ``"streams"``, ``"connect"``..., ``""`` for a group that only
+    stores committed offsets); ``state`` is None before ListGroups v4.
+    """
+
+    group_id: str
+    group_type: str | None
+    protocol: str
+    state: str | None
 
 
 @dataclass(frozen=True, slots=True)

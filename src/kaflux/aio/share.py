@@ -107,6 +107,10 @@ class AsyncShareConsumer:
         """:meth:`kaflux.ShareConsumer.acknowledge` (explicit mode)."""
         self._plain().acknowledge(record, type)
 
+    def acquisition_lock_timeout(self) -> float | None:
+        """:meth:`kaflux.ShareConsumer.acquisition_lock_timeout`."""
+        return self._plain().acquisition_lock_timeout()
+
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
         """:meth:`kaflux.ShareConsumer.set_acknowledgement_commit_callback`: the callback runs
         on the loop's thread, inside :meth:`poll`, a commit or :meth:`close`."""

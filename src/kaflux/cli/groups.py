@@ -32,21 +32,39 @@ def groups() -> None:
 
 
 @groups.command("list")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(["classic", "consumer", "share", "streams", "all"], case_sensitive=False),
+    help="List groups of this type (repeatable; all: every type, KIP-1043). Default: consumer groups.",
+)
 @format_option
 @client_options
-def list_groups(fmt: str | None) -> None:
-    """List the consumer groups."""
+def list_groups(types: tuple[str, ...], fmt: str | None) -> None:
+    """List the consumer groups, or with --type the groups of any type (share, streams...)."""
     with admin_client(client_settings()) as admin:
-        listings = admin.list_consumer_groups()
-    data = [
-        {
-            "group_id": g.group_id,
-            "state": g.state or None,
-            "protocol_type": g.protocol_type,
-            "group_type": g.group_type,
-        }
-        for g in sorted(listings, key=lambda g: g.group_id)
-    ]
+        if types:
+            wanted = None if "all" in {t.lower() for t in types} else [t.lower() for t in types]
+            data = [
+                {
+                    "group_id": g.group_id,
+                    "state": g.state,
+                    "protocol_type": g.protocol,
+                    "group_type": g.group_type,
+                }
+                for g in admin.list_groups(types=wanted)
+            ]
+        else:
+            data = [
+                {
+                    "group_id": g.group_id,
+                    "state": g.state or None,
+                    "protocol_type": g.protocol_type,
+                    "group_type": g.group_type,
+                }
+                for g in sorted(admin.list_consumer_groups(), key=lambda g: g.group_id)
+            ]
 
     def render() -> Iterable[RenderableType]:
         rows = table("GROUP", "STATE", "PROTOCOL TYPE", "TYPE")

@@ -321,7 +321,21 @@ _SUBCOMMANDS: Mapping[str, tuple[str, str, str]] = {
         "produce",
         "Send each line of FILE (default: stdin) to TOPIC as a record's value.",
     ),
-    "share": ("kaflux.cli.share", "share", "Share groups (KIP-932): queue semantics on Kafka topics."),
+    "quotas": (
+        "kaflux.cli.tokens_quotas",
+        "quotas",
+        "Client quotas (byte rates, request percentage...) of users, client ids and IPs.",
+    ),
+    "share": (
+        "kaflux.cli.share",
+        "share",
+        "Share groups (KIP-932): queue semantics on Kafka topics; consume, and administer groups.",
+    ),
+    "tokens": (
+        "kaflux.cli.tokens_quotas",
+        "tokens",
+        "Delegation tokens: create, renew, expire, describe (the brokers need delegation.token.secret.key).",
+    ),
     "topics": (
         "kaflux.cli.topics",
         "topics",

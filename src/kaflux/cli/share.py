@@ -1,4 +1,5 @@
-"""``kaflux share consume``: read a topic as a member of a share group (KIP-932). [app]
+"""``kaflux share``: read a topic as a member of a share group (KIP-932), and administer share
+groups: list, describe, offsets (with lag), alter-offsets, delete-offsets, delete. [app]
 
 Each record printed was acquired by this member and is then acknowledged as ``--ack`` says:
 ``accept`` (done), ``release`` (deliver again, to any member, with its delivery count + 1) or
@@ -10,15 +11,36 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import click
+from rich.console import RenderableType
 
-from kaflux.cli.main import ClientSettings, CliError, client_options_without_timeout, client_settings
-from kaflux.cli.output import RecordWriter, dumps_line, progress, record_json, record_writer
+from kaflux.cli.clients import admin_client
+from kaflux.cli.main import (
+    ClientSettings,
+    CliError,
+    client_options,
+    client_options_without_timeout,
+    client_settings,
+    describe_error,
+)
+from kaflux.cli.output import (
+    RecordWriter,
+    cell,
+    dumps_line,
+    emit,
+    format_option,
+    progress,
+    record_json,
+    record_writer,
+    table,
+)
 from kaflux.consumer.share.acknowledgements import AcknowledgeType
 from kaflux.consumer.share.consumer import ShareConsumer
+from kaflux.errors import KafkaError
 from kaflux.records import ConsumerRecord
+from kaflux.structs import TopicPartition
 
 _POLL_S = 0.5
 _ACK_TYPES = {
@@ -30,7 +52,7 @@ _ACK_TYPES = {
 
 @click.group()
 def share() -> None:
-    """Share groups (KIP-932): queue semantics on Kafka topics."""
+    """Share groups (KIP-932): queue semantics on Kafka topics; consume, and administer groups."""
 
 
 def share_config(settings: ClientSettings, group: str) -> dict[str, object]:
@@ -145,3 +167,153 @@ def _write(writer: RecordWriter, fmt: str, records: Sequence[ConsumerRecord]) ->
         lines.append(dumps_line(line) + "\n")
     sys.stdout.write("".join(lines))
     sys.stdout.flush()
+
+
+# -- administration ------------------------------------------------------------------------------
+
+
+@share.command("list")
+@format_option
+@client_options
+def list_share_groups(fmt: str | None) -> None:
+    """List the share groups."""
+    with admin_client(client_settings()) as admin:
+        data = [{"group_id": g.group_id, "state": g.state} for g in admin.list_groups(types=["share"])]
+
+    def render() -> Iterable[RenderableType]:
+        rows = table("GROUP", "STATE")
+        for g in data:
+            rows.add_row(cell(g["group_id"]), cell(g["state"]))
+        return [rows]
+
+    emit(fmt, data, render)
+
+
+@share.command()
+@click.argument("group")
+@format_option
+@client_options
+def describe(group: str, fmt: str | None) -> None:
+    """Show share group GROUP's state, epochs, coordinator and members with their assignments."""
+    with admin_client(client_settings()) as admin:
+        g = admin.describe_share_groups([group])[group]
+    data: dict[str, object] = {
+        "group_id": g.group_id,
+        "state": g.state,
+        "group_epoch": g.group_epoch,
+        "target_assignment_epoch": g.target_assignment_epoch,
+        "coordinator": g.coordinator._asdict(),
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch,
+                "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(m.assignment)],
+            }
+            for m in g.members
+        ],
+    }
+
+    def render() -> Iterable[RenderableType]:
+        summary = table("GROUP", "STATE", "EPOCH", "COORDINATOR")
+        node = g.coordinator
+        summary.add_row(g.group_id, g.state, str(g.group_epoch), f"{node.node_id} ({node.host}:{node.port})")
+        members = table("MEMBER", "CLIENT", "HOST", "RACK", "ASSIGNMENT", title="members")
+        for m in g.members:
+            assigned = ", ".join(str(tp) for tp in sorted(m.assignment))
+            members.add_row(m.member_id, m.client_id, m.host, cell(m.rack_id), assigned or "-")
+        return [summary, members]
+
+    emit(fmt, data, render)
+
+
+@share.command()
+@click.argument("group")
+@format_option
+@client_options
+def offsets(group: str, fmt: str | None) -> None:
+    """Show where share group GROUP is in each partition: start offset and lag."""
+    with admin_client(client_settings()) as admin:
+        found = admin.list_share_group_offsets(group)
+    rows = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "start_offset": info.start_offset,
+            "leader_epoch": info.leader_epoch,
+            "lag": info.lag,
+        }
+        for tp, info in found.items()
+    ]
+    known = [r["lag"] for r in rows if isinstance(r["lag"], int)]
+    data = {"group": group, "partitions": rows, "total_lag": sum(known) if len(known) == len(rows) else None}
+
+    def render() -> Iterable[RenderableType]:
+        result = table(
+            "TOPIC", "PARTITION", "START OFFSET", "LAG", title=f"share group {group}", numeric=("PARTITION",)
+        )
+        for r in rows:
+            result.add_row(*(cell(r[k]) for k in ("topic", "partition", "start_offset", "lag")))
+        result.add_section()
+        result.add_row("total", "", "", cell(data["total_lag"]), style="bold")
+        return [result]
+
+    emit(fmt, data, render)
+
+
+def _partition_offset(spec: str) -> tuple[TopicPartition, int]:
+    try:
+        where, offset = spec.rsplit("=", 1)
+        topic, partition = where.rsplit(":", 1)
+        return TopicPartition(topic, int(partition)), int(offset)
+    except ValueError:
+        raise click.BadParameter(f"{spec!r}: expected TOPIC:PARTITION=OFFSET") from None
+
+
+@share.command("alter-offsets")
+@click.argument("group")
+@click.argument("specs", metavar="TOPIC:PARTITION=OFFSET...", nargs=-1, required=True)
+@client_options
+def alter_offsets(group: str, specs: tuple[str, ...]) -> None:
+    """Set share group GROUP's start offsets; the group must have no members."""
+    wanted = dict(_partition_offset(s) for s in specs)
+    with admin_client(client_settings()) as admin:
+        admin.alter_share_group_offsets(group, wanted)
+    for tp, offset in sorted(wanted.items()):
+        click.echo(f"share group {group}: {tp.topic}:{tp.partition} starts at {offset}", err=True)
+
+
+@share.command("delete-offsets")
+@click.argument("group")
+@click.argument("topics", metavar="TOPIC...", nargs=-1, required=True)
+@client_options
+def delete_offsets(group: str, topics: tuple[str, ...]) -> None:
+    """Delete where share group GROUP is in TOPICs; the group must have no members."""
+    with admin_client(client_settings()) as admin:
+        results = admin.delete_share_group_offsets(group, list(topics))
+    _report(results, lambda topic: f"share group {group}, topic {topic}", "offsets deleted")
+
+
+@share.command()
+@click.argument("names", metavar="GROUP...", nargs=-1, required=True)
+@client_options
+def delete(names: tuple[str, ...]) -> None:
+    """Delete share groups with their state; each must have no members."""
+    with admin_client(client_settings()) as admin:
+        results = admin.delete_share_groups(list(dict.fromkeys(names)))
+    _report(results, lambda name: f"share group {name}", "deleted")
+
+
+def _report(results: dict[str, KafkaError | None], subject: Callable[[str], str], done: str) -> None:
+    """One line per name on stderr: ``<subject> <done>``, or the error; exit 1 if any failed."""
+    failed = False
+    for name, error in results.items():
+        if error is None:
+            click.echo(f"{subject(name)}: {done}", err=True)
+        else:
+            failed = True
+            click.echo(f"kaflux: error: {subject(name)}: {describe_error(error)}", err=True)
+    if failed:
+        raise click.exceptions.Exit(1)

@@ -309,6 +309,7 @@ def build_consumer_components(
         client_rack=config.client_rack,
         retry_backoff=backoff,
         use_sessions=config.enable_fetch_sessions,
+        metadata_max_age_ms=config.metadata_max_age_ms,
         metrics=None if metrics is None else FetchMetrics(metrics),
         on_error=on_error,
     )

@@ -79,6 +79,7 @@ from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.telemetry_manager import TelemetryRequestManager
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
@@ -189,8 +190,18 @@ class Consumer(OffsetCalls, Closeable):
             read_committed=self._read_committed,
         )
         self._poll_metrics = PollRecorder(PollMetrics(self._metrics), self._subscription, self._collector)
+        managers = parts.managers
+        if config_.enable_metrics_push:  # KIP-714: the network thread's metrics, as the broker asks
+            managers = [
+                *managers,
+                TelemetryRequestManager(
+                    network_metrics.snapshot,
+                    {"client_id": self.client_id, "client_software_name": "kaflux"},
+                    wall_ns=time.time_ns,
+                ),
+            ]
         self._thread = NetworkThread(
-            f"kaflux-consumer-network-{self.client_id}", network.delegate, parts.managers, parts.processor
+            f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, parts.processor
         )
         self._listeners = RebalanceListenerInvoker(
             self._fetch_buffer, self._subscription, self._thread.submit

@@ -17,6 +17,15 @@ validated against it (see the offsets request manager); OFFSET_OUT_OF_RANGE requ
 through the buffer and is raised by ``poll()``. A response above ``receive.message.max.bytes``
 (:class:`~kaflux.errors.ResponseTooLargeError`) goes to ``on_error``, so ``poll()`` raises it once
 per failed fetch, and fetching goes on.
+
+Follower fetching (KIP-392): a Fetch carries ``client.rack``; a leader whose
+``replica.selector.class`` prefers another replica for this rack answers a partition with
+``preferred_read_replica`` (and no records). That partition is then fetched from that node, as
+Java's fetcher does (``AbstractFetch.selectReadReplica``), until the preference expires after
+``metadata.max.age.ms``, the node is no longer in the metadata, or a fetch from it fails (any
+partition error, or the request itself): then it goes back to the leader. An
+OFFSET_OUT_OF_RANGE from a follower does not reset the position: the follower may just be
+behind, so the leader is asked again first.
 """
 
 from __future__ import annotations
@@ -122,6 +131,7 @@ class FetchRequestManager(RequestManager):
         client_rack: str,
         retry_backoff: ExponentialBackoff,
         use_sessions: bool = True,
+        metadata_max_age_ms: int = 300_000,
         metrics: FetchMetrics | None = None,
         on_error: Callable[[KafkaError], None] | None = None,
     ) -> None:
@@ -139,6 +149,9 @@ class FetchRequestManager(RequestManager):
         self._read_committed = read_committed
         self._check_crcs = check_crcs
         self._rack = client_rack
+        #: KIP-392: partition -> (the replica its leader prefers we read from, until when)
+        self._read_replicas: dict[TopicPartition, tuple[int, int]] = {}
+        self._read_replica_ttl_ms = metadata_max_age_ms
         self._backoff = retry_backoff
         self._use_sessions = use_sessions
         self._sessions: dict[int, FetchSession] = {}
@@ -159,14 +172,15 @@ class FetchRequestManager(RequestManager):
             if leader is None:
                 unknown_leader = True
                 continue
-            node = self._node(leader)
+            target = self.read_replica(tp, leader, now_ms)
+            node = self._node(target)
             if node.in_flight:
                 continue
             if not node.can_send(now_ms):
                 wait = min(wait, node.remaining_backoff_ms(now_ms))  # come back when it ends
                 continue
             epoch = self._cluster.leader_epoch(tp)  # the current leader's, not the one at seek time
-            wanted[leader][tp] = PartitionFetchData(
+            wanted[target][tp] = PartitionFetchData(
                 position.offset, self._partition_max_bytes, -1 if epoch is None else epoch, version
             )
         if unknown_leader:
@@ -178,6 +192,22 @@ class FetchRequestManager(RequestManager):
             for node, partitions in wanted.items()
         ]
         return PollResult(min(wait, 100) if unknown_leader else wait, unsent)
+
+    def read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+        """The node to fetch ``tp`` from: the replica its leader preferred (KIP-392) while that
+        preference holds and the node is known, else the leader."""
+        preferred = self._read_replicas.get(tp)
+        if preferred is None:
+            return leader
+        node_id, expires_ms = preferred
+        if now_ms >= expires_ms or self._cluster.node(node_id) is None:
+            del self._read_replicas[tp]
+            return leader
+        return node_id
+
+    def _clear_read_replica(self, tp: TopicPartition) -> bool:
+        """Fetch ``tp`` from its leader again; True if it was read from another replica."""
+        return self._read_replicas.pop(tp, None) is not None
 
     def _nodes_to_hurry(
         self, wanted: dict[int, dict[TopicPartition, PartitionFetchData]], buffered: set[TopicPartition]
@@ -191,7 +221,7 @@ class FetchRequestManager(RequestManager):
         for tp, lag in self._subscription.lags(buffered, self._read_committed).items():
             leader = self._cluster.leader_for(tp)
             if leader is not None and (lag is None or lag > 0):
-                behind.add(leader)
+                behind.add(self._read_replicas.get(tp, (leader, 0))[0])
         hurry: set[int] = set()
         for node, partitions in wanted.items():
             if node in behind:
@@ -245,6 +275,8 @@ class FetchRequestManager(RequestManager):
         if response.error is not None:
             session.reset()
             self._node_failed(node, response.received_ms)
+            for tp in plan.partitions:  # as Java: fetch them from their leaders again
+                self._clear_read_replica(tp)
             if isinstance(response.error, ResponseTooLargeError) and self._on_error is not None:
                 # Retrying cannot cure it while the data stays that large: tell the application
                 # (once per failed fetch), as Java raises a fetch error, and keep fetching.
@@ -272,6 +304,10 @@ class FetchRequestManager(RequestManager):
                     if metrics is not None and p.records:
                         fetched_bytes += len(p.records)
                         fetched_records += count_records(p.records, data.fetch_offset)
+                    if p.preferred_read_replica >= 0 and p.error_code == 0:
+                        # KIP-392: read this partition from that replica from now on
+                        expires = response.received_ms + self._read_replica_ttl_ms
+                        self._read_replicas[tp] = (p.preferred_read_replica, expires)
                     leader = p.current_leader
                     if p.error_code in _LEADER_MOVED and leader.leader_id >= 0 and leader.leader_epoch >= 0:
                         new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
@@ -322,6 +358,14 @@ class FetchRequestManager(RequestManager):
         elif p.error_code != 0:
             error = error_for_code(p.error_code)(f"fetching {tp} at offset {data.fetch_offset}")
         if error is not None:
+            if self._clear_read_replica(tp) and (
+                error.invalid_metadata or error.retriable or p.error_code == _OFFSET_OUT_OF_RANGE
+            ):
+                # A follower failed (or is behind): ask the leader before anything else, as
+                # Java does; the position is not reset on a follower's OFFSET_OUT_OF_RANGE.
+                if p.error_code != _OFFSET_OUT_OF_RANGE:
+                    self._metadata.request_update()
+                return None
             if error.invalid_metadata or error.retriable:
                 self._metadata.request_update()
                 return None

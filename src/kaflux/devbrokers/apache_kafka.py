@@ -223,7 +223,9 @@ class KafkaBroker(Broker):
     """One Apache Kafka node in KRaft mode, broker and controller in one JVM.
 
     Alone (the default) it is a single-node cluster. ``config`` adds or overrides
-    ``server.properties`` entries; ``jvm_options`` replaces the JVM's heap and GC flags. Its
+    ``server.properties`` entries; ``jvm_options`` replaces the JVM's heap and GC flags;
+    ``extra_classpath`` (jars or class directories) puts plugins on the broker's classpath, for
+    ``metric.reporters=`` and the like. Its
     storage is formatted on the first start (``kafka-storage format``) and kept across restarts.
 
     ``advertised_port`` makes the plain listener advertise that port instead of its own (e.g. a
@@ -248,6 +250,7 @@ class KafkaBroker(Broker):
         config: Mapping[str, object] | None = None,
         security: KafkaSecurity | None = None,
         jvm_options: Iterable[str] | None = None,
+        extra_classpath: Iterable[str | os.PathLike[str]] = (),
         node_id: int = 1,
         rack: str | None = None,
         controller_port: int | None = None,
@@ -256,7 +259,8 @@ class KafkaBroker(Broker):
         _quorum: _Quorum | None = None,
     ) -> None:
         self.version = version
-        self.classpath = kafka_classpath(version, kafka_home)
+        #: Kafka's jars, then ``extra_classpath`` (plugins: metric reporters, authorizers...)
+        self.classpath = [*kafka_classpath(version, kafka_home), *(str(p) for p in extra_classpath)]
         self.kafka_home = Path(kafka_home) if kafka_home else None
         self.java = shutil.which("java")
         if self.java is None:

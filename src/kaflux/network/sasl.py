@@ -101,7 +101,15 @@ class ScramMechanism:
     ``nonce`` is for tests (RFC test vectors); by default a fresh random one is used.
     """
 
-    def __init__(self, name: str, username: str, password: str, *, nonce: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        username: str,
+        password: str,
+        *,
+        nonce: str | None = None,
+        extensions: Mapping[str, str] | None = None,
+    ) -> None:
         if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ValueError(f"not a SCRAM mechanism: {name}")
         self.name = name
@@ -109,7 +117,10 @@ class ScramMechanism:
         self._username = username
         self._password = password
         self._nonce = nonce or secrets.token_urlsafe(24)
-        self._client_first_bare = f"n={_scram_escape(username)},r={self._nonce}"
+        # SCRAM extensions (RFC 5802 section 5.1, as Kafka's ScramMessages): tokenauth=true logs
+        # in with a delegation token (KIP-48)
+        extra = "".join(f",{key}={value}" for key, value in (extensions or {}).items())
+        self._client_first_bare = f"n={_scram_escape(username)},r={self._nonce}{extra}"
         self._server_signature: bytes | None = None
         self._done = False
 
@@ -348,7 +359,8 @@ class SaslCredentials:
     username: str = ""
     password: str = ""
     token_provider: TokenProvider | None = None
-    #: OAUTHBEARER's SASL extensions (RFC 7628 section 3.1), sent with every token
+    #: OAUTHBEARER's SASL extensions (RFC 7628 section 3.1), sent with every token; SCRAM's
+    #: (``tokenauth=true``: a delegation-token login)
     extensions: Mapping[str, str] = field(default_factory=dict)
     gss_context_factory: GssContextFactory | None = None
     kerberos_service_name: str = "kafka"
@@ -365,7 +377,7 @@ class SaslCredentials:
         if self.mechanism == "PLAIN":
             return PlainMechanism(self.username, self.password)
         if self.mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            return ScramMechanism(self.mechanism, self.username, self.password)
+            return ScramMechanism(self.mechanism, self.username, self.password, extensions=self.extensions)
         if self.mechanism == "OAUTHBEARER":
             if self.token_provider is None:
                 raise AuthenticationError("OAUTHBEARER needs a token provider (the oauth_cb setting)")
@@ -411,6 +423,13 @@ class SaslAuthenticator:
             what = "the token from oauth_cb (or sasl.oauthbearer.config)"
         elif self._credentials.mechanism == "GSSAPI":
             what = "the Kerberos login (kinit, or sasl.kerberos.keytab and sasl.kerberos.principal)"
+        elif self._credentials.extensions.get("tokenauth") == "true":
+            return error(
+                f"SASL {self._credentials.mechanism} login with a delegation token (tokenauth) to broker "
+                f"{self._broker} failed: {detail}. The token may have expired or been expired, or the "
+                "token id (user name) and base64 HMAC (password) do not match: create or renew a token "
+                "(AdminClient.create_delegation_token / renew_delegation_token) and log in with it."
+            )
         return error(
             f"SASL {self._credentials.mechanism} authentication with broker {self._broker} failed: "
             f"{detail}. Check {what}, and that the broker enables this mechanism."

@@ -79,7 +79,7 @@ def sasl_credentials_for(
         return SaslCredentials(mechanism, token_provider=provider, extensions=config.oauthbearer_extensions())
     username, password = config.sasl_credentials()
     assert username is not None and password is not None  # the config checked them
-    return SaslCredentials(mechanism, username, password)
+    return SaslCredentials(mechanism, username, password, extensions=config.scram_extensions())
 
 
 def _token_provider(config: CommonConfig, wall_clock: Callable[[], float]) -> TokenProvider:

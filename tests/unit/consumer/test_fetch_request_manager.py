@@ -338,3 +338,82 @@ def test_fetching_resumes_after_a_leader_change_before_any_record_was_consumed(f
         rig.run(now)
         consumed += rig.consume().get(T0, [])
     assert consumed == [b"after-the-move"]
+
+
+# -- follower fetching (KIP-392) ---------------------------------------------------------------
+
+
+class RackFetching(Fetching):
+    """A consumer in rack-2 whose leader for T0 (node 0) prefers node 1 for it."""
+
+    def __init__(self, fake: FakeCluster, *, max_age_ms: int = 300_000) -> None:
+        super().__init__(fake, [T0], sessions=False)
+        self.fetcher = self.side.fetcher(
+            self.subscription,
+            self.buffer,
+            client_rack="rack-2",
+            use_sessions=False,
+            metadata_max_age_ms=max_age_ms,
+        )
+        fake.read_replicas[T0] = 1
+        self.seek(0)
+
+    def fetch_once(self, now_ms: int) -> Exchange:
+        (exchange,) = self.fetches(self.run(now_ms))
+        return exchange
+
+
+def test_a_partition_is_fetched_from_the_replica_its_leader_prefers(fake: FakeCluster) -> None:
+    rig = RackFetching(fake)
+    first = rig.fetch_once(0)
+    assert first.broker_id == 0 and first.request.rack_id == "rack-2"
+    assert first.response.responses[0].partitions[0].preferred_read_replica == 1
+    assert rig.consume() == {}
+    second = rig.fetch_once(1)
+    assert second.broker_id == 1
+    assert rig.consume() == {T0: [b"0-a", b"0-b"]}
+    assert rig.fetch_once(2).broker_id == 1  # and stays there
+
+
+def test_the_preferred_replica_expires_after_metadata_max_age(fake: FakeCluster) -> None:
+    rig = RackFetching(fake, max_age_ms=1000)
+    rig.fetch_once(0)
+    assert rig.fetch_once(999).broker_id == 1
+    rig.consume()
+    assert rig.fetch_once(1000).broker_id == 0  # the leader again, which names the replica anew
+    assert rig.fetch_once(1001).broker_id == 1
+
+
+def test_a_partition_error_from_the_replica_sends_the_partition_back_to_its_leader(fake: FakeCluster) -> None:
+    rig = RackFetching(fake)
+    rig.fetch_once(0)
+    fake.inject(FetchRequest, NOT_LEADER_OR_FOLLOWER, tp=T0, node=1)
+    failed = rig.fetch_once(1)
+    assert failed.broker_id == 1
+    assert failed.response.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+    assert rig.fetcher.read_replica(T0, 0, 2) == 0
+    assert rig.subscription.position(T0).offset == 0  # type: ignore[union-attr]
+
+
+def test_an_offset_out_of_range_from_the_replica_asks_the_leader_without_a_reset(fake: FakeCluster) -> None:
+    rig = RackFetching(fake)
+    rig.fetch_once(0)
+    fake.inject(FetchRequest, 1, tp=T0, node=1)  # OFFSET_OUT_OF_RANGE: the follower is behind
+    rig.fetch_once(1)
+    assert rig.fetcher.read_replica(T0, 0, 2) == 0
+    assert not rig.subscription.still_awaiting_reset(T0)
+    assert rig.subscription.position(T0).offset == 0  # type: ignore[union-attr]
+    assert rig.fetch_once(2).broker_id == 0
+
+
+def test_a_failed_request_to_the_replica_sends_its_partitions_back_to_their_leaders(
+    fake: FakeCluster,
+) -> None:
+    rig = RackFetching(fake)
+    rig.fetch_once(0)
+    (exchange,) = rig.net.add_all(rig.fetcher.poll(1), 1)
+    assert exchange.broker_id == 1
+    rig.net.fail(exchange, KafkaConnectionError("lost"), received_ms=2)
+    assert rig.fetcher.read_replica(T0, 0, 3) == 0
+    (again,) = rig.net.add_all(rig.fetcher.poll(3), 3)
+    assert again.broker_id == 0

@@ -241,3 +241,16 @@ def test_repr_of_a_config_hides_every_secret() -> None:
     for secret in ("hunter2-secret", "key-secret", "jaas-secret"):
         assert secret not in text
     assert repr(sasl_credentials_for(config)).count("secret") == 0
+
+
+def test_a_token_login_sends_scram_s_tokenauth_extension() -> None:
+    """KIP-48: a delegation-token login is SCRAM with ``tokenauth=true`` in the client-first
+    message (after the nonce, as Kafka's ScramMessages writes it); the mechanism names it."""
+    from kaflux.network.sasl import SaslCredentials, ScramMechanism
+
+    plain = ScramMechanism("SCRAM-SHA-256", "token-id", "hmac", nonce="abc")
+    token = ScramMechanism("SCRAM-SHA-256", "token-id", "hmac", nonce="abc", extensions={"tokenauth": "true"})
+    assert plain.first_message() == b"n,,n=token-id,r=abc"
+    assert token.first_message() == b"n,,n=token-id,r=abc,tokenauth=true"
+    credentials = SaslCredentials("SCRAM-SHA-512", "token-id", "hmac", extensions={"tokenauth": "true"})
+    assert credentials.new_mechanism().first_message().endswith(b",tokenauth=true")

@@ -88,6 +88,8 @@ class ShareCompletedFetch:
     acquired: list[tuple[int, int, int]] = field(default_factory=list)
     #: the how-manieth delivery of records from this broker (see ``settled`` in acknowledge())
     seq: int = 0
+    #: how long the broker holds these records for us (KIP-1222; None: it did not say)
+    acquisition_lock_timeout_ms: int | None = None
 
     @property
     def size_bytes(self) -> int:
@@ -505,6 +507,7 @@ class ShareConsumeRequestManager(RequestManager):
         fetched: list[ShareCompletedFetch] = []
         records = size = 0
         names = {self._topic_ids(tp.topic): tp.topic for tp in wanted | set(pending)}
+        lock_timeout_ms = body.acquisition_lock_timeout_ms if body.acquisition_lock_timeout_ms > 0 else None
         for topic in body.responses:
             name = names.get(topic.topic_id)
             if name is None:
@@ -533,7 +536,14 @@ class ShareConsumeRequestManager(RequestManager):
                     if not fetched:
                         self._delivered[node] = self._delivered.get(node, 0) + 1
                     fetched.append(
-                        ShareCompletedFetch(tp, node, part.records, acquired, self._delivered[node])
+                        ShareCompletedFetch(
+                            tp,
+                            node,
+                            part.records,
+                            acquired,
+                            self._delivered[node],
+                            lock_timeout_ms,
+                        )
                     )
                     size += 0 if part.records is None else len(part.records)
         session.idle = records == 0

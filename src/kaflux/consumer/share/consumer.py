@@ -209,6 +209,8 @@ class ShareConsumer(Closeable):
         self._callback: AcknowledgementCommitCallback | None = None
         #: records decoded but not returned yet (max.poll.records), with their fetch
         self._current: _Reading | None = None
+        #: the acquisition lock timeout the latest ShareFetch answer with records gave (KIP-1222)
+        self._lock_timeout_ms: int | None = None
         self._owner = _NO_THREAD
         self._depth = 0
         self._owner_lock = threading.Lock()
@@ -354,6 +356,14 @@ class ShareConsumer(Closeable):
         """The subscribed topics."""
         return set(self._subscription)
 
+    def acquisition_lock_timeout(self) -> float | None:
+        """How long, in seconds, the broker holds the records of the latest fetch for this member
+        before another member may get them (``group.share.record.lock.duration.ms``, as the
+        ShareFetch answer said; KIP-1222), as Java's ``acquisitionLockTimeoutMs()``. Acknowledge
+        a record with RENEW to restart its lock. None before any records were fetched."""
+        with self._in_use():
+            return None if self._lock_timeout_ms is None else self._lock_timeout_ms / 1000
+
     @blocking
     def group_state(self, timeout: float | None = None) -> Steps[GroupState]:
         """Where the member is in its share group: ``state`` (e.g. ``"STABLE"``), the member
@@ -438,6 +448,8 @@ class ShareConsumer(Closeable):
                     check_crcs=self._config.check_crcs,
                 )
                 reading = self._current = _Reading(fetch, records, min(a for a, _, _ in fetch.acquired))
+                if fetch.acquisition_lock_timeout_ms is not None:
+                    self._lock_timeout_ms = fetch.acquisition_lock_timeout_ms
                 self._seen[fetch.node] = max(fetch.seq, self._seen.get(fetch.node, 0))
             fetch, records = reading.fetch, reading.records
             error = reading.error
