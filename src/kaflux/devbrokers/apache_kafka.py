@@ -224,7 +224,9 @@ class KafkaBroker(Broker):
 
     Alone (the default) it is a single-node cluster. ``config`` adds or overrides
     ``server.properties`` entries; ``jvm_options`` replaces the JVM's heap and GC flags. Its
-    storage is formatted on the first start (``kafka-storage format``) and kept across restarts.
+    storage is formatted on the first start (``kafka-storage format``) and kept across restarts;
+    ``features`` sets feature levels at format time (``--feature NAME=LEVEL``, e.g.
+    ``{"transaction.version": 1}`` for a cluster without transactions v2).
     """
 
     name = "kafka"
@@ -243,6 +245,7 @@ class KafkaBroker(Broker):
         node_id: int = 1,
         rack: str | None = None,
         controller_port: int | None = None,
+        features: Mapping[str, int] | None = None,
         _quorum: _Quorum | None = None,
     ) -> None:
         self.version = version
@@ -256,6 +259,7 @@ class KafkaBroker(Broker):
         self.rack = rack
         self.security = security or KafkaSecurity()
         self.extra_config = dict(config or {})
+        self.features = dict(features or {})
         self.jvm_options = tuple(jvm_options) if jvm_options is not None else _DEFAULT_JVM_OPTIONS
         self.data_dir = self.workdir / "data"
         self.properties_path = self.workdir / "server.properties"
@@ -386,6 +390,8 @@ class KafkaBroker(Broker):
     def _format(self) -> None:
         args = ["format", "-t", self._quorum.cluster_id, "-c", str(self.properties_path)]
         args.append("--ignore-formatted")
+        for feature, level in sorted(self.features.items()):
+            args += ["--feature", f"{feature}={level}"]
         for user, password in self.security.scram_users.items():
             for mech in self.security.sasl_mechanisms:
                 if mech.startswith("SCRAM-"):

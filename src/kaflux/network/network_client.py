@@ -332,6 +332,7 @@ class NetworkClient:
         self._record_io(conn, sent_before, received_before, now_ms)
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
+            self.cluster.update_finalized_features(conn.finalized_features, conn.finalized_features_epoch)
             if conn.node_id not in self._reported_ready:
                 self._reported_ready.add(conn.node_id)
                 self.reachability.ready(f"{conn.host}:{conn.port}")
