@@ -65,6 +65,12 @@ KAFKA_VERSION = "4.4.0"
 
 _HOST = "127.0.0.1"
 _READY_MARKER = "Kafka Server started"
+#: log4j 1 (reload4j, Kafka 3.x) configuration: INFO to stdout, which goes to the broker's log
+_LOG4J1_PROPERTIES = """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
 # The JVM of one node, sized for a 2-core machine running a test suite beside it.
 _DEFAULT_JVM_OPTIONS = (
     "-Xms256m",
@@ -376,6 +382,13 @@ class KafkaBroker(Broker):
                 if conf.is_file():
                     logging = [f"-Dlog4j2.configurationFile={conf}"]
                     break
+        if not logging:
+            # Kafka 3.x logs through reload4j (log4j 1), which prints nothing without a
+            # configuration, and the start waits for the "started" line: log INFO to stdout.
+            conf = self.workdir / "log4j.properties"
+            if not conf.is_file():
+                conf.write_text(_LOG4J1_PROPERTIES)
+            logging = [f"-Dlog4j.configuration=file:{conf}"]
         return [
             self.java,
             *jvm,
