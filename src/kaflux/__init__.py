@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         OffsetAndTimestamp,
         PartitionInfo,
         RecordMetadata,
+        SubscriptionPattern,
         TopicPartition,
     )
 
@@ -53,6 +54,7 @@ _LAZY: dict[str, str] = {
     "OffsetAndTimestamp": "kaflux.structs",
     "PartitionInfo": "kaflux.structs",
     "RecordMetadata": "kaflux.structs",
+    "SubscriptionPattern": "kaflux.structs",
     "TopicPartition": "kaflux.structs",
 }
 
@@ -88,6 +90,7 @@ __all__ = [
     "Producer",
     "RecordMetadata",
     "ShareConsumer",
+    "SubscriptionPattern",
     "TopicPartition",
     "__version__",
 ]

@@ -77,7 +77,7 @@ from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.structs import OffsetAndMetadata, TopicPartition
+from kaflux.structs import OffsetAndMetadata, SubscriptionPattern, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
 if TYPE_CHECKING:
@@ -274,13 +274,15 @@ class Consumer(OffsetCalls, Closeable):
     def subscribe(
         self,
         topics: Iterable[str] | None = None,
-        pattern: str | re.Pattern[str] | None = None,
+        pattern: str | re.Pattern[str] | SubscriptionPattern | None = None,
         listener: ConsumerRebalanceListener | None = None,
     ) -> None:
         """Join the consumer group and read the partitions it assigns to this member.
 
-        Give ``topics`` (names) or ``pattern`` (a regex matched against whole topic names in
-        cluster metadata, re-evaluated as topics appear). The join happens during the next
+        Give ``topics`` (names) or ``pattern``: a :class:`~kaflux.SubscriptionPattern` (RE2J
+        syntax, resolved by the group coordinator, with ``group.protocol=consumer`` only, as
+        Java), or a ``str`` / ``re.Pattern`` (a Python regex matched by this client against
+        whole topic names in cluster metadata, re-evaluated as topics appear). The join happens during the next
         :meth:`poll`; ``listener`` methods run there, on this thread. An empty list is the
         same as :meth:`unsubscribe`.
 
@@ -290,6 +292,8 @@ class Consumer(OffsetCalls, Closeable):
             ValueError / TypeError: neither or both of topics and pattern, or bad values.
             InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...),
                 as :meth:`Producer.send` would.
+            IllegalStateError: a SubscriptionPattern with group.protocol=classic (Java's
+                classic consumer refuses it too).
         """
         with self._in_use():
             if self._membership is None:
@@ -311,6 +315,16 @@ class Consumer(OffsetCalls, Closeable):
                 self._fetch_buffer.retain_all(
                     {tp for tp in self._subscription.assigned_partitions() if tp.topic in set(names)}
                 )
+            elif isinstance(pattern, SubscriptionPattern):
+                if self._config.group_protocol != "consumer":
+                    raise IllegalStateError(
+                        "subscribe(pattern=SubscriptionPattern(...)) needs group.protocol=consumer "
+                        "(the coordinator resolves it, KIP-848); with group.protocol=classic give the "
+                        "pattern as a str (a Python regex this client resolves)"
+                    )
+                if not isinstance(pattern.pattern, str) or not pattern.pattern:
+                    raise ValueError("a SubscriptionPattern needs a non-empty regex string")
+                self._subscription.subscribe_re2j(pattern.pattern)
             else:
                 compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
                 if not isinstance(compiled, re.Pattern):
@@ -332,6 +346,7 @@ class Consumer(OffsetCalls, Closeable):
             if self._membership is not None and self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
+                SubscriptionType.AUTO_PATTERN_RE2J,
             ):
                 event = LeaveGroupEvent(self._deadline_ms(timeout_s), on_close=on_close)
                 self._thread.submit(event)
@@ -586,6 +601,7 @@ class Consumer(OffsetCalls, Closeable):
             if self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
+                SubscriptionType.AUTO_PATTERN_RE2J,
             ):
                 # Leaving commits (with auto-commit) and runs the revocation callback.
                 try:

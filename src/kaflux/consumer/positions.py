@@ -18,6 +18,8 @@ class SubscriptionType(enum.Enum):
     NONE = "none"
     AUTO_TOPICS = "auto_topics"
     AUTO_PATTERN = "auto_pattern"
+    #: a SubscriptionPattern the group coordinator resolves (KIP-848)
+    AUTO_PATTERN_RE2J = "auto_pattern_re2j"
     USER_ASSIGNED = "user_assigned"
 
 

@@ -41,6 +41,7 @@ from kaflux.consumer.membership.heartbeat import (
 from kaflux.errors import (
     BrokerError,
     FencedMemberEpochError,
+    InvalidRegularExpressionError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
@@ -92,6 +93,8 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
         self._rack = settings.client_rack or None
         self._remote_assignor = remote_assignor
         self._in_flight: _Sent | None = None
+        #: a regex went to the coordinator, and no empty one cleared it since
+        self._regex_sent = False
         self._leave_in_flight: _Sent | None = None
 
     # -- request manager ---------------------------------------------------------------------------
@@ -149,7 +152,14 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
         )
         if membership.take_subscription_change() or full:
             request.subscribed_topic_names = membership.subscribed_topics()
-            request.subscribed_topic_regex = ""
+            regex = membership.subscribed_regex()
+            if regex is not None:
+                request.subscribed_topic_regex = regex
+                self._regex_sent = True
+            elif self._regex_sent:
+                # an empty regex clears the one sent before (Java); otherwise none is sent
+                request.subscribed_topic_regex = ""
+                self._regex_sent = False
         if full:
             request.rebalance_timeout_ms = self._rebalance_timeout_ms
             request.server_assignor = self._remote_assignor
@@ -241,6 +251,14 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
                 error(
                     f"{detail}: the cluster does not support the consumer group protocol (KIP-848); "
                     "set group.protocol=classic"
+                )
+            )
+        elif issubclass(error, InvalidRegularExpressionError):
+            membership.fail(
+                error(
+                    f"{detail}: the coordinator refused the subscribed pattern "
+                    f"{membership.subscribed_regex()!r}; a SubscriptionPattern is in RE2J syntax "
+                    "(no lookarounds or backreferences); subscribe again with a valid one"
                 )
             )
         else:
