@@ -39,7 +39,9 @@ def run(bootstrap: str, workload: str, transactions: int, records: int) -> tuple
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1), NewTopic(source.topic, 1, 1)], timeout=60.0)
     group = GroupMetadata(f"bench-g-{suffix}")
-    with Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{suffix}", "linger.ms": 0}) as p:
+    with Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{suffix}", "linger.ms": 0}
+    ) as p:
         p.init_transactions(60.0)
 
         def one(n: int) -> None:
@@ -60,7 +62,9 @@ def run(bootstrap: str, workload: str, transactions: int, records: int) -> tuple
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--transactions", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", type=int, default=1, help="records per transaction")
@@ -78,7 +82,9 @@ def main() -> None:
                 for name, broker in brokers.items():
                     r = run(broker.bootstrap_servers, workload, args.transactions, args.records)
                     results.setdefault((workload, name), []).append(r)
-                    print(f"{workload:20} {name:28} {r[0]:8.1f} tx/s  {r[1] * 1e3:6.2f} ms CPU/tx", flush=True)
+                    print(
+                        f"{workload:20} {name:28} {r[0]:8.1f} tx/s  {r[1] * 1e3:6.2f} ms CPU/tx", flush=True
+                    )
         print()
         print(f"{args.transactions} transactions of {args.records} record(s), {args.rounds} rounds")
         print("| workload | protocol | tx/s (median) | min-max | ms CPU per tx |")

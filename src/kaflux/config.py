@@ -792,6 +792,29 @@ class ProducerConfig(CommonConfig):
     compression_type: str = _setting(
         "compression.type", "none", kind="str", choices=("none", "gzip", "snappy", "lz4", "zstd")
     )
+    compression_gzip_level: int = _setting(
+        "compression.gzip.level",
+        -1,
+        low=-1,
+        high=9,
+        doc="the gzip level with compression.type=gzip (KIP-390): 1 (fastest) to 9 (smallest), or -1 "
+        "for zlib's default (6)",
+    )
+    compression_lz4_level: int = _setting(
+        "compression.lz4.level",
+        9,
+        low=1,
+        high=17,
+        doc="the lz4 level with compression.type=lz4 (KIP-390): 1 to 17; at the default 9 the fast lz4 "
+        "compressor is used (as Java's producer), other levels use the high-compression one",
+    )
+    compression_zstd_level: int = _setting(
+        "compression.zstd.level",
+        3,
+        low=-131072,
+        high=22,
+        doc="the zstd level with compression.type=zstd (KIP-390): -131072 (fastest) to 22 (smallest)",
+    )
     retries: int = _setting("retries", _INT_MAX, low=0, high=_INT_MAX)
     delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
     partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
@@ -824,6 +847,10 @@ class ProducerConfig(CommonConfig):
 
     def validate(self) -> None:
         CommonConfig.validate(self)
+        if self.compression_gzip_level == 0:
+            raise ConfigError(
+                "compression.gzip.level", "must be between 1 and 9, or -1 for the default level, got 0"
+            )
         if self.transactional_id is not None and not self.transactional_id.strip():
             raise ConfigError(
                 "transactional.id", "must not be empty or blank; leave it unset for no transactions"
@@ -862,6 +889,19 @@ class ProducerConfig(CommonConfig):
             raise ConfigError(
                 "enable.idempotence", "cannot be false with a transactional.id: transactions need idempotence"
             )
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of ``compression.type``'s codec to compress with; None: the codec's default
+        (gzip at -1, lz4 at 9: the fast compressor)."""
+        kind = self.compression_type
+        if kind == "gzip":
+            return None if self.compression_gzip_level == -1 else self.compression_gzip_level
+        if kind == "lz4":
+            return None if self.compression_lz4_level == 9 else self.compression_lz4_level
+        if kind == "zstd":
+            return self.compression_zstd_level
+        return None
 
     @property
     def acks_value(self) -> int:

@@ -181,10 +181,11 @@ class ProduceRequestManager(RequestManager):
         self, node_id: int, batches: list[ProducerBatch], now_ms: int
     ) -> UnsentRequest[ProduceResponse]:
         compression = self._accumulator.compression
+        level = self._accumulator.compression_level
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         metrics = self._metrics
         for batch in batches:
-            encoded = batch.build(compression)
+            encoded = batch.build(compression, level)
             by_topic[batch.tp.topic].append(
                 PartitionProduceData(index=batch.tp.partition, records=memoryview(encoded))
             )

@@ -446,6 +446,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
         super().__init__(tm, result)
         self.pending = dict(offsets)
         self.group = group
+        self._concurrent = False
         if transaction_v2:
             self.max_version = MAX_TXN_OFFSET_COMMIT_VERSION_V2
 
@@ -476,10 +477,17 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
             topics=[TxnOffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
         )
 
+    def retry_backoff_ms(self) -> int:
+        if self._concurrent:
+            # the previous transaction's markers are being written: that takes milliseconds
+            return min(ADD_PARTITIONS_RETRY_BACKOFF_MS, super().retry_backoff_ms())
+        return super().retry_backoff_ms()
+
     def handle(self, body: TxnOffsetCommitResponse, version: int) -> None:
         tm = self.tm
         group = self.group.group_id
         lookup = False
+        self._concurrent = False
         for topic in body.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
@@ -499,6 +507,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
                     # previous transaction still writing its markers
                     ConcurrentTransactionsError.code,
                 ):
+                    self._concurrent = self._concurrent or code == ConcurrentTransactionsError.code
                     continue
                 elif code == GroupAuthorizationFailedError.code:
                     self.abortable_error(GroupAuthorizationFailedError(f"group {group!r}"))
