@@ -69,5 +69,5 @@ def test_a_pattern_the_broker_refuses_fails_poll_clearly(kafka: Any) -> None:
 
 def test_a_subscription_pattern_needs_the_consumer_protocol(kafka: Any) -> None:
     with _consumer(kafka.bootstrap_servers, **{"group.protocol": "classic"}) as consumer:
-        with pytest.raises(IllegalStateError, match="group.protocol=consumer"):
+        with pytest.raises(IllegalStateError, match=r"group\.protocol=consumer"):
             consumer.subscribe(pattern=SubscriptionPattern("x.*"))

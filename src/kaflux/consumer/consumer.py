@@ -282,9 +282,9 @@ class Consumer(OffsetCalls, Closeable):
         Give ``topics`` (names) or ``pattern``: a :class:`~kaflux.SubscriptionPattern` (RE2J
         syntax, resolved by the group coordinator, with ``group.protocol=consumer`` only, as
         Java), or a ``str`` / ``re.Pattern`` (a Python regex matched by this client against
-        whole topic names in cluster metadata, re-evaluated as topics appear). The join happens during the next
-        :meth:`poll`; ``listener`` methods run there, on this thread. An empty list is the
-        same as :meth:`unsubscribe`.
+        whole topic names in cluster metadata, re-evaluated as topics appear). The join happens
+        during the next :meth:`poll`; ``listener`` methods run there, on this thread. An empty
+        list is the same as :meth:`unsubscribe`.
 
         Raises:
             InvalidGroupIdError: no group.id was configured.
