@@ -425,10 +425,15 @@ class KafkaBroker(Broker):
 
 
 def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, as Kafka makes them."""
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, as Kafka makes them,
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` avoids those too: command-line parsers,
+    ``kafka-storage format -t`` among them, take such an argument for an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 # --- a cluster --------------------------------------------------------------------------------------------
