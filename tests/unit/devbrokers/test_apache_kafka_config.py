@@ -23,7 +23,7 @@ def home(tmp_path: Path) -> Path:
 def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
     # 0xF8 encodes to "-" first in URL-safe base64: kafka-storage would take "-t -x..." for an option.
     ids = iter([uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(bytes=b"\x10" * 16)])
-    monkeypatch.setattr(apache_kafka.uuid, "uuid4", lambda: next(ids))
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(ids))
     cluster_id = apache_kafka._new_cluster_id()
     assert cluster_id == "EBAQEBAQEBAQEBAQEBAQEA" and len(cluster_id) == 22
 
