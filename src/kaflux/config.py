@@ -238,6 +238,23 @@ class CommonConfig:
     )
     connections_max_idle_ms: int = _setting("connections.max.idle.ms", 540000, low=-1, high=_INT_MAX)
     metadata_max_age_ms: int = _setting("metadata.max.age.ms", 300000, low=0, high=_INT_MAX)
+    metadata_recovery_strategy: str = _setting(
+        "metadata.recovery.strategy",
+        "rebootstrap",
+        kind="str",
+        choices=("rebootstrap", "none"),
+        doc="what the client does when it can reach none of the brokers it knows (KIP-899): rebootstrap "
+        "(forget them and start again from bootstrap.servers, as Java's default) or none (keep trying "
+        "them)",
+    )
+    metadata_recovery_rebootstrap_trigger_ms: int = _setting(
+        "metadata.recovery.rebootstrap.trigger.ms",
+        300000,
+        low=0,
+        high=_INT_MAX,
+        doc="with metadata.recovery.strategy=rebootstrap, also rebootstrap when no metadata refresh "
+        "succeeded for this long (KIP-1102)",
+    )
     send_buffer_bytes: int = _setting("send.buffer.bytes", 131072, low=-1, high=_INT_MAX)
     receive_buffer_bytes: int = _setting("receive.buffer.bytes", 65536, low=-1, high=_INT_MAX)
     max_in_flight_requests_per_connection: int = _setting(

@@ -59,6 +59,14 @@ class ClusterMetadata:
     finalized_features: dict[str, int] = field(default_factory=dict)
     finalized_features_epoch: int = -1
 
+    def rebootstrap(self) -> None:
+        """Forget the brokers (KIP-899): requests go to the bootstrap addresses again until a
+        metadata response names the brokers; a refresh is due at once."""
+        self.brokers = {}
+        self.coordinators = {}
+        self.last_refresh_ms = -1
+        self.version += 1
+
     def update_finalized_features(self, features: dict[str, int], epoch: int) -> None:
         """A broker reported the finalized features at ``epoch``: keep the newest report."""
         if epoch > self.finalized_features_epoch:

@@ -120,6 +120,8 @@ class NetworkClient:
         #: per broker: when an oversized response was last logged, and how many since then
         self._oversized_logged_ms: dict[int, int] = {}
         self._oversized_unlogged: dict[int, int] = {}
+        #: called when a connection to a broker fails (the factory wires a metadata refresh)
+        self.on_broker_failure: Callable[[], None] | None = None
 
     def enable_metrics(self, metrics: NetworkMetrics) -> None:
         """Record network I/O into ``metrics`` (call before the network thread starts)."""
@@ -484,6 +486,10 @@ class NetworkClient:
         )
 
     def _record_failure(self, node_id: int, now_ms: int) -> None:
+        if node_id >= 0 and self.on_broker_failure is not None:
+            # a broker may be gone: refresh the metadata (Java's NetworkClient does on every
+            # disconnect), which also finds out when no known broker is left (rebootstrap)
+            self.on_broker_failure()
         state = self._backoff.setdefault(node_id, _NodeBackoff())
         state.retry_at_ms = now_ms + self._reconnect_backoff.backoff_ms(state.failures)
         state.failures += 1
