@@ -21,6 +21,7 @@ from kaflux.errors import (
     KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
+    RebootstrapRequiredError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -267,6 +268,22 @@ class MetadataManager(RequestManager):
             self._waiting_since_ms = now_ms
             self._update_requested = True
 
+    def _rebootstrap_required(self, now_ms: int) -> None:
+        """The broker answered REBOOTSTRAP_REQUIRED (Metadata v13, KIP-1102): the brokers this
+        client knows are no longer the cluster's. Start again from bootstrap.servers (unless
+        metadata.recovery.strategy=none, which only retries)."""
+        self._state.on_failure(now_ms)
+        self._update_requested = True
+        if self._rebootstrap_trigger_ms is None:
+            log.warning(
+                "a broker answered REBOOTSTRAP_REQUIRED, but metadata.recovery.strategy=none: retrying "
+                "the brokers this client knows"
+            )
+            return
+        log.warning("a broker answered REBOOTSTRAP_REQUIRED: rebootstrapping from bootstrap.servers")
+        self.cluster.rebootstrap()
+        self._waiting_since_ms = now_ms
+
     def _build(self, topics: list[str] | None, auto_create: bool) -> MetadataRequest:
         request_topics = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
         return MetadataRequest(topics=request_topics, allow_auto_topic_creation=auto_create)
@@ -278,6 +295,10 @@ class MetadataManager(RequestManager):
                 return  # its deadline passed and it was reported: the caller has gone
             if response.error is not None:
                 self._one_off_failed(one_off, response.error, now_ms)
+                return
+            if response.body.error_code == RebootstrapRequiredError.code:
+                self._rebootstrap_required(now_ms)
+                one_off.state.on_failure(now_ms)  # asked again, of the bootstrap brokers
                 return
             answer = parse_metadata(response.body)
             self._apply(answer, now_ms, full=one_off.topics is None)
@@ -313,6 +334,9 @@ class MetadataManager(RequestManager):
                     # e.g. an authentication failure: the application must hear of it.
                     for listener in self._error_listeners:
                         listener(None, response.error)
+                return
+            if response.body.error_code == RebootstrapRequiredError.code:
+                self._rebootstrap_required(response.received_ms)
                 return
             answer = parse_metadata(response.body)
             self._state.on_success()

@@ -66,7 +66,7 @@ REQUESTS: dict[int, tuple[str, str, int, int, int | None, int | None]] = {
     0: ("produce", "ProduceRequest", 0, 12, 9, 9),
     1: ("fetch", "FetchRequest", 0, 17, 12, 12),
     2: ("list_offsets", "ListOffsetsRequest", 0, 10, 6, 6),
-    3: ("metadata", "MetadataRequest", 0, 12, 9, 9),
+    3: ("metadata", "MetadataRequest", 0, 13, 9, 9),
     8: ("offset_commit", "OffsetCommitRequest", 0, 9, 8, 8),
     9: ("offset_fetch", "OffsetFetchRequest", 0, 9, 6, 6),
     10: ("find_coordinator", "FindCoordinatorRequest", 0, 6, 3, 3),
