@@ -75,7 +75,11 @@ _MEANINGS: dict[str, str] = {
     "max.poll.records": "The most records one poll() returns.",
     "enable.auto.commit": "Commit the positions of returned records in the background.",
     "auto.commit.interval.ms": "How often positions are committed with enable.auto.commit.",
-    "auto.offset.reset": "Where to start without a committed offset: earliest, latest or none (raise).",
+    "auto.offset.reset": (
+        "Where to start without a committed offset: earliest, latest, none (raise), or "
+        "by_duration:<ISO-8601 duration> (KIP-1106: the first record at most that old, e.g. "
+        "by_duration:PT1H; the end when there is none)."
+    ),
     "fetch.min.bytes": "The least data a broker returns for a fetch, waiting up to fetch.max.wait.ms for it.",
     "fetch.max.bytes": "The most data one fetch response may carry.",
     "fetch.max.wait.ms": "How long a broker may hold a fetch waiting for fetch.min.bytes.",
@@ -124,6 +128,26 @@ def _setting(
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:[.,]\d{1,9})?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_iso_duration_ms(key: str, text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (``PnDTnHnMn.nS``; days are
+    24 hours), in ms; negative or malformed durations are refused naming ``key``."""
+    match = _ISO_DURATION.fullmatch(text.strip())
+    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ConfigError(
+            key,
+            f"{text!r} is not an ISO-8601 duration such as PT1H, P2D or PT30M (negative ones are refused)",
+        )
+    days, hours, minutes = (int(match.group(g) or 0) for g in ("d", "h", "m"))
+    seconds = float((match.group("s") or "0").replace(",", "."))
+    return round((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 def _parse_bool(key: str, value: object) -> bool:
@@ -705,6 +729,14 @@ _CLASSIC_ONLY_KEYS = frozenset(
 class ConsumerConfig(CommonConfig):
     """Consumer settings (Java's ``ConsumerConfig``)."""
 
+    @property
+    def reset_duration_ms(self) -> int | None:
+        """The duration of ``auto.offset.reset=by_duration:...`` in ms, else None."""
+        text = self.auto_offset_reset.strip()
+        if not text.lower().startswith("by_duration:"):
+            return None
+        return parse_iso_duration_ms("auto.offset.reset", text[len("by_duration:") :])
+
     CLIENT_KIND: ClassVar[str] = "consumer"
 
     group_id: str | None = _setting("group.id", None, kind="optional_str")
@@ -725,9 +757,7 @@ class ConsumerConfig(CommonConfig):
     max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
     enable_auto_commit: bool = _setting("enable.auto.commit", True, kind="bool")
     auto_commit_interval_ms: int = _setting("auto.commit.interval.ms", 5000, low=0, high=_INT_MAX)
-    auto_offset_reset: str = _setting(
-        "auto.offset.reset", "latest", kind="str", choices=("earliest", "latest", "none")
-    )
+    auto_offset_reset: str = _setting("auto.offset.reset", "latest", kind="str")
     fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
     fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
     fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)
@@ -752,6 +782,17 @@ class ConsumerConfig(CommonConfig):
 
     def validate(self) -> None:
         CommonConfig.validate(self)
+        reset = self.auto_offset_reset.strip().lower()
+        if reset.startswith("by_duration:"):
+            reset = "by_duration:" + self.auto_offset_reset.strip()[len("by_duration:") :].upper()
+            self.reset_duration_ms  # noqa: B018 - parses the duration: a bad one is refused now
+        elif reset not in ("earliest", "latest", "none"):
+            raise ConfigError(
+                "auto.offset.reset",
+                f"must be one of earliest, latest, none or by_duration:<ISO-8601 duration>; got "
+                f"{self.auto_offset_reset!r}",
+            )
+        object.__setattr__(self, "auto_offset_reset", reset)
         if self.group_id is not None and not self.group_id.strip():
             raise ConfigError("group.id", "must not be empty or blank; leave it unset for no group")
         if self.group_protocol == "classic":

@@ -76,3 +76,36 @@ def test_every_compression_level_is_accepted_and_reads_back(
             if len(read) >= 2 * len(values):
                 break
     assert read == values + values
+
+
+def test_auto_offset_reset_by_duration_starts_at_the_first_record_that_recent(kafka: Any) -> None:
+    """KIP-1106: by_duration:PT1H skips records older than an hour; by_duration:PT1M with every
+    record older starts at the end."""
+    import time
+
+    bootstrap = kafka.bootstrap_servers
+    topic = _topic(bootstrap)
+    now_ms = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        for i, age_min in enumerate((180, 120, 30, 10)):
+            producer.send(topic, b"v%d" % i, partition=0, timestamp=now_ms - age_min * 60_000)
+        producer.flush(30.0)
+
+    def read(reset: str, expected: int) -> list[bytes]:
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": reset,
+        }
+        out: list[bytes] = []
+        with Consumer(config) as consumer:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 60
+            while (len(out) < expected or not consumer.assignment()) and time.monotonic() < deadline:
+                out += [r.value or b"" for r in consumer.poll(0.5)]
+            position = consumer.position(TopicPartition(topic, 0), 30.0)
+        assert position == 4
+        return out
+
+    assert read("by_duration:PT1H", 2) == [b"v2", b"v3"]
+    assert read("by_duration:PT1M", 0) == []

@@ -132,7 +132,13 @@ class Consumer(OffsetCalls, Closeable):
         group = config_.group_id
         self.client_id = config_.client_id or f"consumer-{group or 'nogroup'}-{next(_client_ids)}"
         self._read_committed = config_.isolation_level == "read_committed"
-        self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
+        duration_ms = config_.reset_duration_ms
+        self._subscription = SubscriptionState(
+            ResetStrategy.BY_DURATION
+            if duration_ms is not None
+            else ResetStrategy(config_.auto_offset_reset),
+            reset_duration_ms=duration_ms,
+        )
         self._fetch_buffer = FetchBuffer()
         self._background_events = BackgroundEventHandler(
             self.client_id, self._subscription, self._fetch_buffer.wakeup

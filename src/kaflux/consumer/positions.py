@@ -38,6 +38,9 @@ class ResetStrategy(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     NONE = "none"
+    #: ``by_duration:<ISO-8601 duration>`` (KIP-1106): the first offset at or after now minus
+    #: the duration (the end when there is none); the duration is the subscription state's
+    BY_DURATION = "by_duration"
 
     @property
     def timestamp(self) -> int:

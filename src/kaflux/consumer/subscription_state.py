@@ -44,8 +44,10 @@ __all__ = [
 class SubscriptionState:
     """The subscription, the assignment and per-partition positions (thread-safe)."""
 
-    def __init__(self, default_reset: ResetStrategy) -> None:
+    def __init__(self, default_reset: ResetStrategy, *, reset_duration_ms: int | None = None) -> None:
         self._lock = threading.Lock()
+        #: the duration of ``auto.offset.reset=by_duration:...`` (KIP-1106)
+        self.reset_duration_ms = reset_duration_ms
         self._type = SubscriptionType.NONE
         self._topics: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
