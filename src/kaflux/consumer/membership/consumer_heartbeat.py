@@ -93,8 +93,6 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
         self._rack = settings.client_rack or None
         self._remote_assignor = remote_assignor
         self._in_flight: _Sent | None = None
-        #: a regex went to the coordinator, and no empty one cleared it since
-        self._regex_sent = False
         self._leave_in_flight: _Sent | None = None
 
     # -- request manager ---------------------------------------------------------------------------
@@ -152,14 +150,10 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
         )
         if membership.take_subscription_change() or full:
             request.subscribed_topic_names = membership.subscribed_topics()
-            regex = membership.subscribed_regex()
-            if regex is not None:
-                request.subscribed_topic_regex = regex
-                self._regex_sent = True
-            elif self._regex_sent:
-                # an empty regex clears the one sent before (Java); otherwise none is sent
-                request.subscribed_topic_regex = ""
-                self._regex_sent = False
+            # The SubscriptionPattern for the coordinator to resolve, else an empty regex with the
+            # names, as librdkafka sends (its mock cluster aborts on names without a regex; Kafka
+            # takes an empty one as "no regex").
+            request.subscribed_topic_regex = membership.subscribed_regex() or ""
         if full:
             request.rebalance_timeout_ms = self._rebalance_timeout_ms
             request.server_assignor = self._remote_assignor

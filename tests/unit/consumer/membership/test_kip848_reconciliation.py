@@ -135,7 +135,7 @@ def test_a_subscription_change_while_stable_goes_in_the_next_heartbeat_without_r
     driver.settle()
     beats = driver.heartbeats(a)[since:]
     assert beats[0].request.subscribed_topic_names == ["t", "u"]
-    assert beats[0].request.subscribed_topic_regex is None
+    assert beats[0].request.subscribed_topic_regex == ""
     assert beats[0].request.member_epoch == epoch
     assert beats[0].sent_ms - driver.heartbeats(a)[since - 1].sent_ms == HEARTBEAT_MS  # not expedited
     assert all(e.request.member_epoch > 0 for e in beats)  # never rejoined

@@ -1,6 +1,6 @@
 """A SubscriptionPattern (KIP-848): the heartbeat carries the regex, the coordinator resolves it
 (topics created later included) and the member resolves the assigned topic ids from metadata; a
-regex the coordinator refuses is the member's fatal error; a topics subscription sends no regex."""
+regex the coordinator refuses is the member's fatal error."""
 
 from __future__ import annotations
 
