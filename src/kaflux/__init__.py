@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         OffsetAndTimestamp,
         PartitionInfo,
         RecordMetadata,
+        SubscriptionPattern,
         TopicPartition,
     )
 
@@ -63,6 +64,7 @@ _LAZY: dict[str, str] = {
     "OffsetAndTimestamp": "kaflux.structs",
     "PartitionInfo": "kaflux.structs",
     "RecordMetadata": "kaflux.structs",
+    "SubscriptionPattern": "kaflux.structs",
     "TopicPartition": "kaflux.structs",
 }
 
@@ -102,6 +104,7 @@ __all__ = [
     "RecordMetadata",
     "ShareConsumer",
     "ShareConsumerInterceptor",
+    "SubscriptionPattern",
     "TopicPartition",
     "__version__",
 ]

@@ -76,7 +76,11 @@ _MEANINGS: dict[str, str] = {
     "max.poll.records": "The most records one poll() returns.",
     "enable.auto.commit": "Commit the positions of returned records in the background.",
     "auto.commit.interval.ms": "How often positions are committed with enable.auto.commit.",
-    "auto.offset.reset": "Where to start without a committed offset: earliest, latest or none (raise).",
+    "auto.offset.reset": (
+        "Where to start without a committed offset: earliest, latest, none (raise), or "
+        "by_duration:<ISO-8601 duration> (KIP-1106: the first record at most that old, e.g. "
+        "by_duration:PT1H; the end when there is none)."
+    ),
     "fetch.min.bytes": "The least data a broker returns for a fetch, waiting up to fetch.max.wait.ms for it.",
     "fetch.max.bytes": "The most data one fetch response may carry.",
     "fetch.max.wait.ms": "How long a broker may hold a fetch waiting for fetch.min.bytes.",
@@ -127,6 +131,26 @@ def _setting(
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:[.,]\d{1,9})?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_iso_duration_ms(key: str, text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` takes it (``PnDTnHnMn.nS``; days are
+    24 hours), in ms; negative or malformed durations are refused naming ``key``."""
+    match = _ISO_DURATION.fullmatch(text.strip())
+    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ConfigError(
+            key,
+            f"{text!r} is not an ISO-8601 duration such as PT1H, P2D or PT30M (negative ones are refused)",
+        )
+    days, hours, minutes = (int(match.group(g) or 0) for g in ("d", "h", "m"))
+    seconds = float((match.group("s") or "0").replace(",", "."))
+    return round((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 def _parse_bool(key: str, value: object) -> bool:
@@ -241,6 +265,23 @@ class CommonConfig:
     )
     connections_max_idle_ms: int = _setting("connections.max.idle.ms", 540000, low=-1, high=_INT_MAX)
     metadata_max_age_ms: int = _setting("metadata.max.age.ms", 300000, low=0, high=_INT_MAX)
+    metadata_recovery_strategy: str = _setting(
+        "metadata.recovery.strategy",
+        "rebootstrap",
+        kind="str",
+        choices=("rebootstrap", "none"),
+        doc="what the client does when it can reach none of the brokers it knows (KIP-899): rebootstrap "
+        "(forget them and start again from bootstrap.servers, as Java's default) or none (keep trying "
+        "them)",
+    )
+    metadata_recovery_rebootstrap_trigger_ms: int = _setting(
+        "metadata.recovery.rebootstrap.trigger.ms",
+        300000,
+        low=0,
+        high=_INT_MAX,
+        doc="with metadata.recovery.strategy=rebootstrap, also rebootstrap when no metadata refresh "
+        "succeeded for this long (KIP-1102)",
+    )
     send_buffer_bytes: int = _setting("send.buffer.bytes", 131072, low=-1, high=_INT_MAX)
     receive_buffer_bytes: int = _setting("receive.buffer.bytes", 65536, low=-1, high=_INT_MAX)
     max_in_flight_requests_per_connection: int = _setting(
@@ -700,6 +741,14 @@ _CLASSIC_ONLY_KEYS = frozenset(
 class ConsumerConfig(CommonConfig):
     """Consumer settings (Java's ``ConsumerConfig``)."""
 
+    @property
+    def reset_duration_ms(self) -> int | None:
+        """The duration of ``auto.offset.reset=by_duration:...`` in ms, else None."""
+        text = self.auto_offset_reset.strip()
+        if not text.lower().startswith("by_duration:"):
+            return None
+        return parse_iso_duration_ms("auto.offset.reset", text[len("by_duration:") :])
+
     CLIENT_KIND: ClassVar[str] = "consumer"
 
     interceptor_classes: list[str] = _setting(
@@ -728,9 +777,7 @@ class ConsumerConfig(CommonConfig):
     max_poll_records: int = _setting("max.poll.records", 500, low=1, high=_INT_MAX)
     enable_auto_commit: bool = _setting("enable.auto.commit", True, kind="bool")
     auto_commit_interval_ms: int = _setting("auto.commit.interval.ms", 5000, low=0, high=_INT_MAX)
-    auto_offset_reset: str = _setting(
-        "auto.offset.reset", "latest", kind="str", choices=("earliest", "latest", "none")
-    )
+    auto_offset_reset: str = _setting("auto.offset.reset", "latest", kind="str")
     fetch_min_bytes: int = _setting("fetch.min.bytes", 1, low=0, high=_INT_MAX)
     fetch_max_bytes: int = _setting("fetch.max.bytes", 52428800, low=0, high=_INT_MAX)
     fetch_max_wait_ms: int = _setting("fetch.max.wait.ms", 500, low=1, high=_INT_MAX)
@@ -761,6 +808,20 @@ class ConsumerConfig(CommonConfig):
 
     def validate(self) -> None:
         CommonConfig.validate(self)
+        reset = self.auto_offset_reset.strip().lower()
+        if reset.startswith("by_duration:"):
+            reset = "by_duration:" + self.auto_offset_reset.strip()[len("by_duration:") :].upper()
+            self.reset_duration_ms  # noqa: B018 - parses the duration: a bad one is refused now
+        elif reset not in ("earliest", "latest", "none"):
+            from kaflux.peer_settings import value_advice_for  # only on a refusal: not at import
+
+            alias = value_advice_for("auto.offset.reset", self.auto_offset_reset)
+            raise ConfigError(
+                "auto.offset.reset",
+                f"must be one of earliest, latest, none or by_duration:<ISO-8601 duration>; got "
+                f"{self.auto_offset_reset!r}" + (f" ({alias})" if alias is not None else ""),
+            )
+        object.__setattr__(self, "auto_offset_reset", reset)
         if self.group_id is not None and not self.group_id.strip():
             raise ConfigError("group.id", "must not be empty or blank; leave it unset for no group")
         if self.group_protocol == "classic":
@@ -826,6 +887,29 @@ class ProducerConfig(CommonConfig):
     compression_type: str = _setting(
         "compression.type", "none", kind="str", choices=("none", "gzip", "snappy", "lz4", "zstd")
     )
+    compression_gzip_level: int = _setting(
+        "compression.gzip.level",
+        -1,
+        low=-1,
+        high=9,
+        doc="the gzip level with compression.type=gzip (KIP-390): 1 (fastest) to 9 (smallest), or -1 "
+        "for zlib's default (6)",
+    )
+    compression_lz4_level: int = _setting(
+        "compression.lz4.level",
+        9,
+        low=1,
+        high=17,
+        doc="the lz4 level with compression.type=lz4 (KIP-390): 1 to 17; at the default 9 the fast lz4 "
+        "compressor is used (as Java's producer), other levels use the high-compression one",
+    )
+    compression_zstd_level: int = _setting(
+        "compression.zstd.level",
+        3,
+        low=-131072,
+        high=22,
+        doc="the zstd level with compression.type=zstd (KIP-390): -131072 (fastest) to 22 (smallest)",
+    )
     retries: int = _setting("retries", _INT_MAX, low=0, high=_INT_MAX)
     delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
     partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
@@ -858,6 +942,10 @@ class ProducerConfig(CommonConfig):
 
     def validate(self) -> None:
         CommonConfig.validate(self)
+        if self.compression_gzip_level == 0:
+            raise ConfigError(
+                "compression.gzip.level", "must be between 1 and 9, or -1 for the default level, got 0"
+            )
         if self.transactional_id is not None and not self.transactional_id.strip():
             raise ConfigError(
                 "transactional.id", "must not be empty or blank; leave it unset for no transactions"
@@ -914,6 +1002,19 @@ class ProducerConfig(CommonConfig):
                 "linger.ms or request.timeout.ms",
             )
         object.__setattr__(self, "delivery_timeout_ms", floor)
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of ``compression.type``'s codec to compress with; None: the codec's default
+        (gzip at -1, lz4 at 9: the fast compressor)."""
+        kind = self.compression_type
+        if kind == "gzip":
+            return None if self.compression_gzip_level == -1 else self.compression_gzip_level
+        if kind == "lz4":
+            return None if self.compression_lz4_level == 9 else self.compression_lz4_level
+        if kind == "zstd":
+            return self.compression_zstd_level
+        return None
 
     @property
     def acks_value(self) -> int:

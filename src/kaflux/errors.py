@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
@@ -281,7 +281,21 @@ class RecordDeserializationError(KafkaError):
     ``topic``, ``partition`` and ``offset`` locate the record; ``origin`` says whether the key or the
     value failed (None when unknown). The consumer's position stays at this record; seek to
     ``offset + 1`` to skip it. (A share consumer releases the record instead; ``hint`` says so.)
+
+    The record itself comes along as it was fetched, undeserialized (KIP-1036, as Java's
+    ``RecordDeserializationException``): ``key`` and ``value`` (raw bytes or None),
+    ``timestamp``, ``timestamp_type`` and ``headers`` (``(name, bytes | None)`` pairs), so a
+    dead-letter handler can keep it. They are None where the error did not come from a fetched
+    record.
     """
+
+    #: the record's raw key and value bytes, timestamp, its type (0 create time, 1 log append
+    #: time) and headers, as fetched (KIP-1036); None when unknown
+    key: bytes | None = None
+    value: bytes | None = None
+    timestamp: int | None = None
+    timestamp_type: int | None = None
+    headers: list[tuple[str, bytes | None]] | None = None
 
     def __init__(
         self,
@@ -323,17 +337,31 @@ def _rebuild_deserialization_error(
 
 
 def deserialization_error(
-    exc: Exception, *, topic: str, partition: int, offset: int, origin: Literal["key", "value"] | None
+    exc: Exception,
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    origin: Literal["key", "value"] | None,
+    record: Any = None,
 ) -> RecordDeserializationError | DeserializerUnavailableError:
     """The error for a deserializer that raised ``exc`` on a record: an outage (``exc`` is a
-    retriable KafkaError, e.g. the Schema Registry did not answer) or a bad record."""
+    retriable KafkaError, e.g. the Schema Registry did not answer) or a bad record, which
+    carries the fetched ``record``'s raw key, value, timestamp and headers (KIP-1036)."""
     if isinstance(exc, KafkaError) and exc.retriable:
         return DeserializerUnavailableError(
             str(exc), topic=topic, partition=partition, offset=offset, origin=origin
         )
-    return RecordDeserializationError(
+    error = RecordDeserializationError(
         repr(exc), topic=topic, partition=partition, offset=offset, origin=origin
     )
+    if record is not None:
+        error.key = record.key
+        error.value = record.value
+        error.timestamp = record.timestamp
+        error.timestamp_type = record.timestamp_type
+        error.headers = list(record.headers) if record.headers is not None else None
+    return error
 
 
 class DeserializerUnavailableError(KafkaError):

@@ -59,3 +59,22 @@ class PartitionInfo(NamedTuple):
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+
+
+class SubscriptionPattern(NamedTuple):
+    """A regular expression that the group coordinator resolves (KIP-848), as Java's
+    ``SubscriptionPattern``: ``Consumer.subscribe(pattern=SubscriptionPattern("orders-.*"))``
+    with ``group.protocol=consumer``.
+
+    The pattern is in RE2J syntax (Java's RE2 port, which the broker uses), matched against
+    whole topic names; the coordinator evaluates it, also against topics created later, and
+    assigns what matches: the client scans no metadata for it. A pattern the broker refuses
+    fails ``poll()`` with ``InvalidRegularExpressionError``. A plain ``str`` (or
+    ``re.Pattern``) given to ``subscribe(pattern=...)`` is a Python regex resolved by the client
+    against cluster metadata instead (the only kind the classic protocol takes).
+    """
+
+    pattern: str
+
+    def __str__(self) -> str:
+        return self.pattern

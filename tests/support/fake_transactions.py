@@ -26,6 +26,12 @@ ABORT markers on every partition that holds data of the transaction and, on comm
 group offsets sent with TxnOffsetCommit. :meth:`TxnFakeCluster.forget_producer` drops a
 producer's state on a partition (retention), :meth:`TxnFakeCluster.log_start_offset` moves with
 :meth:`FakeCluster.delete_records`.
+
+With ``transaction_version=2`` the fake plays a cluster with transactions v2 (KIP-890): a
+transactional batch sent with Produce v12+ adds its partition to the ongoing transaction (the
+partition leader's implicit AddPartitionsToTxn), TxnOffsetCommit v5+ adds the group, and EndTxn
+v5+ bumps the epoch and answers it. Pass its :attr:`TxnFakeCluster.finalized_features` to the
+client's cluster metadata (as ApiVersions would).
 """
 
 from __future__ import annotations
@@ -152,6 +158,15 @@ class TxnFakeCluster(FakeCluster):
         #: epoch, so the "new epoch starts at 0" check does not apply). Off: such a batch must
         #: start at 0, else UNKNOWN_PRODUCER_ID (older brokers, the stand-ins).
         self.accept_any_first_sequence = False
+        #: the finalized ``transaction.version`` (2: transactions v2, KIP-890)
+        self.transaction_version = 1
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        return {"transaction.version": self.transaction_version}
+
+    def _txn_v2(self, version: int, first_v2_version: int) -> bool:
+        return self.transaction_version >= 2 and version >= first_v2_version
 
     # -- state for tests -------------------------------------------------------------------
 
@@ -307,6 +322,9 @@ class TxnFakeCluster(FakeCluster):
             top, entry = self._check_producer(
                 request.transactional_id, request.producer_id, request.producer_epoch, INVALID_PRODUCER_EPOCH
             )
+        if not top and entry is not None and self._txn_v2(version, 5):
+            entry.groups.add(request.group_id)  # the implicit AddOffsetsToTxn (KIP-890)
+            entry.status = TxnStatus.ONGOING
         if not top and entry is not None and request.group_id not in entry.groups:
             top = INVALID_TXN_STATE
         topics = []
@@ -340,6 +358,9 @@ class TxnFakeCluster(FakeCluster):
                     error = INVALID_TXN_STATE
                 else:
                     self._complete(tid, entry, commit=request.committed)
+                    if self._txn_v2(version, 5):
+                        entry.epoch += 1  # every transaction has its own epoch (KIP-890)
+                        return EndTxnResponse(producer_id=entry.producer_id, producer_epoch=entry.epoch)
         return EndTxnResponse(error_code=error)
 
     def _complete(self, tid: str, entry: TxnEntry, *, commit: bool) -> None:
@@ -370,7 +391,12 @@ class TxnFakeCluster(FakeCluster):
                 )
                 base = -1
                 if not error:
-                    error, base = self._append_checked(tp, bytes(p.records or b""), request.transactional_id)
+                    error, base = self._append_checked(
+                        tp,
+                        bytes(p.records or b""),
+                        request.transactional_id,
+                        implicit_add=self._txn_v2(version, 12),
+                    )
                 partitions.append(
                     PartitionProduceResponse(
                         index=p.index,
@@ -387,7 +413,7 @@ class TxnFakeCluster(FakeCluster):
         return ProduceResponse(responses=responses)
 
     def _append_checked(
-        self, tp: TopicPartition, data: bytes, transactional_id: str | None
+        self, tp: TopicPartition, data: bytes, transactional_id: str | None, *, implicit_add: bool = False
     ) -> tuple[int, int]:
         """Check and append one Produce batch; returns (error code, base offset)."""
         batch = next(iter_batches(memoryview(data), check_crcs=True))
@@ -404,6 +430,9 @@ class TxnFakeCluster(FakeCluster):
                 return INVALID_PRODUCER_ID_MAPPING, -1
             if epoch < entry.epoch:
                 return INVALID_PRODUCER_EPOCH, -1
+            if tp not in entry.partitions and implicit_add and epoch == entry.epoch:
+                entry.partitions.add(tp)  # the leader adds the partition (KIP-890)
+                entry.status = TxnStatus.ONGOING
             if tp not in entry.partitions:
                 return INVALID_TXN_STATE, -1
         state = self.producers.get((tp, pid))
@@ -496,6 +525,8 @@ class ProducerDriver:
             max_in_flight_per_node=max_in_flight,
         )
         self.managers: list[Any] = [self.side.metadata, self.sender] + ([self.tm] if self.tm else [])
+        # what ApiVersions would tell the client
+        self.side.cluster.update_finalized_features(fake.finalized_features, 0)
 
     def send(
         self, value: bytes, tp: TopicPartition | None = None, now_ms: int = 0, key: bytes | None = None

@@ -302,3 +302,43 @@ def test_the_default_delivery_timeout_is_raised_to_linger_plus_request_timeout()
     # request.timeout.ms alone is not an error
     config = ProducerConfig.from_dict({**BOOT, "request.timeout.ms": 200_000})
     assert config.delivery_timeout_ms == 200_005
+
+
+# -- KIP-1106: auto.offset.reset=by_duration ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("PT1H", 3_600_000),
+        ("P2D", 172_800_000),
+        ("PT30M", 1_800_000),
+        ("PT1.5S", 1_500),
+        ("P1DT2H3M4S", 93_784_000),
+    ],
+)
+def test_by_duration_takes_javas_iso_8601_durations(text: str, ms: int) -> None:
+    from kaflux.config import ConsumerConfig
+
+    config = ConsumerConfig.from_dict(
+        {"bootstrap.servers": "x:1", "auto.offset.reset": f"by_duration:{text}"}
+    )
+    assert config.reset_duration_ms == ms
+    assert config.auto_offset_reset == f"by_duration:{text.upper()}"
+
+
+@pytest.mark.parametrize(
+    "value", ["by_duration:", "by_duration:1H", "by_duration:-PT1H", "by_duration:PT", "oldest"]
+)
+def test_a_bad_auto_offset_reset_is_refused_naming_the_key(value: str) -> None:
+    from kaflux.config import ConsumerConfig
+
+    with pytest.raises(ConfigError, match=r"auto\.offset\.reset"):
+        ConsumerConfig.from_dict({"bootstrap.servers": "x:1", "auto.offset.reset": value})
+
+
+def test_the_plain_reset_strategies_stay_and_are_case_insensitive() -> None:
+    from kaflux.config import ConsumerConfig
+
+    config = ConsumerConfig.from_dict({"bootstrap.servers": "x:1", "auto.offset.reset": "Earliest"})
+    assert config.auto_offset_reset == "earliest" and config.reset_duration_ms is None

@@ -572,6 +572,7 @@ class CompletedFetch:
                 partition=self.tp.partition,
                 offset=record.offset,
                 origin="key" if is_key else "value",
+                record=record,
             ) from exc
 
     def drain(self) -> None:

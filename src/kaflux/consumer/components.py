@@ -20,6 +20,7 @@ the registry for ``Consumer.metrics()`` (the consumer wires its network client).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -293,6 +294,7 @@ def build_consumer_components(
         retry_backoff=backoff,
         default_api_timeout_ms=config.default_api_timeout_ms,
         on_error=on_error,
+        wall_clock_ms=lambda: int(time.time() * 1000),
     )
     fetcher = FetchRequestManager(
         subscription,

@@ -80,7 +80,7 @@ from kaflux.metrics.stats import MetricConfig
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread, monotonic_ms
 from kaflux.network.telemetry_manager import TelemetryRequestManager
-from kaflux.structs import OffsetAndMetadata, TopicPartition
+from kaflux.structs import OffsetAndMetadata, SubscriptionPattern, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
 if TYPE_CHECKING:
@@ -146,7 +146,13 @@ class Consumer(OffsetCalls, Closeable):
         self._interceptors = ConsumerInterceptors(self.client_id, found) if found else None
         on_commit = None if self._interceptors is None else self._interceptors.on_commit
         self._read_committed = config_.isolation_level == "read_committed"
-        self._subscription = SubscriptionState(ResetStrategy(config_.auto_offset_reset))
+        duration_ms = config_.reset_duration_ms
+        self._subscription = SubscriptionState(
+            ResetStrategy.BY_DURATION
+            if duration_ms is not None
+            else ResetStrategy(config_.auto_offset_reset),
+            reset_duration_ms=duration_ms,
+        )
         self._fetch_buffer = FetchBuffer()
         self._background_events = BackgroundEventHandler(
             self.client_id, self._subscription, self._fetch_buffer.wakeup, on_commit
@@ -302,15 +308,17 @@ class Consumer(OffsetCalls, Closeable):
     def subscribe(
         self,
         topics: Iterable[str] | None = None,
-        pattern: str | re.Pattern[str] | None = None,
+        pattern: str | re.Pattern[str] | SubscriptionPattern | None = None,
         listener: ConsumerRebalanceListener | None = None,
     ) -> None:
         """Join the consumer group and read the partitions it assigns to this member.
 
-        Give ``topics`` (names) or ``pattern`` (a regex matched against whole topic names in
-        cluster metadata, re-evaluated as topics appear). The join happens during the next
-        :meth:`poll`; ``listener`` methods run there, on this thread. An empty list is the
-        same as :meth:`unsubscribe`.
+        Give ``topics`` (names) or ``pattern``: a :class:`~kaflux.SubscriptionPattern` (RE2J
+        syntax, resolved by the group coordinator, with ``group.protocol=consumer`` only, as
+        Java), or a ``str`` / ``re.Pattern`` (a Python regex matched by this client against
+        whole topic names in cluster metadata, re-evaluated as topics appear). The join happens
+        during the next :meth:`poll`; ``listener`` methods run there, on this thread. An empty
+        list is the same as :meth:`unsubscribe`.
 
         Raises:
             InvalidGroupIdError: no group.id was configured.
@@ -318,6 +326,8 @@ class Consumer(OffsetCalls, Closeable):
             ValueError / TypeError: neither or both of topics and pattern, or bad values.
             InvalidTopicError: a topic name that Kafka refuses (empty, illegal characters...),
                 as :meth:`Producer.send` would.
+            IllegalStateError: a SubscriptionPattern with group.protocol=classic (Java's
+                classic consumer refuses it too).
         """
         with self._in_use():
             if self._membership is None:
@@ -339,6 +349,16 @@ class Consumer(OffsetCalls, Closeable):
                 self._fetch_buffer.retain_all(
                     {tp for tp in self._subscription.assigned_partitions() if tp.topic in set(names)}
                 )
+            elif isinstance(pattern, SubscriptionPattern):
+                if self._config.group_protocol != "consumer":
+                    raise IllegalStateError(
+                        "subscribe(pattern=SubscriptionPattern(...)) needs group.protocol=consumer "
+                        "(the coordinator resolves it, KIP-848); with group.protocol=classic give the "
+                        "pattern as a str (a Python regex this client resolves)"
+                    )
+                if not isinstance(pattern.pattern, str) or not pattern.pattern:
+                    raise ValueError("a SubscriptionPattern needs a non-empty regex string")
+                self._subscription.subscribe_re2j(pattern.pattern)
             else:
                 compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
                 if not isinstance(compiled, re.Pattern):
@@ -360,6 +380,7 @@ class Consumer(OffsetCalls, Closeable):
             if self._membership is not None and self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
+                SubscriptionType.AUTO_PATTERN_RE2J,
             ):
                 event = LeaveGroupEvent(self._deadline_ms(timeout_s), on_close=on_close)
                 self._thread.submit(event)
@@ -618,6 +639,7 @@ class Consumer(OffsetCalls, Closeable):
             if self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
+                SubscriptionType.AUTO_PATTERN_RE2J,
             ):
                 # Leaving commits (with auto-commit) and runs the revocation callback.
                 try:

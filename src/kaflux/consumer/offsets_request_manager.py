@@ -123,8 +123,15 @@ class OffsetsRequestManager(RequestManager):
         retry_backoff: ExponentialBackoff,
         default_api_timeout_ms: int,
         on_error: Callable[[KafkaError], None],
+        wall_clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self._subscription = subscription
+        #: the wall clock (epoch ms) that auto.offset.reset=by_duration counts back from
+        self._wall_clock_ms = wall_clock_ms
+        #: by_duration resets that found no record that recent: they go to the end (KIP-1106)
+        self._duration_found_nothing: set[TopicPartition] = set()
+        #: partitions whose reset in flight asks for a by_duration timestamp
+        self._duration_asked: set[TopicPartition] = set()
         self._cluster = cluster
         self._metadata = metadata
         self._commits = commits
@@ -253,7 +260,16 @@ class OffsetsRequestManager(RequestManager):
             if strategy is ResetStrategy.NONE:
                 self._report_no_offset(tp, state.position_version)
                 continue
-            wanted[tp] = strategy.timestamp
+            if strategy is ResetStrategy.BY_DURATION:
+                if tp in self._duration_found_nothing:
+                    wanted[tp] = ResetStrategy.LATEST.timestamp
+                else:
+                    assert self._wall_clock_ms is not None, "by_duration needs the wall clock"
+                    duration = self._subscription.reset_duration_ms or 0
+                    wanted[tp] = max(0, self._wall_clock_ms() - duration)
+                    self._duration_asked.add(tp)
+            else:
+                wanted[tp] = strategy.timestamp
             versions[tp] = state.position_version
         if not wanted:
             return []
@@ -298,8 +314,15 @@ class OffsetsRequestManager(RequestManager):
                     self._on_error(result)
                 failed = True
                 continue
+            if result is None and tp in self._duration_asked:
+                # by_duration: no record that recent; ask for the end next (KIP-1106)
+                self._duration_asked.discard(tp)
+                self._duration_found_nothing.add(tp)
+                continue
             if result is not None and tp in versions:
                 offset = result[0]
+                self._duration_asked.discard(tp)
+                self._duration_found_nothing.discard(tp)
                 position = FetchPosition(offset).with_leader(self._current_leader(tp))
                 self._subscription.seek_if_version(tp, position, versions[tp])
         if failed:

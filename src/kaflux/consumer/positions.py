@@ -18,6 +18,8 @@ class SubscriptionType(enum.Enum):
     NONE = "none"
     AUTO_TOPICS = "auto_topics"
     AUTO_PATTERN = "auto_pattern"
+    #: a SubscriptionPattern the group coordinator resolves (KIP-848)
+    AUTO_PATTERN_RE2J = "auto_pattern_re2j"
     USER_ASSIGNED = "user_assigned"
 
 
@@ -36,6 +38,9 @@ class ResetStrategy(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     NONE = "none"
+    #: ``by_duration:<ISO-8601 duration>`` (KIP-1106): the first offset at or after now minus
+    #: the duration (the end when there is none); the duration is the subscription state's
+    BY_DURATION = "by_duration"
 
     @property
     def timestamp(self) -> int:

@@ -44,11 +44,14 @@ __all__ = [
 class SubscriptionState:
     """The subscription, the assignment and per-partition positions (thread-safe)."""
 
-    def __init__(self, default_reset: ResetStrategy) -> None:
+    def __init__(self, default_reset: ResetStrategy, *, reset_duration_ms: int | None = None) -> None:
         self._lock = threading.Lock()
+        #: the duration of ``auto.offset.reset=by_duration:...`` (KIP-1106)
+        self.reset_duration_ms = reset_duration_ms
         self._type = SubscriptionType.NONE
         self._topics: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        self._re2j: str | None = None
         self._assignment: dict[TopicPartition, PartitionState] = {}
         self._default_reset = default_reset
         #: bumped on every assignment change
@@ -89,12 +92,26 @@ class SubscriptionState:
             self._set_type(SubscriptionType.AUTO_PATTERN)
             self._pattern = pattern
 
+    def subscribe_re2j(self, pattern: str) -> bool:
+        """Subscribe to a regex the group coordinator resolves; returns whether it changed."""
+        with self._lock:
+            self._set_type(SubscriptionType.AUTO_PATTERN_RE2J)
+            changed = pattern != self._re2j
+            self._re2j = pattern
+            return changed
+
+    def re2j_pattern(self) -> str | None:
+        """The regex the coordinator resolves (a SubscriptionPattern subscription), else None."""
+        with self._lock:
+            return self._re2j
+
     def unsubscribe(self) -> None:
         """Drop the subscription and the assignment."""
         with self._lock:
             self._type = SubscriptionType.NONE
             self._topics = frozenset()
             self._pattern = None
+            self._re2j = None
             self._replace_assignment([])
 
     def subscription_type(self) -> SubscriptionType:
@@ -123,7 +140,11 @@ class SubscriptionState:
     def assign_from_subscription(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """Set the group-assigned partitions; keeps state of partitions that stay."""
         with self._lock:
-            if self._type not in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN):
+            if self._type not in (
+                SubscriptionType.AUTO_TOPICS,
+                SubscriptionType.AUTO_PATTERN,
+                SubscriptionType.AUTO_PATTERN_RE2J,
+            ):
                 raise IllegalStateError("assign_from_subscription without a subscription")
             return self._replace_assignment(list(partitions))
 

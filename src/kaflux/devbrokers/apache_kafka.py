@@ -65,6 +65,12 @@ KAFKA_VERSION = "4.4.0"
 
 _HOST = "127.0.0.1"
 _READY_MARKER = "Kafka Server started"
+#: log4j 1 (reload4j, Kafka 3.x) configuration: INFO to stdout, which goes to the broker's log
+_LOG4J1_PROPERTIES = """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
 # The JVM of one node, sized for a 2-core machine running a test suite beside it.
 _DEFAULT_JVM_OPTIONS = (
     "-Xms256m",
@@ -225,8 +231,10 @@ class KafkaBroker(Broker):
     Alone (the default) it is a single-node cluster. ``config`` adds or overrides
     ``server.properties`` entries; ``jvm_options`` replaces the JVM's heap and GC flags;
     ``extra_classpath`` (jars or class directories) puts plugins on the broker's classpath, for
-    ``metric.reporters=`` and the like. Its
-    storage is formatted on the first start (``kafka-storage format``) and kept across restarts.
+    ``metric.reporters=`` and the like. Its storage is formatted on the first start
+    (``kafka-storage format``) and kept across restarts; ``features`` sets feature levels at
+    format time (``--feature NAME=LEVEL``, e.g. ``{"transaction.version": 1}`` for a cluster
+    without transactions v2).
 
     ``advertised_port`` makes the plain listener advertise that port instead of its own (e.g. a
     TCP proxy's, forwarding to :attr:`port`): clients then reach the node only through it. The
@@ -256,6 +264,7 @@ class KafkaBroker(Broker):
         controller_port: int | None = None,
         advertised_port: int | None = None,
         advertised_listener_ports: Mapping[str, int] | None = None,
+        features: Mapping[str, int] | None = None,
         _quorum: _Quorum | None = None,
     ) -> None:
         self.version = version
@@ -270,6 +279,7 @@ class KafkaBroker(Broker):
         self.rack = rack
         self.security = security or KafkaSecurity()
         self.extra_config = dict(config or {})
+        self.features = dict(features or {})
         self.jvm_options = tuple(jvm_options) if jvm_options is not None else _DEFAULT_JVM_OPTIONS
         self.data_dir = self.workdir / "data"
         self.properties_path = self.workdir / "server.properties"
@@ -405,6 +415,13 @@ class KafkaBroker(Broker):
                 if conf.is_file():
                     logging = [f"-Dlog4j2.configurationFile={conf}"]
                     break
+        if not logging:
+            # Kafka 3.x logs through reload4j (log4j 1), which prints nothing without a
+            # configuration, and the start waits for the "started" line: log INFO to stdout.
+            conf = self.workdir / "log4j.properties"
+            if not conf.is_file():
+                conf.write_text(_LOG4J1_PROPERTIES)
+            logging = [f"-Dlog4j.configuration=file:{conf}"]
         return [
             self.java,
             *jvm,
@@ -419,6 +436,8 @@ class KafkaBroker(Broker):
     def _format(self) -> None:
         args = ["format", "-t", self._quorum.cluster_id, "-c", str(self.properties_path)]
         args.append("--ignore-formatted")
+        for feature, level in sorted(self.features.items()):
+            args += ["--feature", f"{feature}={level}"]
         for user, password in self.security.scram_users.items():
             for mech in self.security.sasl_mechanisms:
                 if mech.startswith("SCRAM-"):

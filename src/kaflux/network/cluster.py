@@ -54,6 +54,28 @@ class ClusterMetadata:
     #: bumped on every update so observers can tell something changed
     version: int = 0
     last_refresh_ms: int = -1
+    #: the cluster's finalized feature levels (e.g. ``transaction.version``), from the ApiVersions
+    #: answer with the highest finalized-features epoch seen (as Java's ``ApiVersions``)
+    finalized_features: dict[str, int] = field(default_factory=dict)
+    finalized_features_epoch: int = -1
+
+    def rebootstrap(self) -> None:
+        """Forget the brokers (KIP-899): requests go to the bootstrap addresses again until a
+        metadata response names the brokers; a refresh is due at once."""
+        self.brokers = {}
+        self.coordinators = {}
+        self.last_refresh_ms = -1
+        self.version += 1
+
+    def update_finalized_features(self, features: dict[str, int], epoch: int) -> None:
+        """A broker reported the finalized features at ``epoch``: keep the newest report."""
+        if epoch > self.finalized_features_epoch:
+            self.finalized_features = dict(features)
+            self.finalized_features_epoch = epoch
+
+    def feature_level(self, name: str) -> int:
+        """The finalized level of feature ``name`` (0: not finalized, or not known yet)."""
+        return self.finalized_features.get(name, 0)
 
     def node(self, node_id: int) -> Node | None:
         """The broker ``node_id``; bootstrap entries have ids -1, -2, ...; coordinator

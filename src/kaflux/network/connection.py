@@ -143,6 +143,9 @@ class BrokerConnection:
         self._api_versions_version = ApiVersionsRequest.MAX_VERSION
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.negotiated: dict[ApiKey, int] = {}
+        #: the cluster's finalized feature levels as this broker reported them (ApiVersions v3+)
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         self.connect_started_ms = -1
         self.last_activity_ms = -1
         #: deadline of each in-flight request by correlation id (request.timeout.ms, or the
@@ -527,6 +530,8 @@ class BrokerConnection:
             raise error_for_code(response.error_code)(f"ApiVersions to node {self.node_id} failed")
         self.broker_versions = versions
         self.negotiated = negotiate(versions)
+        self.finalized_features_epoch = response.finalized_features_epoch
+        self.finalized_features = {f.name: f.max_version_level for f in response.finalized_features}
         if self._sasl is None:
             self._machine.transition_to(_S.READY)
             return

@@ -41,12 +41,14 @@ def build_network(config: CommonConfig, client_id: str, *, allow_auto_create_top
         sasl=sasl_credentials_for(config),
     )
     retry_backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
+    rebootstrap = config.metadata_recovery_strategy == "rebootstrap"
     metadata = MetadataManager(
         cluster,
         RequestState(retry_backoff),
         max_age_ms=config.metadata_max_age_ms,
         allow_auto_create_topics=allow_auto_create_topics,
+        rebootstrap_trigger_ms=config.metadata_recovery_rebootstrap_trigger_ms if rebootstrap else None,
     )
-    return NetworkStack(
-        cluster, client, NetworkClientDelegate(client, config.request_timeout_ms), metadata, retry_backoff
-    )
+    client.on_broker_failure = metadata.request_update
+    delegate = NetworkClientDelegate(client, config.request_timeout_ms, rebootstrap=rebootstrap)
+    return NetworkStack(cluster, client, delegate, metadata, retry_backoff)

@@ -21,6 +21,7 @@ from kaflux.errors import (
     KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
+    RebootstrapRequiredError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -120,8 +121,13 @@ class MetadataManager(RequestManager):
         *,
         max_age_ms: int,
         allow_auto_create_topics: bool = False,
+        rebootstrap_trigger_ms: int | None = None,
     ) -> None:
         self.cluster = cluster
+        #: rebootstrap when no refresh succeeded for this long (KIP-1102; None: never)
+        self._rebootstrap_trigger_ms = rebootstrap_trigger_ms
+        #: when the client started waiting for a refresh that has not succeeded yet
+        self._waiting_since_ms: int | None = None
         self._state = request_state
         self._max_age_ms = max_age_ms
         self._allow_auto_create = allow_auto_create_topics
@@ -222,8 +228,11 @@ class MetadataManager(RequestManager):
             if one_off.deadline_ms is not None:
                 left = max(1, one_off.deadline_ms - now_ms)
                 retry_wait = left if retry_wait is None else min(retry_wait, left)
+        self._maybe_rebootstrap(now_ms)
         age = now_ms - self.cluster.last_refresh_ms if self.cluster.last_refresh_ms >= 0 else None
         due = self._update_requested or age is None or age >= self._max_age_ms
+        if due and self._waiting_since_ms is None:
+            self._waiting_since_ms = now_ms
         if due and self._state.can_send(now_ms):
             self._state.on_send(now_ms)
             self._update_requested = False
@@ -242,6 +251,39 @@ class MetadataManager(RequestManager):
             wait = min(wait, retry_wait)
         return PollResult(max(0, wait), unsent)
 
+    def _maybe_rebootstrap(self, now_ms: int) -> None:
+        """KIP-1102: no metadata refresh succeeded for metadata.recovery.rebootstrap.trigger.ms,
+        or the last answer said REBOOTSTRAP_REQUIRED: start again from bootstrap.servers."""
+        trigger = self._rebootstrap_trigger_ms
+        since = self._waiting_since_ms
+        if trigger is None or since is None:
+            return
+        if now_ms - since >= trigger and self.cluster.brokers:
+            log.warning(
+                "no metadata refresh succeeded for %d ms (metadata.recovery.rebootstrap.trigger.ms): "
+                "rebootstrapping from bootstrap.servers",
+                now_ms - since,
+            )
+            self.cluster.rebootstrap()
+            self._waiting_since_ms = now_ms
+            self._update_requested = True
+
+    def _rebootstrap_required(self, now_ms: int) -> None:
+        """The broker answered REBOOTSTRAP_REQUIRED (Metadata v13, KIP-1102): the brokers this
+        client knows are no longer the cluster's. Start again from bootstrap.servers (unless
+        metadata.recovery.strategy=none, which only retries)."""
+        self._state.on_failure(now_ms)
+        self._update_requested = True
+        if self._rebootstrap_trigger_ms is None:
+            log.warning(
+                "a broker answered REBOOTSTRAP_REQUIRED, but metadata.recovery.strategy=none: retrying "
+                "the brokers this client knows"
+            )
+            return
+        log.warning("a broker answered REBOOTSTRAP_REQUIRED: rebootstrapping from bootstrap.servers")
+        self.cluster.rebootstrap()
+        self._waiting_since_ms = now_ms
+
     def _build(self, topics: list[str] | None, auto_create: bool) -> MetadataRequest:
         request_topics = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
         return MetadataRequest(topics=request_topics, allow_auto_topic_creation=auto_create)
@@ -253,6 +295,10 @@ class MetadataManager(RequestManager):
                 return  # its deadline passed and it was reported: the caller has gone
             if response.error is not None:
                 self._one_off_failed(one_off, response.error, now_ms)
+                return
+            if response.body.error_code == RebootstrapRequiredError.code:
+                self._rebootstrap_required(now_ms)
+                one_off.state.on_failure(now_ms)  # asked again, of the bootstrap brokers
                 return
             answer = parse_metadata(response.body)
             self._apply(answer, now_ms, full=one_off.topics is None)
@@ -289,8 +335,12 @@ class MetadataManager(RequestManager):
                     for listener in self._error_listeners:
                         listener(None, response.error)
                 return
+            if response.body.error_code == RebootstrapRequiredError.code:
+                self._rebootstrap_required(response.received_ms)
+                return
             answer = parse_metadata(response.body)
             self._state.on_success()
+            self._waiting_since_ms = None
             self._note_topic_errors(answer, response.received_ms)
             retry = any(
                 code in (_UNKNOWN_TOPIC_OR_PARTITION, _LEADER_NOT_AVAILABLE) or error_for_code(code).retriable

@@ -139,6 +139,8 @@ class NetworkClient:
         #: per broker: when an oversized response was last logged, and how many since then
         self._oversized_logged_ms: dict[int, int] = {}
         self._oversized_unlogged: dict[int, int] = {}
+        #: called when a connection to a broker fails (the factory wires a metadata refresh)
+        self.on_broker_failure: Callable[[], None] | None = None
 
     def enable_metrics(self, metrics: NetworkMetrics) -> None:
         """Record network I/O into ``metrics`` (call before the network thread starts)."""
@@ -376,6 +378,7 @@ class NetworkClient:
         self._record_io(conn, sent_before, received_before, now_ms)
         self._complete_received(received, now_ms)
         if conn.is_ready() and not was_ready:
+            self.cluster.update_finalized_features(conn.finalized_features, conn.finalized_features_epoch)
             if conn.node_id not in self._reported_ready:
                 self._reported_ready.add(conn.node_id)
                 self.reachability.ready(f"{conn.host}:{conn.port}")
@@ -590,6 +593,10 @@ class NetworkClient:
         )
 
     def _record_failure(self, node_id: int, now_ms: int) -> None:
+        if node_id >= 0 and self.on_broker_failure is not None:
+            # a broker may be gone: refresh the metadata (Java's NetworkClient does on every
+            # disconnect), which also finds out when no known broker is left (rebootstrap)
+            self.on_broker_failure()
         state = self._backoff.setdefault(node_id, _NodeBackoff())
         state.retry_at_ms = now_ms + self._reconnect_backoff.backoff_ms(state.failures)
         state.failures += 1

@@ -24,9 +24,12 @@ log = logging.getLogger(__name__)
 class NetworkClientDelegate:
     """Queues unsent requests, sends them when their broker is ready, dispatches responses."""
 
-    def __init__(self, client: NetworkClient, request_timeout_ms: int) -> None:
+    def __init__(self, client: NetworkClient, request_timeout_ms: int, *, rebootstrap: bool = False) -> None:
         self.client = client
         self._request_timeout_ms = request_timeout_ms
+        #: metadata.recovery.strategy=rebootstrap: when no known broker can be reached, start
+        #: again from bootstrap.servers (KIP-899)
+        self._rebootstrap = rebootstrap
         self._unsent: deque[UnsentRequest[Any]] = deque()
 
     def add(self, request: UnsentRequest[Any], now_ms: int) -> None:
@@ -147,7 +150,23 @@ class NetworkClientDelegate:
 
     def least_loaded_node(self, now_ms: int) -> int | None:
         """A broker to send a node-agnostic request to: ready with the fewest in flight,
-        else one that is connecting, else one not in reconnect backoff (connect to it)."""
+        else one that is connecting, else one not in reconnect backoff (connect to it). When
+        none of the known brokers is any of these, with metadata.recovery.strategy=rebootstrap,
+        the brokers are forgotten and the bootstrap addresses are tried again (KIP-899)."""
+        node = self._least_loaded(now_ms)
+        cluster = self.client.cluster
+        if node is None and self._rebootstrap and cluster.brokers:
+            log.warning(
+                "none of the known brokers %s can be reached: rebootstrapping from %s "
+                "(metadata.recovery.strategy=rebootstrap)",
+                sorted(f"{n.host}:{n.port}" for n in cluster.brokers.values()),
+                ",".join(f"{h}:{p}" for h, p in cluster.bootstrap),
+            )
+            cluster.rebootstrap()
+            node = self._least_loaded(now_ms)
+        return node
+
+    def _least_loaded(self, now_ms: int) -> int | None:
         nodes = self.client.cluster.known_node_ids()
         best: int | None = None
         best_load = 2**31

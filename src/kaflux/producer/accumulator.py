@@ -127,8 +127,8 @@ class ProducerBatch:
         """Records in the batch (appends included while it is open)."""
         return self.writer.count if self.writer is not None else self.record_count
 
-    def close(self, compression: int) -> None:
-        """No more appends: keep the (compressed) records section."""
+    def close(self, compression: int, level: int | None = None) -> None:
+        """No more appends: keep the (compressed, at codec ``level``) records section."""
         writer = self.writer
         if writer is None:
             return
@@ -137,7 +137,7 @@ class ProducerBatch:
         self.base_timestamp = writer.base_timestamp
         self.max_timestamp = writer.max_timestamp
         records = writer.getvalue()
-        self.payload = compress(compression, records) if compression else records
+        self.payload = compress(compression, records, level) if compression else records
 
     def set_producer_state(
         self, producer_id: int, epoch: int, base_sequence: int, transactional: bool
@@ -154,10 +154,10 @@ class ProducerBatch:
         self.set_producer_state(producer_id, epoch, base_sequence, self.is_transactional)
         self.sequence_reset = True
 
-    def build(self, compression: int) -> bytes:
+    def build(self, compression: int, level: int | None = None) -> bytes:
         """The batch as it goes on the wire (closed first if needed)."""
         if self.encoded is None:
-            self.close(compression)
+            self.close(compression, level)
             assert self.payload is not None
             attributes = compression
             if self.is_transactional:
@@ -216,6 +216,7 @@ class RecordAccumulator:
         buffer_memory: int,
         compression: int,
         delivery_timeout_ms: int,
+        compression_level: int | None = None,
         max_in_flight_per_partition: int = 1,
         encoder: ModuleType | None = None,
         max_block_ms: int = 60_000,
@@ -225,6 +226,7 @@ class RecordAccumulator:
         self._linger_ms = linger_ms
         self._buffer_memory = buffer_memory
         self._compression = compression
+        self._compression_level = compression_level
         self._delivery_timeout_ms = delivery_timeout_ms
         self._max_in_flight = max(1, max_in_flight_per_partition)
         self._max_block_s = max_block_ms / 1000
@@ -250,6 +252,11 @@ class RecordAccumulator:
     def compression(self) -> int:
         """The codec id batches are compressed with."""
         return self._compression
+
+    @property
+    def compression_level(self) -> int | None:
+        """The codec's level (``compression.<codec>.level``; None: its default)."""
+        return self._compression_level
 
     @property
     def batch_size(self) -> int:
@@ -394,7 +401,7 @@ class RecordAccumulator:
                 queue = self._batches[batch.tp] = deque()
             elif queue and queue[-1].writer is not None:
                 # The open batch is older: close it for appends so the order stays as sent.
-                queue[-1].close(self._compression)
+                queue[-1].close(self._compression, self._compression_level)
             queue.append(batch)
             self._all.add(batch)
             self._used_bytes += batch.size
@@ -520,7 +527,7 @@ class RecordAccumulator:
         # without the lock, which send() needs for every record.
         for batches in ready.values():
             for batch in batches:
-                batch.close(self._compression)
+                batch.close(self._compression, self._compression_level)
                 if gate is not None:
                     gate.on_drain(batch)
         return ready, next_ms, unknown_leader

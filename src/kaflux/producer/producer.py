@@ -20,6 +20,7 @@ waits on their futures, bounded by ``max.block.ms`` or the call's ``timeout``.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -175,6 +176,7 @@ class Producer(Closeable):
             linger_ms=config_.linger_ms,
             buffer_memory=config_.buffer_memory,
             compression=codec_id(config_.compression_type),
+            compression_level=config_.compression_level,
             delivery_timeout_ms=config_.delivery_timeout_ms,
             max_in_flight_per_partition=config_.max_in_flight_requests_per_connection if idempotent else 1,
             encoder=self._encoder,
@@ -506,7 +508,16 @@ class Producer(Closeable):
 
         Raises:
             KafkaTimeoutError: records were still unresolved when ``timeout`` seconds passed.
+            IllegalStateError: called inside a delivery callback (or a done-callback of a
+                record future), which runs on the producer's network thread: waiting there for
+                the records that thread delivers would never end (KIP-1118, as Java).
         """
+        if threading.current_thread() is self._thread:
+            raise IllegalStateError(
+                "Producer.flush() inside a delivery callback is not allowed: callbacks run on the "
+                "producer's network thread, which flush() would wait for forever (deadlock); flush "
+                "from the application's thread instead"
+            )
         deadline = time.monotonic() + timeout_seconds(timeout, MAX_TIMEOUT_S)
         self._accumulator.begin_flush()
         try:

@@ -57,8 +57,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kaflux.producer")
 
-#: The newest Produce version that still addresses topics by name.
-MAX_PRODUCE_VERSION = 11
+#: The newest Produce version that still addresses topics by name (v13 uses topic ids).
+MAX_PRODUCE_VERSION = 12
+#: The newest Produce version of transactions v1: from v12 the partition leader adds the
+#: partition to the transaction itself (KIP-890), which a v1 transaction must not rely on.
+MAX_PRODUCE_VERSION_TXN_V1 = 11
 #: How soon to look again while a fatal error holds everything back.
 _FATAL_POLL_MS = 1000
 #: how soon to look again at batches held back because their leader's connection is not ready
@@ -223,10 +226,11 @@ class ProduceRequestManager(RequestManager):
         self, node_id: int, batches: list[ProducerBatch], now_ms: int
     ) -> UnsentRequest[ProduceResponse]:
         compression = self._accumulator.compression
+        level = self._accumulator.compression_level
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         metrics = self._metrics
         for batch in batches:
-            encoded = batch.build(compression)
+            encoded = batch.build(compression, level)
             by_topic[batch.tp.topic].append(
                 PartitionProduceData(index=batch.tp.partition, records=memoryview(encoded))
             )
@@ -263,7 +267,11 @@ class ProduceRequestManager(RequestManager):
             request,
             node_id,
             handle,
-            max_version=MAX_PRODUCE_VERSION,
+            max_version=(
+                MAX_PRODUCE_VERSION_TXN_V1
+                if tm is not None and tm.is_transactional and not tm.transaction_v2
+                else MAX_PRODUCE_VERSION
+            ),
             expect_response=self._acks != 0,
             timeout_ms=timeout,
             deadline_ms=delivery_deadline,

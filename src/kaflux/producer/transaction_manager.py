@@ -35,6 +35,16 @@ state ABORTABLE_ERROR: the application must call ``abort_transaction()``, then m
 producer must be closed; it sends nothing more, so a fenced zombie stops). After an abortable
 error that needs it, aborting also bumps the epoch (InitProducerId with the current id and
 epoch, KIP-360) when the coordinator supports InitProducerId v3+.
+
+Transactions v2 (KIP-890). When the cluster's finalized ``transaction.version`` feature is 2 or
+more (ApiVersions, read at ``init_transactions()`` and at each ``begin_transaction()``, as Java),
+a transaction sends no AddPartitionsToTxn nor AddOffsetsToTxn: the partition leader adds a
+partition to the transaction when it gets the first batch (Produce v12), and the group
+coordinator adds the offsets (TxnOffsetCommit v5). EndTxn v5 ends the transaction and answers a
+new epoch (or a new producer id once the epoch is exhausted), which the next transaction uses:
+a batch of an earlier transaction, delayed somewhere, is refused by its epoch. An abort after an
+error therefore needs no InitProducerId. On older clusters (``transaction.version`` below 2)
+transactions go as before (v1).
 """
 
 from __future__ import annotations
@@ -68,11 +78,13 @@ from kaflux.producer.txn_requests import (
     ADD_PARTITIONS_RETRY_BACKOFF_MS,
     GROUP_COORDINATOR,
     TRANSACTION_COORDINATOR,
+    TRANSACTION_VERSION_FEATURE,
     AddOffsetsHandler,
     AddPartitionsHandler,
     EndTxnHandler,
     FindCoordinatorHandler,
     InitProducerIdHandler,
+    TxnOffsetCommitHandler,
     TxnRequestHandler,
 )
 from kaflux.producer.txn_state import TXN_TRANSITIONS, GroupMetadataLike, TransactionAbortedError, TxnState
@@ -176,6 +188,8 @@ class TransactionManager(RequestManager):
         self._reset_producer_id_required = False
         self._rewrite_sequences_on_new_id = False
         self.coordinator_supports_epoch_bump = False
+        #: whether the current transaction uses transactions v2 (KIP-890; see the module docs)
+        self.transaction_v2 = False
         # transactions
         self._pending: list[tuple[int, int, TxnRequestHandler[Any]]] = []
         self._order = itertools.count()
@@ -263,6 +277,7 @@ class TransactionManager(RequestManager):
         if self.has_fatal_error:
             raise self._error_for_caller("init_transactions()")
         self._require(TxnState.INITIALIZING, "init_transactions()")
+        self._update_transaction_version()
         self._transition(TxnState.INITIALIZING)
         log.info("transactional.id=%s: getting a producer id (InitProducerId)", self.transactional_id)
         handler = InitProducerIdHandler(
@@ -277,7 +292,20 @@ class TransactionManager(RequestManager):
         self._ensure_transactional()
         self._maybe_fail_with_error()
         self._require(TxnState.IN_TRANSACTION, "begin_transaction()")
+        self._update_transaction_version()
         self._transition(TxnState.IN_TRANSACTION)
+
+    def _update_transaction_version(self) -> None:
+        """Between transactions only: use transactions v2 if the cluster finalized it."""
+        v2 = self._cluster.feature_level(TRANSACTION_VERSION_FEATURE) >= 2
+        if v2 != self.transaction_v2:
+            log.info(
+                "transactional.id=%s: transactions %s (transaction.version=%d)",
+                self.transactional_id,
+                "v2 (KIP-890)" if v2 else "v1",
+                self._cluster.feature_level(TRANSACTION_VERSION_FEATURE),
+            )
+        self.transaction_v2 = v2
 
     def begin_commit(self) -> Future[None]:
         """Flush the transaction's batches, then EndTxn(commit)."""
@@ -314,6 +342,12 @@ class TransactionManager(RequestManager):
                 f"send_offsets_to_transaction() needs an open transaction (state {self.state.name}); "
                 "call begin_transaction() first"
             )
+        if self.transaction_v2:
+            # the group coordinator adds the offsets to the transaction itself (KIP-890)
+            commit = TxnOffsetCommitHandler(self, offsets, group, Future(), transaction_v2=True)
+            self.enqueue(commit)
+            self._transaction_started = True
+            return commit.result
         handler = AddOffsetsHandler(self, offsets, group)
         self.enqueue(handler)
         return handler.result
@@ -329,6 +363,11 @@ class TransactionManager(RequestManager):
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
             return
         self._partition_entry(tp)
+        if self.transaction_v2:
+            # the partition leader adds it when the first batch comes (Produce v12, KIP-890)
+            self._partitions_in_transaction.add(tp)
+            self._transaction_started = True
+            return
         self._new_partitions.add(tp)
 
     def fail_if_not_ready_for_send(self) -> None:
@@ -732,8 +771,12 @@ class TransactionManager(RequestManager):
         if self._new_partitions:
             self.enqueue(self._add_partitions_handler())
         if not isinstance(self._last_error, InvalidProducerIdMappingError):
-            handler = EndTxnHandler(self, commit)
+            handler = EndTxnHandler(self, commit, transaction_v2=self.transaction_v2)
             self.enqueue(handler)
+            if self.transaction_v2:
+                # EndTxn v5 bumps the epoch itself: batches of this transaction still on their
+                # way are fenced by it, with no InitProducerId (KIP-890)
+                self._epoch_bump_required = False
             if not self._epoch_bump_required:
                 return handler.result
         bump = InitProducerIdHandler(
@@ -742,7 +785,16 @@ class TransactionManager(RequestManager):
         self.enqueue(bump)
         return bump.result
 
-    def complete_transaction(self) -> None:
+    def complete_transaction(self, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> None:
+        """The transaction ended; with transactions v2 the coordinator answered the producer id
+        and epoch of the next one (``producer_id`` >= 0): every partition's sequences restart."""
+        if (
+            producer_id >= 0
+            and epoch >= 0
+            and (producer_id, epoch) != (self.producer_id, self.producer_epoch)
+        ):
+            self._set_producer_id_and_epoch(producer_id, epoch)
+            self._reset_sequence_numbers()
         self._transition(TxnState.INITIALIZING if self._epoch_bump_required else TxnState.READY)
         self._last_error = None
         self._epoch_bump_required = False

@@ -70,14 +70,19 @@ R = TypeVar("R")
 #: FindCoordinator key types
 GROUP_COORDINATOR = 0
 TRANSACTION_COORDINATOR = 1
-#: client-side caps: AddPartitionsToTxn v4+ is for brokers only; EndTxn v5 means KIP-890
-#: transactions (one epoch per transaction), which this client does not do.
+#: client-side caps: AddPartitionsToTxn v4+ is for brokers only; EndTxn v5 and TxnOffsetCommit
+#: v5 are transactions v2 (KIP-890: one epoch per transaction, partitions added by the brokers),
+#: used only when the cluster finalized ``transaction.version`` 2.
 MAX_FIND_COORDINATOR_VERSION = 3
 MAX_INIT_PRODUCER_ID_VERSION = 5
 MAX_ADD_PARTITIONS_VERSION = 3
 MAX_ADD_OFFSETS_VERSION = 4
 MAX_END_TXN_VERSION = 4
+MAX_END_TXN_VERSION_V2 = 5
 MAX_TXN_OFFSET_COMMIT_VERSION = 4
+MAX_TXN_OFFSET_COMMIT_VERSION_V2 = 5
+#: the finalized feature that turns transactions v2 on at level 2 (KIP-890)
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 #: InitProducerId from this version on takes the current id and epoch, so the coordinator can
 #: bump the epoch instead of fencing (KIP-360)
 _EPOCH_BUMP_VERSION = 3
@@ -147,8 +152,9 @@ class TxnContext(Protocol):
     def mark_transaction_started(self) -> None:
         """The coordinator knows of the transaction: ending it needs an EndTxn."""
 
-    def complete_transaction(self) -> None:
-        """EndTxn succeeded: READY for the next transaction."""
+    def complete_transaction(self, producer_id: int = -1, epoch: int = -1) -> None:
+        """EndTxn succeeded: READY for the next transaction (with transactions v2, under the
+        producer id and epoch EndTxn answered)."""
 
 
 class TxnRequestHandler(Generic[R]):
@@ -434,10 +440,15 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
         offsets: dict[TopicPartition, OffsetAndMetadata],
         group: GroupMetadataLike,
         result: Future[None],
+        *,
+        transaction_v2: bool = False,
     ) -> None:
         super().__init__(tm, result)
         self.pending = dict(offsets)
         self.group = group
+        self._concurrent = False
+        if transaction_v2:
+            self.max_version = MAX_TXN_OFFSET_COMMIT_VERSION_V2
 
     @property
     def coordinator_key(self) -> str:
@@ -466,10 +477,17 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
             topics=[TxnOffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
         )
 
+    def retry_backoff_ms(self) -> int:
+        if self._concurrent:
+            # the previous transaction's markers are being written: that takes milliseconds
+            return min(ADD_PARTITIONS_RETRY_BACKOFF_MS, super().retry_backoff_ms())
+        return super().retry_backoff_ms()
+
     def handle(self, body: TxnOffsetCommitResponse, version: int) -> None:
         tm = self.tm
         group = self.group.group_id
         lookup = False
+        self._concurrent = False
         for topic in body.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
@@ -482,7 +500,14 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
                     RequestTimedOutError.code,
                 ):
                     lookup = True
-                elif code in (UnknownTopicOrPartitionError.code, CoordinatorLoadInProgressError.code):
+                elif code in (
+                    UnknownTopicOrPartitionError.code,
+                    CoordinatorLoadInProgressError.code,
+                    # transactions v2: the group coordinator's implicit AddOffsetsToTxn met the
+                    # previous transaction still writing its markers
+                    ConcurrentTransactionsError.code,
+                ):
+                    self._concurrent = self._concurrent or code == ConcurrentTransactionsError.code
                     continue
                 elif code == GroupAuthorizationFailedError.code:
                     self.abortable_error(GroupAuthorizationFailedError(f"group {group!r}"))
@@ -529,9 +554,12 @@ class EndTxnHandler(TxnRequestHandler[EndTxnResponse]):
     is_end_txn = True
     max_version = MAX_END_TXN_VERSION
 
-    def __init__(self, tm: TxnContext, commit: bool) -> None:
+    def __init__(self, tm: TxnContext, commit: bool, *, transaction_v2: bool = False) -> None:
         super().__init__(tm)
         self.commit = commit
+        self.transaction_v2 = transaction_v2
+        if transaction_v2:
+            self.max_version = MAX_END_TXN_VERSION_V2
 
     def build(self) -> EndTxnRequest:
         tm = self.tm
@@ -546,7 +574,11 @@ class EndTxnHandler(TxnRequestHandler[EndTxnResponse]):
         tm = self.tm
         code = body.error_code
         if code == 0:
-            tm.complete_transaction()
+            if self.transaction_v2 and version >= MAX_END_TXN_VERSION_V2:
+                # the epoch (or, once exhausted, the producer id) of the next transaction
+                tm.complete_transaction(body.producer_id, body.producer_epoch)
+            else:
+                tm.complete_transaction()
             self.done()
         elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
             tm.lookup_coordinator(TRANSACTION_COORDINATOR, tm.transactional_id or "")

@@ -82,20 +82,29 @@ def decompression_limit(compressed_size: int) -> int:
     return min(DECOMPRESS_HARD_LIMIT, max(DECOMPRESS_MIN_LIMIT, DECOMPRESS_RATIO_LIMIT * compressed_size))
 
 
-def compress(codec: int, data: BytesLike) -> bytes:
-    """Compress ``data`` with ``codec`` (0-4); codec 0 returns the bytes unchanged."""
+def compress(codec: int, data: BytesLike, level: int | None = None) -> bytes:
+    """Compress ``data`` with ``codec`` (0-4); codec 0 returns the bytes unchanged. ``level``
+    is the codec's compression level (KIP-390; None: the codec's default; snappy has none)."""
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(
+            cramjam.gzip.compress(data) if level is None else cramjam.gzip.compress(data, level=level)
+        )
     if codec == SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(block_linked=False)
+        compressor = (
+            cramjam.lz4.Compressor(block_linked=False)
+            if level is None
+            else cramjam.lz4.Compressor(level=level, block_linked=False)
+        )
         compressor.compress(data if isinstance(data, bytes) else bytes(data))  # accepts only bytes
         return bytes(compressor.finish())
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(
+            cramjam.zstd.compress(data) if level is None else cramjam.zstd.compress(data, level=level)
+        )
     raise RecordFormatError(f"unknown compression codec id {codec}")
 
 

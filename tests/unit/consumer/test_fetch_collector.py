@@ -375,6 +375,32 @@ def test_deserializer_error_names_the_offset_and_keeps_the_position() -> None:
         assert rig.position(P0) == 1
 
 
+@pytest.mark.ci_may_skip("the module runs once per sink; deserializers apply to poll()'s only")
+def test_a_deserializer_error_carries_the_records_raw_bytes_timestamp_and_headers() -> None:
+    """KIP-1036: the error holds the record as fetched, for a dead-letter queue."""
+    if Rig.sink == "columns":
+        pytest.skip("deserializers apply to poll() only")
+
+    def strict(data: bytes | None) -> str:
+        if data == b"\xffbad":
+            raise ValueError("not utf-8")
+        return (data or b"").decode()
+
+    builder = BatchBuilder(base_offset=0)
+    builder.append(1_000, b"k0", b"ok")
+    builder.append(1_001, b"k1", b"\xffbad", [("trace", b"t-1"), ("empty", None)])
+    rig = Rig(P0, value_deserializer=strict)
+    rig.fetched(P0, builder.build())
+    assert rig.collect() == {P0: ["ok"]}
+    with pytest.raises(RecordDeserializationError) as info:
+        rig.collect()
+    error = info.value
+    assert (error.offset, error.origin) == (1, "value")
+    assert (error.key, error.value) == (b"k1", b"\xffbad")
+    assert (error.timestamp, error.timestamp_type) == (1_001, 0)
+    assert error.headers == [("trace", b"t-1"), ("empty", None)]
+
+
 @pytest.mark.ci_may_skip("the module runs once per sink; this test mixes both sinks itself")
 def test_columns_after_a_deserializer_failure_start_at_the_failing_record() -> None:
     """poll() failed on a record; poll_arrow() (no deserializers) returns it and goes on."""

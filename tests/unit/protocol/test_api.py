@@ -36,7 +36,7 @@ def test_api_keys_match_the_generated_requests() -> None:
 
 def test_client_versions_default_to_the_spec_ranges() -> None:
     assert CLIENT_VERSIONS[ApiKey.FETCH] == (0, 17)
-    assert CLIENT_VERSIONS[ApiKey.METADATA] == (0, 12)
+    assert CLIENT_VERSIONS[ApiKey.METADATA] == (0, 13)  # v13: REBOOTSTRAP_REQUIRED (KIP-1102)
     assert CLIENT_VERSIONS[ApiKey.API_VERSIONS] == (0, 4)
     for key, cls in REQUESTS.items():
         assert CLIENT_VERSIONS[key] == (cls.MIN_VERSION, cls.MAX_VERSION)
@@ -90,7 +90,7 @@ def test_negotiate_picks_the_highest_common_version() -> None:
         9999: (0, 3),  # an API kaflux does not know
     }
     chosen = negotiate(broker)
-    assert chosen == {ApiKey.FETCH: 13, ApiKey.METADATA: 12, ApiKey.PRODUCE: 9}
+    assert chosen == {ApiKey.FETCH: 13, ApiKey.METADATA: 13, ApiKey.PRODUCE: 9}
     assert all(isinstance(k, ApiKey) for k in chosen)
     assert version_for(chosen, ApiKey.FETCH) == 13
     with pytest.raises(UnsupportedVersionError, match=r"API_VERSIONS \(API key 18\).*versions 0-4"):

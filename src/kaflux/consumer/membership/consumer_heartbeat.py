@@ -41,6 +41,7 @@ from kaflux.consumer.membership.heartbeat import (
 from kaflux.errors import (
     BrokerError,
     FencedMemberEpochError,
+    InvalidRegularExpressionError,
     UnknownMemberIdError,
     UnsupportedVersionError,
     error_for_code,
@@ -149,7 +150,10 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
         )
         if membership.take_subscription_change() or full:
             request.subscribed_topic_names = membership.subscribed_topics()
-            request.subscribed_topic_regex = ""
+            # The SubscriptionPattern for the coordinator to resolve, else an empty regex with the
+            # names, as librdkafka sends (its mock cluster aborts on names without a regex; Kafka
+            # takes an empty one as "no regex").
+            request.subscribed_topic_regex = membership.subscribed_regex() or ""
         if full:
             request.rebalance_timeout_ms = self._rebalance_timeout_ms
             request.server_assignor = self._remote_assignor
@@ -241,6 +245,14 @@ class ConsumerHeartbeatRequestManager(EpochHeartbeatRequestManager[ConsumerMembe
                 error(
                     f"{detail}: the cluster does not support the consumer group protocol (KIP-848); "
                     "set group.protocol=classic"
+                )
+            )
+        elif issubclass(error, InvalidRegularExpressionError):
+            membership.fail(
+                error(
+                    f"{detail}: the coordinator refused the subscribed pattern "
+                    f"{membership.subscribed_regex()!r}; a SubscriptionPattern is in RE2J syntax "
+                    "(no lookarounds or backreferences); subscribe again with a valid one"
                 )
             )
         else:

@@ -142,6 +142,10 @@ class ConsumerMembershipManager(MembershipCore):
         """The subscribed topic names (a pattern's: those it matches in the metadata now)."""
         return sorted(self._subscription.subscription())
 
+    def subscribed_regex(self) -> str | None:
+        """The SubscriptionPattern the coordinator resolves (KIP-848), else None."""
+        return self._subscription.re2j_pattern()
+
     def take_subscription_change(self) -> bool:
         """Whether the subscription changed since the last heartbeat that carried it."""
         changed, self._subscription_changed = self._subscription_changed, False

@@ -183,6 +183,10 @@ class ConsumerMembershipContext(EpochMembershipContext, Protocol):
 
     def subscribed_topics(self) -> list[str]: ...
 
+    def subscribed_regex(self) -> str | None:
+        """The SubscriptionPattern the coordinator resolves (KIP-848), else None."""
+        ...
+
     def owned_topic_partitions(self) -> list[ConsumerGroupHeartbeatRequestTopicPartitions]:
         """The assignment in place, as a heartbeat acknowledges it."""
         ...

@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 _M = MemberState
 #: states in which a fencing error changes nothing: the partitions are being given up already
 #: subscriptions that make the consumer a group member (not a manual assignment)
-_GROUP_SUBSCRIPTIONS = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN})
+_GROUP_SUBSCRIPTIONS = frozenset(
+    {SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J}
+)
 #: rebalance metrics: a rebalance starts when the member enters one of these states (as Java:
 #: the classic protocol's join, KIP-848's reconciliation), ends when it reaches an assignment
 #: (KIP-848: acknowledging it), fails when the member is fenced, fails fatally or misses the
@@ -245,7 +247,12 @@ class GroupMembership(RequestManager):
         return self._subscription.subscription_type() in _GROUP_SUBSCRIPTIONS
 
     def _update_metadata_topics(self) -> None:
-        if self._subscription.subscription_type() is SubscriptionType.AUTO_PATTERN:
+        if self._subscription.subscription_type() in (
+            SubscriptionType.AUTO_PATTERN,
+            SubscriptionType.AUTO_PATTERN_RE2J,
+        ):
+            # a RE2J pattern: the coordinator assigns topics by id; their names come from
+            # the metadata of every topic (as Java)
             self._metadata.set_topics(None)
         else:
             self._metadata.set_topics(set(self._subscription.subscription()))

@@ -63,6 +63,9 @@ class RecordDeserializers:
                     origin=origin,
                     hint="The record was released to the share group, to be delivered again",
                 )
+                error.key, error.value = record.key, record.value
+                error.timestamp, error.timestamp_type = record.timestamp, record.timestamp_type
+                error.headers = list(record.headers) if record.headers is not None else None
                 error.__cause__ = exc
                 return record, error
             record.key, record.value = key, value

@@ -75,10 +75,10 @@ MODULES: tuple[str, ...] = (
 """Names of the generated message modules."""
 
 REQUESTS: dict[int, tuple[str, str, int, int, int | None, int | None]] = {
-    0: ("produce", "ProduceRequest", 0, 11, 9, 9),
+    0: ("produce", "ProduceRequest", 0, 12, 9, 9),
     1: ("fetch", "FetchRequest", 0, 17, 12, 12),
     2: ("list_offsets", "ListOffsetsRequest", 0, 10, 6, 6),
-    3: ("metadata", "MetadataRequest", 0, 12, 9, 9),
+    3: ("metadata", "MetadataRequest", 0, 13, 9, 9),
     8: ("offset_commit", "OffsetCommitRequest", 0, 9, 8, 8),
     9: ("offset_fetch", "OffsetFetchRequest", 0, 9, 6, 6),
     10: ("find_coordinator", "FindCoordinatorRequest", 0, 6, 3, 3),
@@ -99,7 +99,7 @@ REQUESTS: dict[int, tuple[str, str, int, int, int | None, int | None]] = {
     25: ("add_offsets_to_txn", "AddOffsetsToTxnRequest", 0, 4, 3, 3),
     26: ("end_txn", "EndTxnRequest", 0, 5, 3, 3),
     27: ("write_txn_markers", "WriteTxnMarkersRequest", 0, 1, 1, 1),
-    28: ("txn_offset_commit", "TxnOffsetCommitRequest", 0, 4, 3, 3),
+    28: ("txn_offset_commit", "TxnOffsetCommitRequest", 0, 5, 3, 3),
     29: ("describe_acls", "DescribeAclsRequest", 0, 3, 2, 2),
     30: ("create_acls", "CreateAclsRequest", 0, 3, 2, 2),
     31: ("delete_acls", "DeleteAclsRequest", 0, 3, 2, 2),

@@ -72,15 +72,15 @@ class MetadataRequestTopic:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataRequestTopic to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataRequestTopic", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataRequestTopic", version, 0, 13))
         _MetadataRequestTopic_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataRequestTopic in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataRequestTopic", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataRequestTopic", version, 0, 13))
         try:
             return cast(Self, _MetadataRequestTopic_DECODERS[version](r))
         except ProtocolError as exc:
@@ -89,11 +89,11 @@ class MetadataRequestTopic:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataRequest:
-    """MetadataRequest (API key 3): versions 0-12, flexible from v9."""
+    """MetadataRequest (API key 3): versions 0-13, flexible from v9."""
 
     API_KEY: ClassVar[int] = 3
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int | None] = 9
     RESPONSE: ClassVar[type[MetadataResponse]]
 
@@ -147,15 +147,15 @@ class MetadataRequest:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataRequest to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataRequest", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataRequest", version, 0, 13))
         _MetadataRequest_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataRequest in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataRequest", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataRequest", version, 0, 13))
         try:
             return cast(Self, _MetadataRequest_DECODERS[version](r))
         except ProtocolError as exc:
@@ -210,15 +210,15 @@ class MetadataResponseBroker:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponseBroker to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponseBroker", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponseBroker", version, 0, 13))
         _MetadataResponseBroker_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataResponseBroker in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponseBroker", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponseBroker", version, 0, 13))
         try:
             return cast(Self, _MetadataResponseBroker_DECODERS[version](r))
         except ProtocolError as exc:
@@ -300,15 +300,15 @@ class MetadataResponsePartition:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponsePartition to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponsePartition", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponsePartition", version, 0, 13))
         _MetadataResponsePartition_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataResponsePartition in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponsePartition", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponsePartition", version, 0, 13))
         try:
             return cast(Self, _MetadataResponsePartition_DECODERS[version](r))
         except ProtocolError as exc:
@@ -385,15 +385,15 @@ class MetadataResponseTopic:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponseTopic to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponseTopic", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponseTopic", version, 0, 13))
         _MetadataResponseTopic_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataResponseTopic in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponseTopic", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponseTopic", version, 0, 13))
         try:
             return cast(Self, _MetadataResponseTopic_DECODERS[version](r))
         except ProtocolError as exc:
@@ -402,11 +402,11 @@ class MetadataResponseTopic:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class MetadataResponse:
-    """MetadataResponse (API key 3): versions 0-12, flexible from v9."""
+    """MetadataResponse (API key 3): versions 0-13, flexible from v9."""
 
     API_KEY: ClassVar[int] = 3
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_VERSION: ClassVar[int | None] = 9
 
     throttle_time_ms: int = 0
@@ -423,6 +423,8 @@ class MetadataResponse:
     """Each topic in the response. [versions 0+]"""
     cluster_authorized_operations: int = -2147483648
     """32-bit bitfield to represent authorized operations for this cluster. [versions 8-10]"""
+    error_code: int = 0
+    """The top-level error code, or 0 if there was no error. [versions 13+, ignorable]"""
 
     def __init__(
         self,
@@ -432,6 +434,7 @@ class MetadataResponse:
         controller_id: int = -1,
         topics: list[MetadataResponseTopic] = _FRESH,
         cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is _FRESH else brokers
@@ -439,6 +442,7 @@ class MetadataResponse:
         self.controller_id = controller_id
         self.topics = [] if topics is _FRESH else topics
         self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
 
     def __repr__(self) -> str:
         return (
@@ -448,7 +452,8 @@ class MetadataResponse:
             f"cluster_id={self.cluster_id!r}, "
             f"controller_id={self.controller_id!r}, "
             f"topics={self.topics!r}, "
-            f"cluster_authorized_operations={self.cluster_authorized_operations!r}"
+            f"cluster_authorized_operations={self.cluster_authorized_operations!r}, "
+            f"error_code={self.error_code!r}"
             ")"
         )
 
@@ -462,6 +467,7 @@ class MetadataResponse:
             self.controller_id,
             self.topics,
             self.cluster_authorized_operations,
+            self.error_code,
         ) == (
             other.throttle_time_ms,
             other.brokers,
@@ -469,19 +475,20 @@ class MetadataResponse:
             other.controller_id,
             other.topics,
             other.cluster_authorized_operations,
+            other.error_code,
         )
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this MetadataResponse to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponse", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponse", version, 0, 13))
         _MetadataResponse_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a MetadataResponse in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 12:
-            raise UnsupportedVersionError(_bad_version("MetadataResponse", version, 0, 12))
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(_bad_version("MetadataResponse", version, 0, 13))
         try:
             return cast(Self, _MetadataResponse_DECODERS[version](r))
         except ProtocolError as exc:
@@ -505,7 +512,7 @@ def _dec_MetadataRequestTopic_v9(r: Reader) -> MetadataRequestTopic:
 
 
 def _dec_MetadataRequestTopic_v10(r: Reader) -> MetadataRequestTopic:
-    # versions 10-12
+    # versions 10-13
     (f_topic_id,) = r.unpack(_S_16s, "MetadataRequestTopic.topic_id")
     f_topic_id = uuid_from_bytes(f_topic_id)
     f_name = r.compact_nullable_string()
@@ -529,7 +536,7 @@ def _enc_MetadataRequestTopic_v9(o: MetadataRequestTopic, w: Writer, v: int) -> 
 
 
 def _enc_MetadataRequestTopic_v10(o: MetadataRequestTopic, w: Writer, v: int) -> None:
-    # versions 10-12
+    # versions 10-13
     w.pack(_S_16s, o.topic_id.bytes)
     w.compact_nullable_string(o.name)
     w.empty_tagged_fields()
@@ -613,7 +620,7 @@ def _dec_MetadataRequest_v10(r: Reader) -> MetadataRequest:
 
 
 def _dec_MetadataRequest_v11(r: Reader) -> MetadataRequest:
-    # versions 11-12
+    # versions 11-13
     n = r.array_length(True)
     f_topics = None if n < 0 else [_dec_MetadataRequestTopic_v10(r) for _ in range(n)]
     f_allow_auto_topic_creation, f_include_topic_authorized_operations = r.unpack(
@@ -734,7 +741,7 @@ def _enc_MetadataRequest_v10(o: MetadataRequest, w: Writer, v: int) -> None:
 
 
 def _enc_MetadataRequest_v11(o: MetadataRequest, w: Writer, v: int) -> None:
-    # versions 11-12
+    # versions 11-13
     if o.topics is None:
         w.array_length(-1, True)
     else:
@@ -768,7 +775,7 @@ def _dec_MetadataResponseBroker_v1(r: Reader) -> MetadataResponseBroker:
 
 
 def _dec_MetadataResponseBroker_v9(r: Reader) -> MetadataResponseBroker:
-    # versions 9-12
+    # versions 9-13
     (f_node_id,) = r.unpack(_S_i, "MetadataResponseBroker.node_id")
     f_host = r.compact_string()
     (f_port,) = r.unpack(_S_i, "MetadataResponseBroker.port")
@@ -793,7 +800,7 @@ def _enc_MetadataResponseBroker_v1(o: MetadataResponseBroker, w: Writer, v: int)
 
 
 def _enc_MetadataResponseBroker_v9(o: MetadataResponseBroker, w: Writer, v: int) -> None:
-    # versions 9-12
+    # versions 9-13
     w.pack(_S_i, o.node_id)
     w.compact_string(o.host)
     w.pack(_S_i, o.port)
@@ -862,7 +869,7 @@ def _dec_MetadataResponsePartition_v7(r: Reader) -> MetadataResponsePartition:
 
 
 def _dec_MetadataResponsePartition_v9(r: Reader) -> MetadataResponsePartition:
-    # versions 9-12
+    # versions 9-13
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = r.unpack(
         _S_hiii, "MetadataResponsePartition.error_code..leader_epoch"
     )
@@ -919,7 +926,7 @@ def _enc_MetadataResponsePartition_v7(o: MetadataResponsePartition, w: Writer, v
 
 
 def _enc_MetadataResponsePartition_v9(o: MetadataResponsePartition, w: Writer, v: int) -> None:
-    # versions 9-12
+    # versions 9-13
     w.pack(_S_hiii, o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     w.array_length(len(o.replica_nodes), True)
     w.fixed_array("i", o.replica_nodes)
@@ -1026,7 +1033,7 @@ def _dec_MetadataResponseTopic_v10(r: Reader) -> MetadataResponseTopic:
 
 
 def _dec_MetadataResponseTopic_v12(r: Reader) -> MetadataResponseTopic:
-    # versions 12
+    # versions 12-13
     (f_error_code,) = r.unpack(_S_h, "MetadataResponseTopic.error_code")
     f_name = r.compact_nullable_string()
     f_topic_id, f_is_internal = r.unpack(_S_16so, "MetadataResponseTopic.topic_id..is_internal")
@@ -1147,7 +1154,7 @@ def _enc_MetadataResponseTopic_v10(o: MetadataResponseTopic, w: Writer, v: int) 
 
 
 def _enc_MetadataResponseTopic_v12(o: MetadataResponseTopic, w: Writer, v: int) -> None:
-    # versions 12
+    # versions 12-13
     w.pack(_S_h, o.error_code)
     w.compact_nullable_string(o.name)
     w.pack(_S_16so, o.topic_id.bytes, o.is_internal)
@@ -1168,7 +1175,7 @@ def _dec_MetadataResponse_v0(r: Reader) -> MetadataResponse:
     if n < 0:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v0(r) for _ in range(n)]
-    return MetadataResponse(0, f_brokers, None, -1, f_topics, -2147483648)
+    return MetadataResponse(0, f_brokers, None, -1, f_topics, -2147483648, 0)
 
 
 def _dec_MetadataResponse_v1(r: Reader) -> MetadataResponse:
@@ -1182,7 +1189,7 @@ def _dec_MetadataResponse_v1(r: Reader) -> MetadataResponse:
     if n < 0:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v1(r) for _ in range(n)]
-    return MetadataResponse(0, f_brokers, None, f_controller_id, f_topics, -2147483648)
+    return MetadataResponse(0, f_brokers, None, f_controller_id, f_topics, -2147483648, 0)
 
 
 def _dec_MetadataResponse_v2(r: Reader) -> MetadataResponse:
@@ -1197,7 +1204,7 @@ def _dec_MetadataResponse_v2(r: Reader) -> MetadataResponse:
     if n < 0:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v1(r) for _ in range(n)]
-    return MetadataResponse(0, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648)
+    return MetadataResponse(0, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0)
 
 
 def _dec_MetadataResponse_v3(r: Reader) -> MetadataResponse:
@@ -1214,7 +1221,7 @@ def _dec_MetadataResponse_v3(r: Reader) -> MetadataResponse:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v1(r) for _ in range(n)]
     return MetadataResponse(
-        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0
     )
 
 
@@ -1232,7 +1239,7 @@ def _dec_MetadataResponse_v5(r: Reader) -> MetadataResponse:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v5(r) for _ in range(n)]
     return MetadataResponse(
-        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0
     )
 
 
@@ -1250,7 +1257,7 @@ def _dec_MetadataResponse_v7(r: Reader) -> MetadataResponse:
         raise ProtocolError("non-nullable array MetadataResponse.topics was null")
     f_topics = [_dec_MetadataResponseTopic_v7(r) for _ in range(n)]
     return MetadataResponse(
-        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0
     )
 
 
@@ -1275,6 +1282,7 @@ def _dec_MetadataResponse_v8(r: Reader) -> MetadataResponse:
         f_controller_id,
         f_topics,
         f_cluster_authorized_operations,
+        0,
     )
 
 
@@ -1300,6 +1308,7 @@ def _dec_MetadataResponse_v9(r: Reader) -> MetadataResponse:
         f_controller_id,
         f_topics,
         f_cluster_authorized_operations,
+        0,
     )
 
 
@@ -1325,6 +1334,7 @@ def _dec_MetadataResponse_v10(r: Reader) -> MetadataResponse:
         f_controller_id,
         f_topics,
         f_cluster_authorized_operations,
+        0,
     )
 
 
@@ -1343,7 +1353,7 @@ def _dec_MetadataResponse_v11(r: Reader) -> MetadataResponse:
     f_topics = [_dec_MetadataResponseTopic_v10(r) for _ in range(n)]
     r.skip_tagged_fields()
     return MetadataResponse(
-        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0
     )
 
 
@@ -1362,7 +1372,27 @@ def _dec_MetadataResponse_v12(r: Reader) -> MetadataResponse:
     f_topics = [_dec_MetadataResponseTopic_v12(r) for _ in range(n)]
     r.skip_tagged_fields()
     return MetadataResponse(
-        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, 0
+    )
+
+
+def _dec_MetadataResponse_v13(r: Reader) -> MetadataResponse:
+    # versions 13
+    (f_throttle_time_ms,) = r.unpack(_S_i, "MetadataResponse.throttle_time_ms")
+    n = r.array_length(True)
+    if n < 0:
+        raise ProtocolError("non-nullable array MetadataResponse.brokers was null")
+    f_brokers = [_dec_MetadataResponseBroker_v9(r) for _ in range(n)]
+    f_cluster_id = r.compact_nullable_string()
+    (f_controller_id,) = r.unpack(_S_i, "MetadataResponse.controller_id")
+    n = r.array_length(True)
+    if n < 0:
+        raise ProtocolError("non-nullable array MetadataResponse.topics was null")
+    f_topics = [_dec_MetadataResponseTopic_v12(r) for _ in range(n)]
+    (f_error_code,) = r.unpack(_S_h, "MetadataResponse.error_code")
+    r.skip_tagged_fields()
+    return MetadataResponse(
+        f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, f_error_code
     )
 
 
@@ -1542,6 +1572,25 @@ def _enc_MetadataResponse_v12(o: MetadataResponse, w: Writer, v: int) -> None:
     w.empty_tagged_fields()
 
 
+def _enc_MetadataResponse_v13(o: MetadataResponse, w: Writer, v: int) -> None:
+    # versions 13
+    w.pack(_S_i, o.throttle_time_ms)
+    w.array_length(len(o.brokers), True)
+    for x_brokers in o.brokers:
+        _enc_MetadataResponseBroker_v9(x_brokers, w, v)
+    w.compact_nullable_string(o.cluster_id)
+    w.pack(_S_i, o.controller_id)
+    w.array_length(len(o.topics), True)
+    for x_topics in o.topics:
+        _enc_MetadataResponseTopic_v12(x_topics, w, v)
+    if o.cluster_authorized_operations != -2147483648:
+        raise UnsupportedVersionError(
+            _not_default("MetadataResponse.cluster_authorized_operations", v, "8-10")
+        )
+    w.pack(_S_h, o.error_code)
+    w.empty_tagged_fields()
+
+
 def _bad_version(name: str, version: int, lo: int, hi: int) -> str:
     return f"{name} does not support version {version} (supported: {lo}-{hi})"
 
@@ -1571,6 +1620,7 @@ _MetadataRequestTopic_DECODERS: tuple[Callable[[Reader], MetadataRequestTopic], 
     _dec_MetadataRequestTopic_v10,  # v10
     _dec_MetadataRequestTopic_v10,  # v11
     _dec_MetadataRequestTopic_v10,  # v12
+    _dec_MetadataRequestTopic_v10,  # v13
 )
 
 _MetadataRequestTopic_ENCODERS: tuple[Callable[[MetadataRequestTopic, Writer, int], None], ...] = (
@@ -1587,6 +1637,7 @@ _MetadataRequestTopic_ENCODERS: tuple[Callable[[MetadataRequestTopic, Writer, in
     _enc_MetadataRequestTopic_v10,  # v10
     _enc_MetadataRequestTopic_v10,  # v11
     _enc_MetadataRequestTopic_v10,  # v12
+    _enc_MetadataRequestTopic_v10,  # v13
 )
 
 _MetadataRequest_DECODERS: tuple[Callable[[Reader], MetadataRequest], ...] = (
@@ -1603,6 +1654,7 @@ _MetadataRequest_DECODERS: tuple[Callable[[Reader], MetadataRequest], ...] = (
     _dec_MetadataRequest_v10,  # v10
     _dec_MetadataRequest_v11,  # v11
     _dec_MetadataRequest_v11,  # v12
+    _dec_MetadataRequest_v11,  # v13
 )
 
 _MetadataRequest_ENCODERS: tuple[Callable[[MetadataRequest, Writer, int], None], ...] = (
@@ -1619,6 +1671,7 @@ _MetadataRequest_ENCODERS: tuple[Callable[[MetadataRequest, Writer, int], None],
     _enc_MetadataRequest_v10,  # v10
     _enc_MetadataRequest_v11,  # v11
     _enc_MetadataRequest_v11,  # v12
+    _enc_MetadataRequest_v11,  # v13
 )
 
 _MetadataResponseBroker_DECODERS: tuple[Callable[[Reader], MetadataResponseBroker], ...] = (
@@ -1635,6 +1688,7 @@ _MetadataResponseBroker_DECODERS: tuple[Callable[[Reader], MetadataResponseBroke
     _dec_MetadataResponseBroker_v9,  # v10
     _dec_MetadataResponseBroker_v9,  # v11
     _dec_MetadataResponseBroker_v9,  # v12
+    _dec_MetadataResponseBroker_v9,  # v13
 )
 
 _MetadataResponseBroker_ENCODERS: tuple[Callable[[MetadataResponseBroker, Writer, int], None], ...] = (
@@ -1651,6 +1705,7 @@ _MetadataResponseBroker_ENCODERS: tuple[Callable[[MetadataResponseBroker, Writer
     _enc_MetadataResponseBroker_v9,  # v10
     _enc_MetadataResponseBroker_v9,  # v11
     _enc_MetadataResponseBroker_v9,  # v12
+    _enc_MetadataResponseBroker_v9,  # v13
 )
 
 _MetadataResponsePartition_DECODERS: tuple[Callable[[Reader], MetadataResponsePartition], ...] = (
@@ -1667,6 +1722,7 @@ _MetadataResponsePartition_DECODERS: tuple[Callable[[Reader], MetadataResponsePa
     _dec_MetadataResponsePartition_v9,  # v10
     _dec_MetadataResponsePartition_v9,  # v11
     _dec_MetadataResponsePartition_v9,  # v12
+    _dec_MetadataResponsePartition_v9,  # v13
 )
 
 _MetadataResponsePartition_ENCODERS: tuple[Callable[[MetadataResponsePartition, Writer, int], None], ...] = (
@@ -1683,6 +1739,7 @@ _MetadataResponsePartition_ENCODERS: tuple[Callable[[MetadataResponsePartition, 
     _enc_MetadataResponsePartition_v9,  # v10
     _enc_MetadataResponsePartition_v9,  # v11
     _enc_MetadataResponsePartition_v9,  # v12
+    _enc_MetadataResponsePartition_v9,  # v13
 )
 
 _MetadataResponseTopic_DECODERS: tuple[Callable[[Reader], MetadataResponseTopic], ...] = (
@@ -1699,6 +1756,7 @@ _MetadataResponseTopic_DECODERS: tuple[Callable[[Reader], MetadataResponseTopic]
     _dec_MetadataResponseTopic_v10,  # v10
     _dec_MetadataResponseTopic_v10,  # v11
     _dec_MetadataResponseTopic_v12,  # v12
+    _dec_MetadataResponseTopic_v12,  # v13
 )
 
 _MetadataResponseTopic_ENCODERS: tuple[Callable[[MetadataResponseTopic, Writer, int], None], ...] = (
@@ -1715,6 +1773,7 @@ _MetadataResponseTopic_ENCODERS: tuple[Callable[[MetadataResponseTopic, Writer, 
     _enc_MetadataResponseTopic_v10,  # v10
     _enc_MetadataResponseTopic_v10,  # v11
     _enc_MetadataResponseTopic_v12,  # v12
+    _enc_MetadataResponseTopic_v12,  # v13
 )
 
 _MetadataResponse_DECODERS: tuple[Callable[[Reader], MetadataResponse], ...] = (
@@ -1731,6 +1790,7 @@ _MetadataResponse_DECODERS: tuple[Callable[[Reader], MetadataResponse], ...] = (
     _dec_MetadataResponse_v10,  # v10
     _dec_MetadataResponse_v11,  # v11
     _dec_MetadataResponse_v12,  # v12
+    _dec_MetadataResponse_v13,  # v13
 )
 
 _MetadataResponse_ENCODERS: tuple[Callable[[MetadataResponse, Writer, int], None], ...] = (
@@ -1747,4 +1807,5 @@ _MetadataResponse_ENCODERS: tuple[Callable[[MetadataResponse, Writer, int], None
     _enc_MetadataResponse_v10,  # v10
     _enc_MetadataResponse_v11,  # v11
     _enc_MetadataResponse_v12,  # v12
+    _enc_MetadataResponse_v13,  # v13
 )

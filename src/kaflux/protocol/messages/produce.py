@@ -71,15 +71,15 @@ class PartitionProduceData:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionProduceData to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("PartitionProduceData", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("PartitionProduceData", version, 0, 12))
         _PartitionProduceData_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a PartitionProduceData in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("PartitionProduceData", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("PartitionProduceData", version, 0, 12))
         try:
             return cast(Self, _PartitionProduceData_DECODERS[version](r))
         except ProtocolError as exc:
@@ -120,15 +120,15 @@ class TopicProduceData:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicProduceData to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("TopicProduceData", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("TopicProduceData", version, 0, 12))
         _TopicProduceData_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TopicProduceData in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("TopicProduceData", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("TopicProduceData", version, 0, 12))
         try:
             return cast(Self, _TopicProduceData_DECODERS[version](r))
         except ProtocolError as exc:
@@ -137,11 +137,11 @@ class TopicProduceData:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class ProduceRequest:
-    """ProduceRequest (API key 0): versions 0-11, flexible from v9."""
+    """ProduceRequest (API key 0): versions 0-12, flexible from v9."""
 
     API_KEY: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MAX_VERSION: ClassVar[int] = 12
     FLEXIBLE_VERSION: ClassVar[int | None] = 9
     RESPONSE: ClassVar[type[ProduceResponse]]
 
@@ -198,15 +198,15 @@ class ProduceRequest:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ProduceRequest to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("ProduceRequest", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("ProduceRequest", version, 0, 12))
         _ProduceRequest_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a ProduceRequest in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("ProduceRequest", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("ProduceRequest", version, 0, 12))
         try:
             return cast(Self, _ProduceRequest_DECODERS[version](r))
         except ProtocolError as exc:
@@ -251,15 +251,15 @@ class BatchIndexAndErrorMessage:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this BatchIndexAndErrorMessage to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("BatchIndexAndErrorMessage", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("BatchIndexAndErrorMessage", version, 0, 12))
         _BatchIndexAndErrorMessage_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a BatchIndexAndErrorMessage in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("BatchIndexAndErrorMessage", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("BatchIndexAndErrorMessage", version, 0, 12))
         try:
             return cast(Self, _BatchIndexAndErrorMessage_DECODERS[version](r))
         except ProtocolError as exc:
@@ -300,15 +300,15 @@ class LeaderIdAndEpoch:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this LeaderIdAndEpoch to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("LeaderIdAndEpoch", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("LeaderIdAndEpoch", version, 0, 12))
         _LeaderIdAndEpoch_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a LeaderIdAndEpoch in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("LeaderIdAndEpoch", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("LeaderIdAndEpoch", version, 0, 12))
         try:
             return cast(Self, _LeaderIdAndEpoch_DECODERS[version](r))
         except ProtocolError as exc:
@@ -402,15 +402,15 @@ class PartitionProduceResponse:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this PartitionProduceResponse to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("PartitionProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("PartitionProduceResponse", version, 0, 12))
         _PartitionProduceResponse_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a PartitionProduceResponse in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("PartitionProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("PartitionProduceResponse", version, 0, 12))
         try:
             return cast(Self, _PartitionProduceResponse_DECODERS[version](r))
         except ProtocolError as exc:
@@ -451,15 +451,15 @@ class TopicProduceResponse:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TopicProduceResponse to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("TopicProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("TopicProduceResponse", version, 0, 12))
         _TopicProduceResponse_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TopicProduceResponse in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("TopicProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("TopicProduceResponse", version, 0, 12))
         try:
             return cast(Self, _TopicProduceResponse_DECODERS[version](r))
         except ProtocolError as exc:
@@ -516,15 +516,15 @@ class NodeEndpoint:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this NodeEndpoint to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("NodeEndpoint", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("NodeEndpoint", version, 0, 12))
         _NodeEndpoint_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a NodeEndpoint in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("NodeEndpoint", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("NodeEndpoint", version, 0, 12))
         try:
             return cast(Self, _NodeEndpoint_DECODERS[version](r))
         except ProtocolError as exc:
@@ -533,11 +533,11 @@ class NodeEndpoint:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class ProduceResponse:
-    """ProduceResponse (API key 0): versions 0-11, flexible from v9."""
+    """ProduceResponse (API key 0): versions 0-12, flexible from v9."""
 
     API_KEY: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 11
+    MAX_VERSION: ClassVar[int] = 12
     FLEXIBLE_VERSION: ClassVar[int | None] = 9
 
     responses: list[TopicProduceResponse] = field(default_factory=list)
@@ -585,15 +585,15 @@ class ProduceResponse:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this ProduceResponse to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("ProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("ProduceResponse", version, 0, 12))
         _ProduceResponse_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a ProduceResponse in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 11:
-            raise UnsupportedVersionError(_bad_version("ProduceResponse", version, 0, 11))
+        if not 0 <= version <= 12:
+            raise UnsupportedVersionError(_bad_version("ProduceResponse", version, 0, 12))
         try:
             return cast(Self, _ProduceResponse_DECODERS[version](r))
         except ProtocolError as exc:
@@ -611,7 +611,7 @@ def _dec_PartitionProduceData_v0(r: Reader) -> PartitionProduceData:
 
 
 def _dec_PartitionProduceData_v9(r: Reader) -> PartitionProduceData:
-    # versions 9-11
+    # versions 9-12
     (f_index,) = r.unpack(_S_i, "PartitionProduceData.index")
     f_records = r.records(True)
     r.skip_tagged_fields()
@@ -625,7 +625,7 @@ def _enc_PartitionProduceData_v0(o: PartitionProduceData, w: Writer, v: int) -> 
 
 
 def _enc_PartitionProduceData_v9(o: PartitionProduceData, w: Writer, v: int) -> None:
-    # versions 9-11
+    # versions 9-12
     w.pack(_S_i, o.index)
     w.records(o.records, True)
     w.empty_tagged_fields()
@@ -642,7 +642,7 @@ def _dec_TopicProduceData_v0(r: Reader) -> TopicProduceData:
 
 
 def _dec_TopicProduceData_v9(r: Reader) -> TopicProduceData:
-    # versions 9-11
+    # versions 9-12
     f_name = r.compact_string()
     n = r.array_length(True)
     if n < 0:
@@ -661,7 +661,7 @@ def _enc_TopicProduceData_v0(o: TopicProduceData, w: Writer, v: int) -> None:
 
 
 def _enc_TopicProduceData_v9(o: TopicProduceData, w: Writer, v: int) -> None:
-    # versions 9-11
+    # versions 9-12
     w.compact_string(o.name)
     w.array_length(len(o.partition_data), True)
     for x_partition_data in o.partition_data:
@@ -691,7 +691,7 @@ def _dec_ProduceRequest_v3(r: Reader) -> ProduceRequest:
 
 
 def _dec_ProduceRequest_v9(r: Reader) -> ProduceRequest:
-    # versions 9-11
+    # versions 9-12
     f_transactional_id = r.compact_nullable_string()
     f_acks, f_timeout_ms = r.unpack(_S_hi, "ProduceRequest.acks..timeout_ms")
     n = r.array_length(True)
@@ -722,7 +722,7 @@ def _enc_ProduceRequest_v3(o: ProduceRequest, w: Writer, v: int) -> None:
 
 
 def _enc_ProduceRequest_v9(o: ProduceRequest, w: Writer, v: int) -> None:
-    # versions 9-11
+    # versions 9-12
     w.compact_nullable_string(o.transactional_id)
     w.pack(_S_hi, o.acks, o.timeout_ms)
     w.array_length(len(o.topic_data), True)
@@ -744,7 +744,7 @@ def _dec_BatchIndexAndErrorMessage_v8(r: Reader) -> BatchIndexAndErrorMessage:
 
 
 def _dec_BatchIndexAndErrorMessage_v9(r: Reader) -> BatchIndexAndErrorMessage:
-    # versions 9-11
+    # versions 9-12
     (f_batch_index,) = r.unpack(_S_i, "BatchIndexAndErrorMessage.batch_index")
     f_batch_index_error_message = r.compact_nullable_string()
     r.skip_tagged_fields()
@@ -768,7 +768,7 @@ def _enc_BatchIndexAndErrorMessage_v8(o: BatchIndexAndErrorMessage, w: Writer, v
 
 
 def _enc_BatchIndexAndErrorMessage_v9(o: BatchIndexAndErrorMessage, w: Writer, v: int) -> None:
-    # versions 9-11
+    # versions 9-12
     w.pack(_S_i, o.batch_index)
     w.compact_nullable_string(o.batch_index_error_message)
     w.empty_tagged_fields()
@@ -786,7 +786,7 @@ def _dec_LeaderIdAndEpoch_v9(r: Reader) -> LeaderIdAndEpoch:
 
 
 def _dec_LeaderIdAndEpoch_v10(r: Reader) -> LeaderIdAndEpoch:
-    # versions 10-11
+    # versions 10-12
     f_leader_id, f_leader_epoch = r.unpack(_S_ii, "LeaderIdAndEpoch.leader_id..leader_epoch")
     r.skip_tagged_fields()
     return LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
@@ -810,7 +810,7 @@ def _enc_LeaderIdAndEpoch_v9(o: LeaderIdAndEpoch, w: Writer, v: int) -> None:
 
 
 def _enc_LeaderIdAndEpoch_v10(o: LeaderIdAndEpoch, w: Writer, v: int) -> None:
-    # versions 10-11
+    # versions 10-12
     w.pack(_S_ii, o.leader_id, o.leader_epoch)
     w.empty_tagged_fields()
 
@@ -896,7 +896,7 @@ def _dec_PartitionProduceResponse_v9(r: Reader) -> PartitionProduceResponse:
 
 
 def _dec_PartitionProduceResponse_v10(r: Reader) -> PartitionProduceResponse:
-    # versions 10-11
+    # versions 10-12
     f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = r.unpack(
         _S_ihqqq, "PartitionProduceResponse.index..log_start_offset"
     )
@@ -971,7 +971,7 @@ def _enc_PartitionProduceResponse_v9(o: PartitionProduceResponse, w: Writer, v: 
 
 
 def _enc_PartitionProduceResponse_v10(o: PartitionProduceResponse, w: Writer, v: int) -> None:
-    # versions 10-11
+    # versions 10-12
     w.pack(_S_ihqqq, o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     w.array_length(len(o.record_errors), True)
     for x_record_errors in o.record_errors:
@@ -1037,7 +1037,7 @@ def _dec_TopicProduceResponse_v9(r: Reader) -> TopicProduceResponse:
 
 
 def _dec_TopicProduceResponse_v10(r: Reader) -> TopicProduceResponse:
-    # versions 10-11
+    # versions 10-12
     f_name = r.compact_string()
     n = r.array_length(True)
     if n < 0:
@@ -1089,7 +1089,7 @@ def _enc_TopicProduceResponse_v9(o: TopicProduceResponse, w: Writer, v: int) -> 
 
 
 def _enc_TopicProduceResponse_v10(o: TopicProduceResponse, w: Writer, v: int) -> None:
-    # versions 10-11
+    # versions 10-12
     w.compact_string(o.name)
     w.array_length(len(o.partition_responses), True)
     for x_partition_responses in o.partition_responses:
@@ -1109,7 +1109,7 @@ def _dec_NodeEndpoint_v9(r: Reader) -> NodeEndpoint:
 
 
 def _dec_NodeEndpoint_v10(r: Reader) -> NodeEndpoint:
-    # versions 10-11
+    # versions 10-12
     (f_node_id,) = r.unpack(_S_i, "NodeEndpoint.node_id")
     f_host = r.compact_string()
     (f_port,) = r.unpack(_S_i, "NodeEndpoint.port")
@@ -1144,7 +1144,7 @@ def _enc_NodeEndpoint_v9(o: NodeEndpoint, w: Writer, v: int) -> None:
 
 
 def _enc_NodeEndpoint_v10(o: NodeEndpoint, w: Writer, v: int) -> None:
-    # versions 10-11
+    # versions 10-12
     w.pack(_S_i, o.node_id)
     w.compact_string(o.host)
     w.pack(_S_i, o.port)
@@ -1213,7 +1213,7 @@ def _dec_ProduceResponse_v9(r: Reader) -> ProduceResponse:
 
 
 def _dec_ProduceResponse_v10(r: Reader) -> ProduceResponse:
-    # versions 10-11
+    # versions 10-12
     n = r.array_length(True)
     if n < 0:
         raise ProtocolError("non-nullable array ProduceResponse.responses was null")
@@ -1295,7 +1295,7 @@ def _enc_ProduceResponse_v9(o: ProduceResponse, w: Writer, v: int) -> None:
 
 
 def _enc_ProduceResponse_v10(o: ProduceResponse, w: Writer, v: int) -> None:
-    # versions 10-11
+    # versions 10-12
     w.array_length(len(o.responses), True)
     for x_responses in o.responses:
         _enc_TopicProduceResponse_v10(x_responses, w, v)
@@ -1338,6 +1338,7 @@ _PartitionProduceData_DECODERS: tuple[Callable[[Reader], PartitionProduceData], 
     _dec_PartitionProduceData_v9,  # v9
     _dec_PartitionProduceData_v9,  # v10
     _dec_PartitionProduceData_v9,  # v11
+    _dec_PartitionProduceData_v9,  # v12
 )
 
 _PartitionProduceData_ENCODERS: tuple[Callable[[PartitionProduceData, Writer, int], None], ...] = (
@@ -1353,6 +1354,7 @@ _PartitionProduceData_ENCODERS: tuple[Callable[[PartitionProduceData, Writer, in
     _enc_PartitionProduceData_v9,  # v9
     _enc_PartitionProduceData_v9,  # v10
     _enc_PartitionProduceData_v9,  # v11
+    _enc_PartitionProduceData_v9,  # v12
 )
 
 _TopicProduceData_DECODERS: tuple[Callable[[Reader], TopicProduceData], ...] = (
@@ -1368,6 +1370,7 @@ _TopicProduceData_DECODERS: tuple[Callable[[Reader], TopicProduceData], ...] = (
     _dec_TopicProduceData_v9,  # v9
     _dec_TopicProduceData_v9,  # v10
     _dec_TopicProduceData_v9,  # v11
+    _dec_TopicProduceData_v9,  # v12
 )
 
 _TopicProduceData_ENCODERS: tuple[Callable[[TopicProduceData, Writer, int], None], ...] = (
@@ -1383,6 +1386,7 @@ _TopicProduceData_ENCODERS: tuple[Callable[[TopicProduceData, Writer, int], None
     _enc_TopicProduceData_v9,  # v9
     _enc_TopicProduceData_v9,  # v10
     _enc_TopicProduceData_v9,  # v11
+    _enc_TopicProduceData_v9,  # v12
 )
 
 _ProduceRequest_DECODERS: tuple[Callable[[Reader], ProduceRequest], ...] = (
@@ -1398,6 +1402,7 @@ _ProduceRequest_DECODERS: tuple[Callable[[Reader], ProduceRequest], ...] = (
     _dec_ProduceRequest_v9,  # v9
     _dec_ProduceRequest_v9,  # v10
     _dec_ProduceRequest_v9,  # v11
+    _dec_ProduceRequest_v9,  # v12
 )
 
 _ProduceRequest_ENCODERS: tuple[Callable[[ProduceRequest, Writer, int], None], ...] = (
@@ -1413,6 +1418,7 @@ _ProduceRequest_ENCODERS: tuple[Callable[[ProduceRequest, Writer, int], None], .
     _enc_ProduceRequest_v9,  # v9
     _enc_ProduceRequest_v9,  # v10
     _enc_ProduceRequest_v9,  # v11
+    _enc_ProduceRequest_v9,  # v12
 )
 
 _BatchIndexAndErrorMessage_DECODERS: tuple[Callable[[Reader], BatchIndexAndErrorMessage], ...] = (
@@ -1428,6 +1434,7 @@ _BatchIndexAndErrorMessage_DECODERS: tuple[Callable[[Reader], BatchIndexAndError
     _dec_BatchIndexAndErrorMessage_v9,  # v9
     _dec_BatchIndexAndErrorMessage_v9,  # v10
     _dec_BatchIndexAndErrorMessage_v9,  # v11
+    _dec_BatchIndexAndErrorMessage_v9,  # v12
 )
 
 _BatchIndexAndErrorMessage_ENCODERS: tuple[Callable[[BatchIndexAndErrorMessage, Writer, int], None], ...] = (
@@ -1443,6 +1450,7 @@ _BatchIndexAndErrorMessage_ENCODERS: tuple[Callable[[BatchIndexAndErrorMessage, 
     _enc_BatchIndexAndErrorMessage_v9,  # v9
     _enc_BatchIndexAndErrorMessage_v9,  # v10
     _enc_BatchIndexAndErrorMessage_v9,  # v11
+    _enc_BatchIndexAndErrorMessage_v9,  # v12
 )
 
 _LeaderIdAndEpoch_DECODERS: tuple[Callable[[Reader], LeaderIdAndEpoch], ...] = (
@@ -1458,6 +1466,7 @@ _LeaderIdAndEpoch_DECODERS: tuple[Callable[[Reader], LeaderIdAndEpoch], ...] = (
     _dec_LeaderIdAndEpoch_v9,  # v9
     _dec_LeaderIdAndEpoch_v10,  # v10
     _dec_LeaderIdAndEpoch_v10,  # v11
+    _dec_LeaderIdAndEpoch_v10,  # v12
 )
 
 _LeaderIdAndEpoch_ENCODERS: tuple[Callable[[LeaderIdAndEpoch, Writer, int], None], ...] = (
@@ -1473,6 +1482,7 @@ _LeaderIdAndEpoch_ENCODERS: tuple[Callable[[LeaderIdAndEpoch, Writer, int], None
     _enc_LeaderIdAndEpoch_v9,  # v9
     _enc_LeaderIdAndEpoch_v10,  # v10
     _enc_LeaderIdAndEpoch_v10,  # v11
+    _enc_LeaderIdAndEpoch_v10,  # v12
 )
 
 _PartitionProduceResponse_DECODERS: tuple[Callable[[Reader], PartitionProduceResponse], ...] = (
@@ -1488,6 +1498,7 @@ _PartitionProduceResponse_DECODERS: tuple[Callable[[Reader], PartitionProduceRes
     _dec_PartitionProduceResponse_v9,  # v9
     _dec_PartitionProduceResponse_v10,  # v10
     _dec_PartitionProduceResponse_v10,  # v11
+    _dec_PartitionProduceResponse_v10,  # v12
 )
 
 _PartitionProduceResponse_ENCODERS: tuple[Callable[[PartitionProduceResponse, Writer, int], None], ...] = (
@@ -1503,6 +1514,7 @@ _PartitionProduceResponse_ENCODERS: tuple[Callable[[PartitionProduceResponse, Wr
     _enc_PartitionProduceResponse_v9,  # v9
     _enc_PartitionProduceResponse_v10,  # v10
     _enc_PartitionProduceResponse_v10,  # v11
+    _enc_PartitionProduceResponse_v10,  # v12
 )
 
 _TopicProduceResponse_DECODERS: tuple[Callable[[Reader], TopicProduceResponse], ...] = (
@@ -1518,6 +1530,7 @@ _TopicProduceResponse_DECODERS: tuple[Callable[[Reader], TopicProduceResponse], 
     _dec_TopicProduceResponse_v9,  # v9
     _dec_TopicProduceResponse_v10,  # v10
     _dec_TopicProduceResponse_v10,  # v11
+    _dec_TopicProduceResponse_v10,  # v12
 )
 
 _TopicProduceResponse_ENCODERS: tuple[Callable[[TopicProduceResponse, Writer, int], None], ...] = (
@@ -1533,6 +1546,7 @@ _TopicProduceResponse_ENCODERS: tuple[Callable[[TopicProduceResponse, Writer, in
     _enc_TopicProduceResponse_v9,  # v9
     _enc_TopicProduceResponse_v10,  # v10
     _enc_TopicProduceResponse_v10,  # v11
+    _enc_TopicProduceResponse_v10,  # v12
 )
 
 _NodeEndpoint_DECODERS: tuple[Callable[[Reader], NodeEndpoint], ...] = (
@@ -1548,6 +1562,7 @@ _NodeEndpoint_DECODERS: tuple[Callable[[Reader], NodeEndpoint], ...] = (
     _dec_NodeEndpoint_v9,  # v9
     _dec_NodeEndpoint_v10,  # v10
     _dec_NodeEndpoint_v10,  # v11
+    _dec_NodeEndpoint_v10,  # v12
 )
 
 _NodeEndpoint_ENCODERS: tuple[Callable[[NodeEndpoint, Writer, int], None], ...] = (
@@ -1563,6 +1578,7 @@ _NodeEndpoint_ENCODERS: tuple[Callable[[NodeEndpoint, Writer, int], None], ...] 
     _enc_NodeEndpoint_v9,  # v9
     _enc_NodeEndpoint_v10,  # v10
     _enc_NodeEndpoint_v10,  # v11
+    _enc_NodeEndpoint_v10,  # v12
 )
 
 _ProduceResponse_DECODERS: tuple[Callable[[Reader], ProduceResponse], ...] = (
@@ -1578,6 +1594,7 @@ _ProduceResponse_DECODERS: tuple[Callable[[Reader], ProduceResponse], ...] = (
     _dec_ProduceResponse_v9,  # v9
     _dec_ProduceResponse_v10,  # v10
     _dec_ProduceResponse_v10,  # v11
+    _dec_ProduceResponse_v10,  # v12
 )
 
 _ProduceResponse_ENCODERS: tuple[Callable[[ProduceResponse, Writer, int], None], ...] = (
@@ -1593,6 +1610,7 @@ _ProduceResponse_ENCODERS: tuple[Callable[[ProduceResponse, Writer, int], None],
     _enc_ProduceResponse_v9,  # v9
     _enc_ProduceResponse_v10,  # v10
     _enc_ProduceResponse_v10,  # v11
+    _enc_ProduceResponse_v10,  # v12
 )
 
 # Shared default instances, only ever compared against (never handed out).

@@ -88,15 +88,15 @@ class TxnOffsetCommitRequestPartition:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequestPartition to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestPartition", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestPartition", version, 0, 5))
         _TxnOffsetCommitRequestPartition_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitRequestPartition in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestPartition", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestPartition", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitRequestPartition_DECODERS[version](r))
         except ProtocolError as exc:
@@ -139,15 +139,15 @@ class TxnOffsetCommitRequestTopic:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequestTopic to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestTopic", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestTopic", version, 0, 5))
         _TxnOffsetCommitRequestTopic_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitRequestTopic in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestTopic", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequestTopic", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitRequestTopic_DECODERS[version](r))
         except ProtocolError as exc:
@@ -156,11 +156,11 @@ class TxnOffsetCommitRequestTopic:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitRequest:
-    """TxnOffsetCommitRequest (API key 28): versions 0-4, flexible from v3."""
+    """TxnOffsetCommitRequest (API key 28): versions 0-5, flexible from v3."""
 
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
     RESPONSE: ClassVar[type[TxnOffsetCommitResponse]]
 
@@ -242,15 +242,15 @@ class TxnOffsetCommitRequest:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitRequest to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequest", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequest", version, 0, 5))
         _TxnOffsetCommitRequest_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitRequest in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequest", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitRequest", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitRequest_DECODERS[version](r))
         except ProtocolError as exc:
@@ -293,15 +293,15 @@ class TxnOffsetCommitResponsePartition:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponsePartition to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponsePartition", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponsePartition", version, 0, 5))
         _TxnOffsetCommitResponsePartition_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitResponsePartition in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponsePartition", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponsePartition", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitResponsePartition_DECODERS[version](r))
         except ProtocolError as exc:
@@ -342,15 +342,15 @@ class TxnOffsetCommitResponseTopic:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponseTopic to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponseTopic", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponseTopic", version, 0, 5))
         _TxnOffsetCommitResponseTopic_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitResponseTopic in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponseTopic", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponseTopic", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitResponseTopic_DECODERS[version](r))
         except ProtocolError as exc:
@@ -359,11 +359,11 @@ class TxnOffsetCommitResponseTopic:
 
 @dataclass(slots=True, init=False, repr=False, eq=False)
 class TxnOffsetCommitResponse:
-    """TxnOffsetCommitResponse (API key 28): versions 0-4, flexible from v3."""
+    """TxnOffsetCommitResponse (API key 28): versions 0-5, flexible from v3."""
 
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
     throttle_time_ms: int = 0
@@ -400,15 +400,15 @@ class TxnOffsetCommitResponse:
 
     def encode(self, w: Writer, version: int) -> None:
         """Append this TxnOffsetCommitResponse to ``w`` in wire format ``version``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponse", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponse", version, 0, 5))
         _TxnOffsetCommitResponse_ENCODERS[version](self, w, version)
 
     @classmethod
     def decode(cls, r: Reader, version: int) -> Self:
         """Read a TxnOffsetCommitResponse in wire format ``version`` from ``r``."""
-        if not 0 <= version <= 4:
-            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponse", version, 0, 4))
+        if not 0 <= version <= 5:
+            raise UnsupportedVersionError(_bad_version("TxnOffsetCommitResponse", version, 0, 5))
         try:
             return cast(Self, _TxnOffsetCommitResponse_DECODERS[version](r))
         except ProtocolError as exc:
@@ -439,7 +439,7 @@ def _dec_TxnOffsetCommitRequestPartition_v2(r: Reader) -> TxnOffsetCommitRequest
 
 
 def _dec_TxnOffsetCommitRequestPartition_v3(r: Reader) -> TxnOffsetCommitRequestPartition:
-    # versions 3-4
+    # versions 3-5
     f_partition_index, f_committed_offset, f_committed_leader_epoch = r.unpack(
         _S_iqi, "TxnOffsetCommitRequestPartition.partition_index..committed_leader_epoch"
     )
@@ -463,7 +463,7 @@ def _enc_TxnOffsetCommitRequestPartition_v2(o: TxnOffsetCommitRequestPartition, 
 
 
 def _enc_TxnOffsetCommitRequestPartition_v3(o: TxnOffsetCommitRequestPartition, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.pack(_S_iqi, o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w.compact_nullable_string(o.committed_metadata)
     w.empty_tagged_fields()
@@ -490,7 +490,7 @@ def _dec_TxnOffsetCommitRequestTopic_v2(r: Reader) -> TxnOffsetCommitRequestTopi
 
 
 def _dec_TxnOffsetCommitRequestTopic_v3(r: Reader) -> TxnOffsetCommitRequestTopic:
-    # versions 3-4
+    # versions 3-5
     f_name = r.compact_string()
     n = r.array_length(True)
     if n < 0:
@@ -517,7 +517,7 @@ def _enc_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitRequestTopic, w: Write
 
 
 def _enc_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitRequestTopic, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.compact_string(o.name)
     w.array_length(len(o.partitions), True)
     for x_partitions in o.partitions:
@@ -554,7 +554,7 @@ def _dec_TxnOffsetCommitRequest_v2(r: Reader) -> TxnOffsetCommitRequest:
 
 
 def _dec_TxnOffsetCommitRequest_v3(r: Reader) -> TxnOffsetCommitRequest:
-    # versions 3-4
+    # versions 3-5
     f_transactional_id = r.compact_string()
     f_group_id = r.compact_string()
     f_producer_id, f_producer_epoch, f_generation_id = r.unpack(
@@ -612,7 +612,7 @@ def _enc_TxnOffsetCommitRequest_v2(o: TxnOffsetCommitRequest, w: Writer, v: int)
 
 
 def _enc_TxnOffsetCommitRequest_v3(o: TxnOffsetCommitRequest, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.compact_string(o.transactional_id)
     w.compact_string(o.group_id)
     w.pack(_S_qhi, o.producer_id, o.producer_epoch, o.generation_id)
@@ -633,7 +633,7 @@ def _dec_TxnOffsetCommitResponsePartition_v0(r: Reader) -> TxnOffsetCommitRespon
 
 
 def _dec_TxnOffsetCommitResponsePartition_v3(r: Reader) -> TxnOffsetCommitResponsePartition:
-    # versions 3-4
+    # versions 3-5
     f_partition_index, f_error_code = r.unpack(
         _S_ih, "TxnOffsetCommitResponsePartition.partition_index..error_code"
     )
@@ -647,7 +647,7 @@ def _enc_TxnOffsetCommitResponsePartition_v0(o: TxnOffsetCommitResponsePartition
 
 
 def _enc_TxnOffsetCommitResponsePartition_v3(o: TxnOffsetCommitResponsePartition, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.pack(_S_ih, o.partition_index, o.error_code)
     w.empty_tagged_fields()
 
@@ -663,7 +663,7 @@ def _dec_TxnOffsetCommitResponseTopic_v0(r: Reader) -> TxnOffsetCommitResponseTo
 
 
 def _dec_TxnOffsetCommitResponseTopic_v3(r: Reader) -> TxnOffsetCommitResponseTopic:
-    # versions 3-4
+    # versions 3-5
     f_name = r.compact_string()
     n = r.array_length(True)
     if n < 0:
@@ -682,7 +682,7 @@ def _enc_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommitResponseTopic, w: Wri
 
 
 def _enc_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommitResponseTopic, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.compact_string(o.name)
     w.array_length(len(o.partitions), True)
     for x_partitions in o.partitions:
@@ -701,7 +701,7 @@ def _dec_TxnOffsetCommitResponse_v0(r: Reader) -> TxnOffsetCommitResponse:
 
 
 def _dec_TxnOffsetCommitResponse_v3(r: Reader) -> TxnOffsetCommitResponse:
-    # versions 3-4
+    # versions 3-5
     (f_throttle_time_ms,) = r.unpack(_S_i, "TxnOffsetCommitResponse.throttle_time_ms")
     n = r.array_length(True)
     if n < 0:
@@ -720,7 +720,7 @@ def _enc_TxnOffsetCommitResponse_v0(o: TxnOffsetCommitResponse, w: Writer, v: in
 
 
 def _enc_TxnOffsetCommitResponse_v3(o: TxnOffsetCommitResponse, w: Writer, v: int) -> None:
-    # versions 3-4
+    # versions 3-5
     w.pack(_S_i, o.throttle_time_ms)
     w.array_length(len(o.topics), True)
     for x_topics in o.topics:
@@ -749,6 +749,7 @@ _TxnOffsetCommitRequestPartition_DECODERS: tuple[Callable[[Reader], TxnOffsetCom
     _dec_TxnOffsetCommitRequestPartition_v2,  # v2
     _dec_TxnOffsetCommitRequestPartition_v3,  # v3
     _dec_TxnOffsetCommitRequestPartition_v3,  # v4
+    _dec_TxnOffsetCommitRequestPartition_v3,  # v5
 )
 
 _TxnOffsetCommitRequestPartition_ENCODERS: tuple[
@@ -759,6 +760,7 @@ _TxnOffsetCommitRequestPartition_ENCODERS: tuple[
     _enc_TxnOffsetCommitRequestPartition_v2,  # v2
     _enc_TxnOffsetCommitRequestPartition_v3,  # v3
     _enc_TxnOffsetCommitRequestPartition_v3,  # v4
+    _enc_TxnOffsetCommitRequestPartition_v3,  # v5
 )
 
 _TxnOffsetCommitRequestTopic_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitRequestTopic], ...] = (
@@ -767,6 +769,7 @@ _TxnOffsetCommitRequestTopic_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitR
     _dec_TxnOffsetCommitRequestTopic_v2,  # v2
     _dec_TxnOffsetCommitRequestTopic_v3,  # v3
     _dec_TxnOffsetCommitRequestTopic_v3,  # v4
+    _dec_TxnOffsetCommitRequestTopic_v3,  # v5
 )
 
 _TxnOffsetCommitRequestTopic_ENCODERS: tuple[
@@ -777,6 +780,7 @@ _TxnOffsetCommitRequestTopic_ENCODERS: tuple[
     _enc_TxnOffsetCommitRequestTopic_v2,  # v2
     _enc_TxnOffsetCommitRequestTopic_v3,  # v3
     _enc_TxnOffsetCommitRequestTopic_v3,  # v4
+    _enc_TxnOffsetCommitRequestTopic_v3,  # v5
 )
 
 _TxnOffsetCommitRequest_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitRequest], ...] = (
@@ -785,6 +789,7 @@ _TxnOffsetCommitRequest_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitReques
     _dec_TxnOffsetCommitRequest_v2,  # v2
     _dec_TxnOffsetCommitRequest_v3,  # v3
     _dec_TxnOffsetCommitRequest_v3,  # v4
+    _dec_TxnOffsetCommitRequest_v3,  # v5
 )
 
 _TxnOffsetCommitRequest_ENCODERS: tuple[Callable[[TxnOffsetCommitRequest, Writer, int], None], ...] = (
@@ -793,6 +798,7 @@ _TxnOffsetCommitRequest_ENCODERS: tuple[Callable[[TxnOffsetCommitRequest, Writer
     _enc_TxnOffsetCommitRequest_v2,  # v2
     _enc_TxnOffsetCommitRequest_v3,  # v3
     _enc_TxnOffsetCommitRequest_v3,  # v4
+    _enc_TxnOffsetCommitRequest_v3,  # v5
 )
 
 _TxnOffsetCommitResponsePartition_DECODERS: tuple[
@@ -803,6 +809,7 @@ _TxnOffsetCommitResponsePartition_DECODERS: tuple[
     _dec_TxnOffsetCommitResponsePartition_v0,  # v2
     _dec_TxnOffsetCommitResponsePartition_v3,  # v3
     _dec_TxnOffsetCommitResponsePartition_v3,  # v4
+    _dec_TxnOffsetCommitResponsePartition_v3,  # v5
 )
 
 _TxnOffsetCommitResponsePartition_ENCODERS: tuple[
@@ -813,6 +820,7 @@ _TxnOffsetCommitResponsePartition_ENCODERS: tuple[
     _enc_TxnOffsetCommitResponsePartition_v0,  # v2
     _enc_TxnOffsetCommitResponsePartition_v3,  # v3
     _enc_TxnOffsetCommitResponsePartition_v3,  # v4
+    _enc_TxnOffsetCommitResponsePartition_v3,  # v5
 )
 
 _TxnOffsetCommitResponseTopic_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitResponseTopic], ...] = (
@@ -821,6 +829,7 @@ _TxnOffsetCommitResponseTopic_DECODERS: tuple[Callable[[Reader], TxnOffsetCommit
     _dec_TxnOffsetCommitResponseTopic_v0,  # v2
     _dec_TxnOffsetCommitResponseTopic_v3,  # v3
     _dec_TxnOffsetCommitResponseTopic_v3,  # v4
+    _dec_TxnOffsetCommitResponseTopic_v3,  # v5
 )
 
 _TxnOffsetCommitResponseTopic_ENCODERS: tuple[
@@ -831,6 +840,7 @@ _TxnOffsetCommitResponseTopic_ENCODERS: tuple[
     _enc_TxnOffsetCommitResponseTopic_v0,  # v2
     _enc_TxnOffsetCommitResponseTopic_v3,  # v3
     _enc_TxnOffsetCommitResponseTopic_v3,  # v4
+    _enc_TxnOffsetCommitResponseTopic_v3,  # v5
 )
 
 _TxnOffsetCommitResponse_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitResponse], ...] = (
@@ -839,6 +849,7 @@ _TxnOffsetCommitResponse_DECODERS: tuple[Callable[[Reader], TxnOffsetCommitRespo
     _dec_TxnOffsetCommitResponse_v0,  # v2
     _dec_TxnOffsetCommitResponse_v3,  # v3
     _dec_TxnOffsetCommitResponse_v3,  # v4
+    _dec_TxnOffsetCommitResponse_v3,  # v5
 )
 
 _TxnOffsetCommitResponse_ENCODERS: tuple[Callable[[TxnOffsetCommitResponse, Writer, int], None], ...] = (
@@ -847,4 +858,5 @@ _TxnOffsetCommitResponse_ENCODERS: tuple[Callable[[TxnOffsetCommitResponse, Writ
     _enc_TxnOffsetCommitResponse_v0,  # v2
     _enc_TxnOffsetCommitResponse_v3,  # v3
     _enc_TxnOffsetCommitResponse_v3,  # v4
+    _enc_TxnOffsetCommitResponse_v3,  # v5
 )

@@ -44,7 +44,7 @@ def test_a_single_member_joins_with_epoch_0_and_gets_every_partition() -> None:
     assert join.version == 1
     assert (join.request.member_id, join.request.member_epoch) == (a.member_id, 0)
     assert join.request.subscribed_topic_names == ["t"]
-    assert join.request.subscribed_topic_regex == ""  # names always go with a regex
+    assert join.request.subscribed_topic_regex == ""  # a join carries an empty regex with the names
     assert join.request.rebalance_timeout_ms == 45_000  # max.poll.interval.ms
     assert join.request.topic_partitions == []
     assert join.response.member_epoch == 1
