@@ -212,7 +212,12 @@ def test_an_acl_authorizes_a_produce_and_its_absence_names_the_topic(
                 True if write in admin.describe_acls(AclBindingFilter.of(write), timeout=WAIT_S) else None
             ),
         )
-    config = {**_as(secure_kafka, user, password), "enable.idempotence": False, "delivery.timeout.ms": 20_000}
+    config = {
+        **_as(secure_kafka, user, password),
+        "enable.idempotence": False,
+        "delivery.timeout.ms": 20_000,
+        "request.timeout.ms": 10_000,
+    }
     with Producer(config) as producer:
         metadata = producer.send(allowed, b"authorized", partition=0).result(WAIT_S)
         assert metadata.offset == 0
