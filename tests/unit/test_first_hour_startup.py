@@ -24,9 +24,26 @@ def loaded_after(statement: str) -> set[str]:
 def test_import_kaflux_loads_neither_the_protocol_nor_pyarrow() -> None:
     modules = loaded_after("import kaflux")
     assert not {m for m in modules if m.startswith(("kaflux.protocol", "kaflux.network", "pyarrow"))}
-    # ... which load on first use
-    used = loaded_after("from kaflux import Consumer")
+    # ... which load when a client is made
+    used = loaded_after(
+        "from kaflux import Consumer\nConsumer({'bootstrap.servers': '127.0.0.1:9'}).close(0)"
+    )
     assert "kaflux.protocol.messages.fetch" in used and "pyarrow" not in used
+
+
+def test_importing_the_clients_loads_no_network_stack_request_manager_or_message() -> None:
+    # issue 32: `from kaflux import Consumer, Producer` within 1.5x `import confluent_kafka`;
+    # the engines (network thread, connections, request managers, wire messages, assignors)
+    # load when a client is made
+    modules = loaded_after("from kaflux import Consumer, Producer")
+    heavy = {
+        m
+        for m in modules
+        if m.startswith(("kaflux.protocol.messages", "kaflux.consumer.assignors"))
+        or (m.startswith("kaflux.network.") and m != "kaflux.network.clock")
+        or m.endswith(("_request_manager", "transaction_manager", ".sender", "consumer_metrics"))
+    }
+    assert heavy == set()
 
 
 def test_a_consumer_on_the_compiled_kernel_does_not_import_the_crc32c_package() -> None:

@@ -45,9 +45,10 @@ from kaflux.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kaflux.network.clock import monotonic_ms
 from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
-from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.network_thread import NetworkThread
 from kaflux.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,

@@ -36,12 +36,8 @@ from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking, r
 from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.access import SingleThreadGuard
-from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
-from kaflux.consumer.background_events import BackgroundEventHandler
 from kaflux.consumer.callback_invokers import CommitCallback, CommitCallbackInvoker, RebalanceListenerInvoker
 from kaflux.consumer.completed_fetch import Deserializer
-from kaflux.consumer.components import build_consumer_components
-from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
     AssignmentChangeEvent,
@@ -77,14 +73,13 @@ from kaflux.interceptors import ConsumerInterceptor, ConsumerInterceptors, load_
 from kaflux.metrics.clients import NetworkMetrics, PollMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
-from kaflux.network.factory import build_network
-from kaflux.network.network_thread import NetworkThread, monotonic_ms
-from kaflux.network.telemetry_manager import TelemetryRequestManager
+from kaflux.network.clock import monotonic_ms
 from kaflux.structs import OffsetAndMetadata, SubscriptionPattern, TopicPartition
 from kaflux.timeouts import timeout_seconds
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -133,6 +128,16 @@ class Consumer(OffsetCalls, Closeable):
             ConfigError: a key is unknown, a value has the wrong type or is out of range, or an
                 interceptor class cannot be loaded.
         """
+        # The network stack and the request managers: imported here, so that importing kaflux
+        # costs what the API needs and a process pays for the engine when it makes a client.
+        from kaflux.consumer.assignors import assignor_for_name, rebalance_protocol_for
+        from kaflux.consumer.background_events import BackgroundEventHandler
+        from kaflux.consumer.components import build_consumer_components
+        from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
+        from kaflux.network.factory import build_network
+        from kaflux.network.network_thread import NetworkThread
+        from kaflux.network.telemetry_manager import TelemetryRequestManager
+
         self._config = config_ = ConsumerConfig.from_dict(config)
         # Checked with or without a group.id, as Java checks its config.
         assignors = [assignor_for_name(name) for name in config_.partition_assignment_strategy]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflux.blocking import DoneWait, Steps, blocking
 from kaflux.config import ConsumerConfig
@@ -26,13 +26,15 @@ from kaflux.consumer.events import (
     ListOffsetsEvent,
     TopicMetadataEvent,
 )
-from kaflux.consumer.offsets_request_manager import OffsetResult
 from kaflux.consumer.subscription_state import SubscriptionState
 from kaflux.errors import KafkaError, KafkaTimeoutError
 from kaflux.interceptors import ConsumerInterceptors
-from kaflux.network.metadata_manager import MetadataAnswer
-from kaflux.network.network_thread import NetworkThread
 from kaflux.structs import OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicPartition
+
+if TYPE_CHECKING:  # types only: the network stack is imported when a Consumer is made
+    from kaflux.consumer.offsets_request_manager import OffsetResult
+    from kaflux.network.metadata_manager import MetadataAnswer
+    from kaflux.network.network_thread import NetworkThread
 
 
 class OffsetCalls:

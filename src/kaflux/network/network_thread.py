@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from kaflux.errors import KafkaConnectionError, KafkaError
+from kaflux.network.clock import monotonic_ms
 from kaflux.network.network_client_delegate import NetworkClientDelegate
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, RequestManager
 
@@ -34,11 +35,6 @@ log = logging.getLogger(__name__)
 
 #: how soon a pass comes round again after a request manager's poll raised
 FAILED_MANAGER_RETRY_MS = 100
-
-
-def monotonic_ms() -> int:
-    """The clock every kaflux timer uses: monotonic milliseconds."""
-    return int(time.monotonic() * 1000)
 
 
 class EventProcessor(Protocol):

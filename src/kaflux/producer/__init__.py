@@ -6,6 +6,6 @@
 """
 
 from kaflux.producer.futures import BatchMetadata, RecordFuture
-from kaflux.producer.transaction_manager import TransactionAbortedError
+from kaflux.producer.txn_state import TransactionAbortedError
 
 __all__ = ["BatchMetadata", "RecordFuture", "TransactionAbortedError"]

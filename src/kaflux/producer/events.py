@@ -16,11 +16,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kaflux.producer.transaction_manager import TransactionManager
 from kaflux.structs import PartitionInfo
 
 if TYPE_CHECKING:
     from kaflux.metrics.registry import Snapshot
+    from kaflux.producer.transaction_manager import TransactionManager
 
 __all__ = ["MetricsSnapshotEvent", "TopicPartitionsEvent", "TransactionalEvent"]
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaflux.blocking import DoneWait, FutureWait, SignalWait, Steps, blocking, run_sync
 from kaflux.closeable import Closeable
@@ -41,15 +41,12 @@ from kaflux.interceptors import ProducerInterceptor, ProducerInterceptors, Produ
 from kaflux.metrics.clients import KAFLUX_PRODUCER_METRICS, NetworkMetrics, ProducerMetrics
 from kaflux.metrics.registry import MetricsRegistry, Snapshot, merge_snapshots
 from kaflux.metrics.stats import MetricConfig
-from kaflux.network.factory import build_network
-from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.clock import monotonic_ms
 from kaflux.producer.accumulator import BATCH_OVERHEAD, BufferSignal, ProducerBatch, RecordAccumulator
-from kaflux.producer.event_processor import ProducerEventProcessor
 from kaflux.producer.events import MetricsSnapshotEvent, TopicPartitionsEvent, TransactionalEvent
 from kaflux.producer.futures import BatchFuture, DeliveryCallback
 from kaflux.producer.partitioner import StickyPartitioner
-from kaflux.producer.sender import ProduceRequestManager
-from kaflux.producer.transaction_manager import GroupMetadataLike, TransactionManager, TxnState
+from kaflux.producer.txn_state import GroupMetadataLike, TxnState
 from kaflux.records import codec_id, kernels
 from kaflux.serialization import SerializationContext, takes_context
 from kaflux.serialization import Serializer as ContextSerializer
@@ -62,6 +59,9 @@ from kaflux.validation import (
     check_topic,
     record_size_upper_bound,
 )
+
+if TYPE_CHECKING:  # the network stack is imported when a Producer is made, not with this module
+    from kaflux.producer.transaction_manager import TransactionManager
 
 #: a plain ``fn(value) -> bytes``, or a :class:`kaflux.serialization.Serializer` (sees the topic,
 #: key or value, and the headers)
@@ -155,6 +155,14 @@ class Producer(Closeable):
                 ``enable.idempotence=true`` with ``acks=1``), or an interceptor class cannot
                 be loaded.
         """
+        # The network stack and the request managers: imported here, so that importing kaflux
+        # costs what the API needs and a process pays for the engine when it makes a client.
+        from kaflux.network.factory import build_network
+        from kaflux.network.network_thread import NetworkThread
+        from kaflux.producer.event_processor import ProducerEventProcessor
+        from kaflux.producer.sender import ProduceRequestManager
+        from kaflux.producer.transaction_manager import TransactionManager
+
         self._config = config_ = ProducerConfig.from_dict(config)
         self.client_id = client_id = config_.client_id or f"producer-{next(_client_ids)}"
         found = load_interceptors(

@@ -16,12 +16,11 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Final
 
-import kaflux.records._pure as _pure
-import kaflux.records.encode as encode
 from kaflux.records.definitions import ENCODER_SOURCES, KERNEL_SOURCES, source_sha256
 
 __all__ = [
@@ -77,18 +76,21 @@ def load_compiled_encoder() -> ModuleType:
 
 
 def pure_decoder() -> ModuleType:
-    """The pure-Python decoder (``kaflux.records._pure``)."""
-    return _pure
+    """The pure-Python decoder (``kaflux.records._pure``; imported on first use, as a process
+    with the compiled decoder never needs it)."""
+    return importlib.import_module("kaflux.records._pure")
 
 
 def pure_encoder() -> ModuleType:
-    """The pure-Python encoder (:mod:`kaflux.records.encode`)."""
-    return encode
+    """The pure-Python encoder (:mod:`kaflux.records.encode`; imported on first use)."""
+    return importlib.import_module("kaflux.records.encode")
 
 
-def _choose(what: str, compiled: str, sources: tuple[str, ...], pure: ModuleType) -> tuple[ModuleType, str]:
+def _choose(
+    what: str, compiled: str, sources: tuple[str, ...], pure: Callable[[], ModuleType]
+) -> tuple[ModuleType, str]:
     if os.environ.get("KAFLUX_PURE") == "1":
-        return pure, "pure"
+        return pure(), "pure"
     try:
         return _load_compiled(compiled, sources), "compiled"
     except ImportError as exc:
@@ -99,7 +101,7 @@ def _choose(what: str, compiled: str, sources: tuple[str, ...], pure: ModuleType
             exc,
             what if what == "encoder" else "decoder",
         )
-        return pure, "pure"
+        return pure(), "pure"
 
 
 _chosen: dict[str, tuple[ModuleType, str]] = {}
@@ -107,7 +109,7 @@ _chosen: dict[str, tuple[ModuleType, str]] = {}
 
 def _decoder() -> tuple[ModuleType, str]:
     if "decoder" not in _chosen:
-        _chosen["decoder"] = _choose("kernel", "_kernel", KERNEL_SOURCES, _pure)
+        _chosen["decoder"] = _choose("kernel", "_kernel", KERNEL_SOURCES, pure_decoder)
     return _chosen["decoder"]
 
 
@@ -124,5 +126,5 @@ def decoder_kind() -> str:
 def encoder() -> ModuleType:
     """The record encoder this process's producers use (chosen once, when first asked for)."""
     if "encoder" not in _chosen:
-        _chosen["encoder"] = _choose("encoder", "_encode", ENCODER_SOURCES, encode)
+        _chosen["encoder"] = _choose("encoder", "_encode", ENCODER_SOURCES, pure_encoder)
     return _chosen["encoder"][0]

@@ -75,8 +75,9 @@ from kaflux.metrics.clients import ShareMetrics
 from kaflux.metrics.registry import MetricsRegistry
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.backoff import RequestState
+from kaflux.network.clock import monotonic_ms
 from kaflux.network.factory import build_network
-from kaflux.network.network_thread import NetworkThread, monotonic_ms
+from kaflux.network.network_thread import NetworkThread
 from kaflux.records import ConsumerRecord, active_kernel
 from kaflux.structs import TopicPartition
 from kaflux.timeouts import timeout_seconds
