@@ -39,6 +39,7 @@ from kaflux.errors import (
     SaslAuthenticationFailedError,
     SslAuthenticationError,
     TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
 
 from support.certs import TestCerts
@@ -339,7 +340,18 @@ def test_a_reassignment_moves_a_replica_and_elect_leaders_makes_the_preferred_on
     tp = TopicPartition(topic_name, 0)
     with AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers}) as admin:
         admin.create_topics([NewTopic(topic_name, 1, replication_factor=2)], timeout=WAIT_S)
-        wait_for("a leader", lambda: _partition(admin, tp) if _partition(admin, tp)[0] >= 0 else None)
+
+        # A node other than the controller may not know the new topic yet (Kafka's metadata
+        # reaches each broker a moment after CreateTopics answers): wait until one that is asked
+        # names a leader.
+        def led() -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+            try:
+                found = _partition(admin, tp)
+            except UnknownTopicOrPartitionError:
+                return None
+            return found if found[0] >= 0 else None
+
+        wait_for("a leader", led)
         with Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"}) as producer:
             for i in range(5):
                 producer.send(topic_name, b"r-%d" % i, partition=0)
