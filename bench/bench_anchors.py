@@ -153,10 +153,11 @@ def share_child(bootstrap: str, topic: str, group: str, records: int) -> None:
 def share_run(
     client: str, bootstrap: str, records: int, partitions: int, value_bytes: int, java: tuple[str, str]
 ) -> dict[str, Any]:
-    """A fresh topic holding 2 x ``records`` (the Java child's warm-up takes the first half)."""
+    """A fresh topic holding 2 x ``records`` and a margin: the Java child's warm-up takes the first
+    half, and its last poll may hand out up to a batch more than it counts."""
     topic = f"anchors-share-{client}-{uuid.uuid4().hex[:8]}"
     group = f"{topic}-group"
-    write_backlog(bootstrap, topic, 2 * records, partitions, value_bytes)
+    write_backlog(bootstrap, topic, 2 * records + 10_000, partitions, value_bytes)
     run_java(["share-earliest", bootstrap, group], java)
     if client == "java-share":
         return run_java(["share", bootstrap, topic, str(records), group], java)
