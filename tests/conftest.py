@@ -75,6 +75,11 @@ _KAFKA_START_TIMEOUT = 180.0
 _IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+def _start_timeout(kind: str) -> float:
+    """A session broker's start budget: the other xdist worker keeps a core busy meanwhile."""
+    return _KAFKA_START_TIMEOUT if kind == "kafka" else _START_TIMEOUT
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist registers it only when it runs (CI: -n 2); runs without xdist know it too
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one xdist worker, in order")
@@ -182,7 +187,7 @@ def registry() -> Iterator[SchemaRegistryDouble]:
 
 def _session_broker(kind: str) -> Iterator[Broker]:
     try:
-        broker = start_broker(kind, timeout=_KAFKA_START_TIMEOUT if kind == "kafka" else _START_TIMEOUT)
+        broker = start_broker(kind, timeout=_start_timeout(kind))
     except BrokerUnavailableError as e:
         pytest.skip(f"{kind} broker not available: {e}")
     try:
@@ -240,7 +245,7 @@ def fresh_broker() -> Iterator[Callable[[str], Broker]]:
 
     def make(kind: str) -> Broker:
         try:
-            broker = start_broker(kind, timeout=_KAFKA_START_TIMEOUT if kind == "kafka" else _START_TIMEOUT)
+            broker = start_broker(kind, timeout=_start_timeout(kind))
         except BrokerUnavailableError as e:
             pytest.skip(f"{kind} broker not available: {e}")
         started.append(broker)

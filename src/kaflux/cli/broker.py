@@ -72,8 +72,6 @@ def start(
     kind: str, kafka_home: str | None, port: int | None, brokers: int, timeout: float | None, env: bool
 ) -> None:
     """Start a broker on 127.0.0.1, print its bootstrap servers and run until Ctrl-C or SIGTERM."""
-    if timeout is None:
-        timeout = 120.0 if kind == "kafka" else 30.0
     if kafka_home is not None and kind != "kafka":
         raise click.UsageError("--kafka-home applies to --kind kafka only")
     if env:
@@ -102,7 +100,7 @@ def start(
     else:
         server = NoidaBroker(port=port) if kind == "noida" else TansuBroker(port=port)
     try:
-        server.start(timeout)
+        server.start(timeout)  # None: the kind's own default
         click.echo(server.bootstrap_servers)
         sys.stdout.flush()
         version = getattr(server, "started_version", lambda: None)()
@@ -123,11 +121,12 @@ def start(
 
 
 def _start_detached(
-    kind: str, kafka_home: str | None, port: int | None, brokers: int, timeout: float
+    kind: str, kafka_home: str | None, port: int | None, brokers: int, timeout: float | None
 ) -> None:
     """``start`` in its own session, its stdout read for the bootstrap string; prints exports."""
     command = [sys.executable, "-m", "kaflux.cli", "broker", "start", "--kind", kind]
-    command += ["--timeout", str(timeout)]
+    if timeout is not None:
+        command += ["--timeout", str(timeout)]
     if kafka_home is not None:
         command += ["--kafka-home", kafka_home]
     if port is not None:

@@ -247,6 +247,7 @@ class KafkaBroker(Broker):
 
     name = "kafka"
     ready_marker = _READY_MARKER
+    start_timeout = 120.0  # a JVM: about 10 s alone, longer on a busy machine
 
     def __init__(
         self,

@@ -83,6 +83,8 @@ class Broker(abc.ABC):
     name: ClassVar[str]
     # A line the broker logs once it serves clients (None: answering ApiVersions is enough).
     ready_marker: ClassVar[str | None] = None
+    #: seconds :meth:`start` waits by default
+    start_timeout: ClassVar[float] = 30.0
 
     def __init__(self, *, port: int | None = None, workdir: str | os.PathLike[str] | None = None) -> None:
         self._port = port
@@ -146,11 +148,14 @@ class Broker(abc.ABC):
 
     # --- life cycle ---
 
-    def start(self, timeout: float = 30.0) -> Self:
+    def start(self, timeout: float | None = None) -> Self:
         """Start the broker and wait until it answers ApiVersions. Returns self; no-op if running.
 
-        Raises :class:`BrokerStartError` if it exits or does not answer within ``timeout`` seconds.
+        Raises :class:`BrokerStartError` if it exits or does not answer within ``timeout`` seconds
+        (default :attr:`start_timeout`).
         """
+        if timeout is None:
+            timeout = self.start_timeout
         with self._lock:
             if self.is_alive():
                 return self
@@ -194,7 +199,7 @@ class Broker(abc.ABC):
         with self._lock:
             self._reap()
 
-    def restart(self, timeout: float = 30.0) -> Self:
+    def restart(self, timeout: float | None = None) -> Self:
         """Stop the broker if it runs, then start it again on the same port.
 
         Tansu (memory storage) comes back empty; noida-db keeps its data directory.

@@ -32,7 +32,7 @@ def start_broker(
     """Create and start a broker of ``kind`` (one of :data:`BROKER_KINDS`); returns it running.
 
     ``options`` go to the kind's class (e.g. ``kafka_home=`` or ``security=`` for ``"kafka"``).
-    ``timeout`` defaults to 30 s, and to 120 s for Apache Kafka, whose JVM starts slower.
+    ``timeout`` defaults to the kind's ``start_timeout`` (30 s; 120 s for Apache Kafka's JVM).
     """
     try:
         cls = _CLASSES[kind]
@@ -40,7 +40,7 @@ def start_broker(
         raise ValueError(f"unknown broker kind {kind!r}; expected one of {BROKER_KINDS}") from None
     broker = cls(port=port, workdir=workdir, **options)
     try:
-        return broker.start(timeout if timeout is not None else (120.0 if kind == "kafka" else 30.0))
+        return broker.start(timeout)
     except BaseException:
         broker.cleanup()
         raise

@@ -70,8 +70,11 @@ class MockCluster:
         """Whether the serving process runs."""
         return self.pid is not None
 
-    def start(self, timeout: float = 30.0) -> Self:
-        """Start the process and wait for its bootstrap servers. No-op if running."""
+    def start(self, timeout: float | None = None) -> Self:
+        """Start the process and wait for its bootstrap servers (``timeout``: 30 s by default).
+        No-op if running."""
+        if timeout is None:
+            timeout = 30.0
         if self.is_alive():
             return self
         proc = subprocess.Popen(
