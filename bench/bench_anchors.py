@@ -119,10 +119,9 @@ def produce_run(
     create_topic(bootstrap, topic, partitions)
     if client == "java-producer":
         return run_java(["produce", bootstrap, topic, str(records), str(value_bytes)], java)
-    name = {"kaflux-send": "kaflux-send", "kaflux-arrow": "kaflux-arrow"}.get(client, client)
     result = run_python(
         "bench_produce.py",
-        ["--child", name, "--bootstrap-servers", bootstrap, "--topic", topic, "--records", str(records),
+        ["--child", client, "--bootstrap-servers", bootstrap, "--topic", topic, "--records", str(records),
          "--value-bytes", str(value_bytes)],
     )  # fmt: skip
     result["records"] = result.pop("acked")
