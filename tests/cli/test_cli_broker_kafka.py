@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,8 @@ def _distribution(tmp_path: Path) -> Path:
     return home
 
 
-def log_path(started: object) -> str:
-    found = re.search(r"log (\S+)\)", started.stderr.decode())  # type: ignore[attr-defined]
+def log_path(started: subprocess.CompletedProcess[bytes]) -> str:
+    found = re.search(r"log (\S+)\)", started.stderr.decode())
     assert found is not None
     return found[1]
 
