@@ -24,7 +24,12 @@ Figures: records/s, CPU µs per record (process CPU time of every thread, from t
 send to the last record: interpreter and JVM start-up are outside it), and peak RSS. The Java
 client runs in ``bench/java/AnchorBench.java`` (compiled here with javac against kafka-clients
 4.4): each child first runs the same work once untimed, so the JIT has compiled the hot path, then
-the timed round; the JVM's start-up time is printed apart. Python clients get no warm-up round.
+the timed round; the JVM's start-up time is printed apart. Python clients get no warm-up round,
+except the share consumer: a share group's first member waits for the broker to initialise the
+group's partitions (its first heartbeat is answered with no partitions, the next one, 5 s later
+by ``group.share.heartbeat.interval.ms``, with them), so that both timed rounds join a group that
+has been read from, the kaflux child too first reads the backlog's first half with a member of
+its own, untimed. Both untimed rounds' times to their first records are printed apart.
 """
 
 from __future__ import annotations
@@ -129,24 +134,47 @@ def produce_run(
 
 
 def share_child(bootstrap: str, topic: str, group: str, records: int) -> None:
-    """kaflux ShareConsumer: read ``records`` records, touching every value; print one JSON line."""
-    from consume_clients import cpu_seconds, peak_rss_mib
+    """kaflux ShareConsumer, as the Java child: an untimed round (the group's first member) reads
+    the backlog's first half, then a new member the timed round of ``records`` records, touching
+    every value; print one JSON line."""
+    from consume_clients import peak_rss_mib
+
+    t0 = time.perf_counter()
+    warmup = share_round(bootstrap, topic, group, records)
+    warmup_s = time.perf_counter() - t0
+    result = share_round(bootstrap, topic, group, records)
+    result.update(
+        peak_rss_mib=peak_rss_mib(),
+        warmup_s=warmup_s,
+        warmup_records=warmup["records"],
+        warmup_first_records_s=warmup["first_records_s"],
+    )
+    print(json.dumps(result))
+
+
+def share_round(bootstrap: str, topic: str, group: str, records: int) -> dict[str, Any]:
+    """One member reads ``records`` records, timed from its subscription to its last record (the
+    Java round also counts the consumer's construction, its commit and its close)."""
+    from consume_clients import cpu_seconds
 
     from kaflux import ShareConsumer
 
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
     consumer.subscribe([topic])
     seen = value_bytes = 0
+    first: float | None = None
     t0, cpu0 = time.perf_counter(), cpu_seconds()
     deadline = time.monotonic() + 600
     while seen < records and time.monotonic() < deadline:
         for record in consumer.poll(1.0):
             value_bytes += len(record.value or b"")
             seen += 1
+        if seen and first is None:
+            first = time.perf_counter() - t0
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     consumer.commit_sync(30)
     consumer.close()
-    print(json.dumps({"records": seen, "seconds": seconds, "cpu_s": cpu, "peak_rss_mib": peak_rss_mib()}))
+    return {"records": seen, "seconds": seconds, "cpu_s": cpu, "first_records_s": first}
 
 
 def share_run(
@@ -234,6 +262,22 @@ def table(title: str, runs: dict[str, list[dict[str, Any]]], records: int, ancho
         )
 
 
+def first_records(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Each share client's time to its first records (median): in the untimed round, the fresh
+    group's first member; in the timed round, a member joining a group already read from."""
+    parts = []
+    for client, results in runs.items():
+        warm = [r["warmup_first_records_s"] for r in results if r.get("warmup_first_records_s") is not None]
+        timed = [r["first_records_s"] for r in results if r.get("first_records_s") is not None]
+        if warm and timed:
+            parts.append(
+                f"{client} {statistics.median(warm):.2f} s (fresh group) and "
+                f"{statistics.median(timed):.2f} s (timed round)"
+            )
+    if parts:
+        print(f"\nFirst records after: {'; '.join(parts)}.")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", help="an Apache Kafka cluster to use instead of starting one")
@@ -309,6 +353,7 @@ def main() -> int:
                         file=sys.stderr,
                     )
             table("Share consumers", runs, args.records, "java-share")
+            first_records(runs)
     finally:
         if broker is not None:
             broker.cleanup()

@@ -11,7 +11,8 @@
 // same number of records produced), then the measured round, and prints one JSON line:
 // records, seconds, cpu_s (process CPU, every thread, during the measured round), peak_rss_mib
 // (VmHWM: the whole run, warm-up included), jvm_startup_s and jvm_startup_cpu_s (from JVM start
-// to main()), warmup_s.
+// to main()), warmup_s; share mode adds first_records_s and warmup_first_records_s (from the
+// round's start to its first records: the warm-up round is the fresh share group's first member).
 
 import com.sun.management.OperatingSystemMXBean;
 import java.lang.management.ManagementFactory;
@@ -77,22 +78,29 @@ public final class AnchorBench {
         }
         round.run();
         double warmupS = (System.nanoTime() - t0) / 1e9;
+        double warmupFirstS = FIRST_NS.get() / 1e9;
         long cpu0 = OS.getProcessCpuTime();
         long w0 = System.nanoTime();
         long got = LAST.get();
         round.run();
         double seconds = (System.nanoTime() - w0) / 1e9;
         double cpuS = (OS.getProcessCpuTime() - cpu0) / 1e9;
+        String first = mode.equals("share")
+                ? String.format(", \"first_records_s\": %.3f, \"warmup_first_records_s\": %.3f",
+                        FIRST_NS.get() / 1e9, warmupFirstS)
+                : "";
         System.out.printf(
                 "{\"records\": %d, \"seconds\": %.6f, \"cpu_s\": %.6f, \"peak_rss_mib\": %.1f, "
                         + "\"jvm_startup_s\": %.3f, \"jvm_startup_cpu_s\": %.3f, \"warmup_s\": %.3f, "
-                        + "\"warmup_records\": %d}%n",
-                LAST.get(), seconds, cpuS, peakRssMib(), startupS, startupCpuS, warmupS, got);
+                        + "\"warmup_records\": %d%s}%n",
+                LAST.get(), seconds, cpuS, peakRssMib(), startupS, startupCpuS, warmupS, got, first);
         System.out.flush();
         System.exit(0); // no lingering client threads
     }
 
     private static final AtomicLong LAST = new AtomicLong();
+    /** share rounds: nanoseconds from the round's start (the consumer's creation) to its first records */
+    private static final AtomicLong FIRST_NS = new AtomicLong();
 
     private static double peakRssMib() {
         try {
@@ -178,6 +186,8 @@ public final class AnchorBench {
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("group.id", group);
+        long start = System.nanoTime();
+        FIRST_NS.set(0);
         try (KafkaShareConsumer<byte[], byte[]> c = new KafkaShareConsumer<>(p)) {
             c.subscribe(Collections.singletonList(topic));
             long seen = 0;
@@ -187,6 +197,9 @@ public final class AnchorBench {
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofSeconds(1))) {
                     bytes += r.value().length;
                     seen++;
+                }
+                if (seen > 0 && FIRST_NS.get() == 0) {
+                    FIRST_NS.set(System.nanoTime() - start);
                 }
             }
             c.commitSync();
