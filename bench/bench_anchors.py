@@ -154,11 +154,13 @@ def share_child(bootstrap: str, topic: str, group: str, records: int) -> None:
 
 def share_round(bootstrap: str, topic: str, group: str, records: int) -> dict[str, Any]:
     """One member reads ``records`` records, timed from its subscription to its last record (the
-    Java round also counts the consumer's construction, its commit and its close)."""
+    Java round also counts the consumer's construction, its commit and its close: ``round_s``
+    does too)."""
     from consume_clients import cpu_seconds
 
     from kaflux import ShareConsumer
 
+    start = time.perf_counter()
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
     consumer.subscribe([topic])
     seen = value_bytes = 0
@@ -174,7 +176,8 @@ def share_round(bootstrap: str, topic: str, group: str, records: int) -> dict[st
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     consumer.commit_sync(30)
     consumer.close()
-    return {"records": seen, "seconds": seconds, "cpu_s": cpu, "first_records_s": first}
+    round_s = time.perf_counter() - start
+    return {"records": seen, "seconds": seconds, "cpu_s": cpu, "first_records_s": first, "round_s": round_s}
 
 
 def share_run(
@@ -262,7 +265,7 @@ def table(title: str, runs: dict[str, list[dict[str, Any]]], records: int, ancho
         )
 
 
-def first_records(runs: dict[str, list[dict[str, Any]]]) -> None:
+def share_timings(runs: dict[str, list[dict[str, Any]]]) -> None:
     """Each share client's time to its first records (median): in the untimed round, the fresh
     group's first member; in the timed round, a member joining a group already read from."""
     parts = []
@@ -276,6 +279,18 @@ def first_records(runs: dict[str, list[dict[str, Any]]]) -> None:
             )
     if parts:
         print(f"\nFirst records after: {'; '.join(parts)}.")
+    # The whole timed round, from the consumer's construction to its close (the Java child's
+    # "seconds" is that already).
+    whole = {
+        client: statistics.median(r.get("round_s", r["seconds"]) for r in results)
+        for client, results in runs.items()
+    }
+    if whole:
+        print(
+            "\nTimed round from construction to close (median): "
+            + "; ".join(f"{client} {seconds:.2f} s" for client, seconds in whole.items())
+            + "."
+        )
 
 
 def main() -> int:
@@ -353,7 +368,7 @@ def main() -> int:
                         file=sys.stderr,
                     )
             table("Share consumers", runs, args.records, "java-share")
-            first_records(runs)
+            share_timings(runs)
     finally:
         if broker is not None:
             broker.cleanup()
