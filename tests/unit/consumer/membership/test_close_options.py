@@ -16,7 +16,7 @@ from kaflux.protocol.messages.offset_commit import OffsetCommitRequest
 
 from support import kip848_membership_rig as kip848
 from support.classic_membership_rig import EAGER, REVOKED, SESSION_MS, M, all_of, stable_group
-from support.fake_group_coordinator import FakeGroupCoordinator, GroupDriver
+from support.fake_group_coordinator import FakeGroupCoordinator, GroupDriver, Member
 
 DEFAULT = GroupMembershipOperation.DEFAULT
 LEAVE = GroupMembershipOperation.LEAVE_GROUP
@@ -35,7 +35,7 @@ CLASSIC_LEAVES = {
 }
 
 
-def _classic_pair(static: bool) -> tuple[GroupDriver, list]:  # type: ignore[type-arg]
+def _classic_pair(static: bool) -> tuple[GroupDriver, list[Member]]:
     driver = GroupDriver(topics={"t": 4})
     a = driver.add_member("a", instance_id="s1" if static else None)
     b = driver.add_member("b", instance_id="s2" if static else None)
