@@ -368,6 +368,14 @@ class ClassicHeartbeatRequestManager(HeartbeatRequestManagerBase[ClassicMembersh
 
         def on_response(response: ClientResponse[LeaveGroupResponse]) -> None:
             self._answered(sent)
+            if response.error is not None:
+                log.warning(
+                    "group %s: the LeaveGroup of member %s failed (%s); the coordinator drops the "
+                    "member when its session expires",
+                    self._group_id,
+                    membership.member_id,
+                    response.error,
+                )
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
 

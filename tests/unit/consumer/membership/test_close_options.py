@@ -86,7 +86,9 @@ def test_classic_unsubscribe_of_a_static_member_names_its_instance_id() -> None:
     assert member_id not in driver.group().members
 
 
-def test_classic_static_leave_on_a_coordinator_without_leave_group_v3_finishes_without_it() -> None:
+def test_classic_static_leave_on_a_coordinator_without_leave_group_v3_finishes_without_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     driver = GroupDriver(FakeGroupCoordinator(max_versions={LeaveGroupRequest: 2}), topics={"t": 4})
     a = driver.add_member("a", instance_id="s1")
     driver.settle()
@@ -97,6 +99,9 @@ def test_classic_static_leave_on_a_coordinator_without_leave_group_v3_finishes_w
     assert leave.error is not None and "v3" in str(leave.error)  # failed unsent: v2 cannot name it
     assert a.state is M.UNJOINED
     assert member_id in driver.group().members
+    assert any(
+        "LeaveGroup" in r.getMessage() and "session expires" in r.getMessage() for r in caplog.records
+    )  # said, not silent
 
 
 @pytest.mark.parametrize("operation", [DEFAULT, LEAVE, REMAIN], ids=lambda o: o.name)
