@@ -5,8 +5,9 @@ Each ``poll(now_ms)`` looks at the membership's state and returns what moves it 
 
 * JOINING: a JoinGroup (its timeout covers the coordinator holding it for the rebalance
   timeout); AWAITING_SYNC: a SyncGroup, carrying everyone's assignment from the leader;
-  LEAVING: a LeaveGroup. One of them is in flight at a time (:class:`RequestKind` says which),
-  except that a LeaveGroup does not wait for a JoinGroup or SyncGroup the coordinator holds.
+  LEAVING: a LeaveGroup (a static member's names its ``group.instance.id``, v3+). One of them
+  is in flight at a time (:class:`RequestKind` says which), except that a LeaveGroup does not
+  wait for a JoinGroup or SyncGroup the coordinator holds.
   Retriable failures back off (``retry.backoff.ms``, exponential) through a RequestState.
 * Every ``heartbeat.interval.ms`` while the member holds a generation, a Heartbeat, whether or
   not the application polls; at once after a SyncGroup.
