@@ -37,6 +37,7 @@ from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.access import SingleThreadGuard
 from kaflux.consumer.callback_invokers import CommitCallback, CommitCallbackInvoker, RebalanceListenerInvoker
+from kaflux.consumer.close_options import CloseOptions, GroupMembershipOperation, resolve_close_arguments
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
@@ -379,15 +380,24 @@ class Consumer(OffsetCalls, Closeable):
         with self._in_use():
             yield from self._leave_group(self._timeout_s(None), on_close=False)
 
-    def _leave_group(self, timeout_s: float, *, on_close: bool) -> Steps[None]:
-        """Revoke (running the listener here) and leave, within ``timeout_s``; then unsubscribe."""
+    def _leave_group(
+        self,
+        timeout_s: float,
+        *,
+        on_close: bool,
+        membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+    ) -> Steps[None]:
+        """Revoke (running the listener here) and leave (as ``membership`` says, on close),
+        within ``timeout_s``; then unsubscribe."""
         try:
             if self._membership is not None and self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
                 SubscriptionType.AUTO_PATTERN_RE2J,
             ):
-                event = LeaveGroupEvent(self._deadline_ms(timeout_s), on_close=on_close)
+                event = LeaveGroupEvent(
+                    self._deadline_ms(timeout_s), on_close=on_close, membership=membership
+                )
                 self._thread.submit(event)
                 deadline = time.monotonic() + timeout_s
                 while not event.future.done() and time.monotonic() < deadline:
@@ -630,10 +640,34 @@ class Consumer(OffsetCalls, Closeable):
         self._wakeup.wakeup()
 
     @blocking
-    def close(self, timeout: float = 30.0) -> Steps[None]:
-        """Commit consumed offsets (with auto-commit), finish pending commits and stop the
-        network thread, all within ``timeout`` seconds. Idempotent."""
-        budget = timeout_seconds(timeout, 30.0)  # a bad timeout is refused, the consumer left open
+    def close(
+        self,
+        options: CloseOptions | float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        group_membership: GroupMembershipOperation | None = None,
+    ) -> Steps[None]:
+        """Commit consumed offsets (with auto-commit), run ``on_partitions_revoked``, leave the
+        group, finish pending commits and stop the network thread, all within the timeout
+        (30 s by default). Idempotent.
+
+        Takes a :class:`~kaflux.CloseOptions` (Java's ``close(CloseOptions)``, KIP-1092) or a
+        timeout in seconds positionally, or the keywords: ``close()``, ``close(10)``,
+        ``close(timeout=10, group_membership=GroupMembershipOperation.LEAVE_GROUP)``,
+        ``close(CloseOptions(timeout=10, group_membership=...))``. ``group_membership``
+        (:class:`~kaflux.GroupMembershipOperation`) decides whether the coordinator is told:
+        DEFAULT leaves for a dynamic member and keeps a static member's place until its
+        session expires; LEAVE_GROUP leaves, also a static member; REMAIN_IN_GROUP sends no
+        leave, also for a dynamic member (listed with its partitions until its session
+        expires). The commit and the callbacks happen whatever it says.
+
+        Raises:
+            InvalidArgumentError: a wrong type or value (the consumer is left open), or a
+                CloseOptions together with keywords.
+        """
+        # Bad arguments are refused before anything happens: the consumer is left open.
+        budget, operation = resolve_close_arguments(options, timeout, group_membership)
         self._guard.acquire()
         try:
             if self._closed or self._closing:
@@ -648,7 +682,9 @@ class Consumer(OffsetCalls, Closeable):
             ):
                 # Leaving commits (with auto-commit) and runs the revocation callback.
                 try:
-                    yield from self._leave_group(max(0.0, deadline - time.monotonic()), on_close=True)
+                    yield from self._leave_group(
+                        max(0.0, deadline - time.monotonic()), on_close=True, membership=operation
+                    )
                 except Exception as exc:
                     log.warning("%s: error while leaving the group on close: %s", self.client_id, exc)
             elif self._config.auto_commit and self._subscription.all_consumed():
