@@ -6,6 +6,7 @@ files named by the pushing client's instance id, read back as OTLP. [test]"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 from kaflux import Consumer, Producer, ShareConsumer, TopicPartition
 from kaflux.admin import AdminClient, AlterConfigOp, ConfigResource, NewTopic
+from kaflux.aio import AsyncAdminClient, AsyncConsumer, AsyncProducer, AsyncShareConsumer
 from kaflux.devbrokers.apache_kafka import KAFKA_VERSION, KafkaBroker, kafka_classpath
 from kaflux.devbrokers.brokers import BrokerUnavailableError
 from kaflux.errors import IllegalStateError
@@ -241,3 +243,27 @@ def test_no_push_with_enable_metrics_push_false(telemetry_broker: tuple[KafkaBro
             producer.flush(WAIT_S)
             consumer.poll(0.5)
     assert set(received.glob("*.otlp")) == before
+
+
+def test_the_aio_clients_give_the_same_client_instance_id_call(
+    telemetry_broker: tuple[KafkaBroker, Path],
+) -> None:
+    broker, _received = telemetry_broker
+    config = {"bootstrap.servers": broker.bootstrap_servers, "client.id": "telemetry-aio"}
+
+    async def main() -> list[uuid.UUID | None]:
+        ids: list[uuid.UUID | None] = []
+        async with AsyncProducer(config) as producer:
+            ids.append(await producer.client_instance_id(WAIT_S))
+        async with AsyncAdminClient({**config, "enable.metrics.push": True}) as admin:
+            ids.append(await admin.client_instance_id(WAIT_S))
+        async with AsyncShareConsumer({**config, "group.id": "telemetry-aio"}) as share:
+            ids.append(await share.client_instance_id(WAIT_S))
+        async with AsyncConsumer({**config, "enable.metrics.push": False}) as consumer:
+            with pytest.raises(IllegalStateError, match=r"enable\.metrics\.push"):
+                await consumer.client_instance_id(1.0)
+        return ids
+
+    ids = asyncio.run(main())
+    # each client is its own telemetry client: a distinct id the broker gave it
+    assert all(isinstance(i, uuid.UUID) and i.int != 0 for i in ids) and len(set(ids)) == 3
