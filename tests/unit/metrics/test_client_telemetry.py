@@ -1,16 +1,21 @@
 """KIP-714 for every client: the telemetry names of the producer's, the admin client's and the
 share consumer's metrics (recorded with injected time into the sensors each client's network
 thread records into), the client instance id future and ClientTelemetry's
-client_instance_id(timeout), and enable.metrics.push on each client's config. [test]"""
+client_instance_id(timeout), enable.metrics.push on each client's config, and each client's
+client_instance_id() as that setting makes it (no broker: Kafka 4.4 gives the ids in
+tests/integration/test_telemetry_kafka.py). [test]"""
 
 from __future__ import annotations
 
 import random
+import socket
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from kaflux import AdminClient, Consumer, Producer, ShareConsumer
 from kaflux.blocking import run_sync
 from kaflux.config import AdminConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from kaflux.errors import ConfigError, IllegalStateError, InvalidArgumentError, UnsupportedVersionError
@@ -158,3 +163,46 @@ def test_every_client_validates_enable_metrics_push_with_javas_defaults() -> Non
     assert AdminConfig.from_dict({**base, "enable.metrics.push": True}).enable_metrics_push is True
     with pytest.raises(ConfigError, match=r"enable\.metrics\.push"):
         ProducerConfig.from_dict({**base, "enable.metrics.push": "sometimes"})
+
+
+# -- every client: enable.metrics.push decides, client_instance_id answers ---------------------------
+
+
+@pytest.fixture
+def unreachable() -> Iterator[str]:
+    """A loopback port that refuses connections (bound, not listening)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def _client(kind: str, config: dict[str, object]) -> Any:
+    if kind == "consumer":
+        return Consumer(config)
+    if kind == "producer":
+        return Producer(config)
+    if kind == "admin":
+        return AdminClient(config)
+    return ShareConsumer({**config, "group.id": "g"})
+
+
+@pytest.mark.parametrize("kind", ["consumer", "producer", "admin", "share-consumer"])
+def test_each_client_has_client_instance_id_as_its_enable_metrics_push_says(
+    unreachable: str, kind: str
+) -> None:
+    with _client(kind, {"bootstrap.servers": unreachable, "enable.metrics.push": True}) as client:
+        assert client.client_instance_id(0) is None  # no broker gave one (yet): Java's null
+        with pytest.raises(InvalidArgumentError):
+            client.client_instance_id(-1.0)
+    with pytest.raises(IllegalStateError, match="closed"):
+        client.client_instance_id(0)
+    with _client(kind, {"bootstrap.servers": unreachable, "enable.metrics.push": False}) as client:
+        with pytest.raises(IllegalStateError, match=r"enable\.metrics\.push"):
+            client.client_instance_id(0)
+
+
+def test_the_admin_client_pushes_only_when_asked_as_in_java(unreachable: str) -> None:
+    with AdminClient({"bootstrap.servers": unreachable}) as admin:
+        with pytest.raises(IllegalStateError, match=r"enable\.metrics\.push"):
+            admin.client_instance_id(0)
