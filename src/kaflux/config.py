@@ -913,6 +913,12 @@ class ProducerConfig(CommonConfig):
     retries: int = _setting("retries", _INT_MAX, low=0, high=_INT_MAX)
     delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
     partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
     enable_idempotence: bool = _setting(
         "enable.idempotence",
         True,
@@ -1029,6 +1035,13 @@ class AdminConfig(CommonConfig):
     CLIENT_KIND: ClassVar[str] = "admin"
 
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        False,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded; "
+        "off by default for the admin client, as in Java",
+    )
 
 
 #: consumer-group settings a share consumer refuses by name (share groups have none of them)
@@ -1102,6 +1115,12 @@ class ShareConsumerConfig(CommonConfig):
     )
     check_crcs: bool = _setting("check.crcs", True, kind="bool")
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
 
     @classmethod
     def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:

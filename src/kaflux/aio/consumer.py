@@ -15,6 +15,7 @@ positions advance only for records returned.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from re import Pattern
 from types import TracebackType
@@ -267,6 +268,10 @@ class AsyncConsumer:
 
     async def group_state(self, timeout: float | None = None) -> GroupState:
         return await self._guard.run(Consumer.group_state.steps(self._consumer, timeout))
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """:meth:`kaflux.Consumer.client_instance_id`, awaiting on the loop."""
+        return await self._guard.run(Consumer.client_instance_id.steps(self._consumer, timeout))
 
     async def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
         return await self._guard.run(Consumer.metrics.steps(self._consumer, timeout))

@@ -28,6 +28,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -135,9 +136,9 @@ class Consumer(OffsetCalls, Closeable):
         from kaflux.consumer.background_events import BackgroundEventHandler
         from kaflux.consumer.components import build_consumer_components
         from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
+        from kaflux.network.client_telemetry import ClientTelemetry
         from kaflux.network.factory import build_network
         from kaflux.network.network_thread import NetworkThread
-        from kaflux.network.telemetry_manager import TelemetryRequestManager
 
         self._config = config_ = ConsumerConfig.from_dict(config)
         # Checked with or without a group.id, as Java checks its config.
@@ -202,16 +203,11 @@ class Consumer(OffsetCalls, Closeable):
             read_committed=self._read_committed,
         )
         self._poll_metrics = PollRecorder(PollMetrics(self._metrics), self._subscription, self._collector)
-        managers = parts.managers
-        if config_.enable_metrics_push:  # KIP-714: the network thread's metrics, as the broker asks
-            managers = [
-                *managers,
-                TelemetryRequestManager(
-                    network_metrics.snapshot,
-                    {"client_id": self.client_id, "client_software_name": "kaflux"},
-                    wall_ns=time.time_ns,
-                ),
-            ]
+        # KIP-714: the network thread's metrics, pushed as the broker's subscription asks
+        self._telemetry = ClientTelemetry(
+            config_.enable_metrics_push, self.client_id, network_metrics.snapshot
+        )
+        managers = [*parts.managers, *self._telemetry.managers]
         self._thread = NetworkThread(
             f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, parts.processor
         )
@@ -743,3 +739,17 @@ class Consumer(OffsetCalls, Closeable):
             else:
                 self._network_metrics = network
         return merge_snapshots(network, self._metrics.snapshot(monotonic_ms()))
+
+    @blocking
+    def client_instance_id(self, timeout: float) -> Steps[uuid.UUID | None]:
+        """The client instance id the brokers gave this consumer for its metrics push (KIP-714,
+        Java's ``clientInstanceId(Duration)``), waiting at most ``timeout`` seconds for the
+        first telemetry subscription; None if none came in time or the brokers have no
+        client-telemetry APIs. Any thread may call it.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is false, or the consumer is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("this consumer is closed")
+        return (yield from self._telemetry.client_instance_id(timeout))
