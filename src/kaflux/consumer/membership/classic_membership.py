@@ -46,6 +46,7 @@ from kaflux.consumer.assignors import (
     decode_subscription,
     encode_assignment,
     encode_subscription,
+    partition_racks,
     rebalance_protocol_for,
 )
 from kaflux.consumer.member_state import MemberState
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from kaflux.consumer.subscription_state import SubscriptionState
     from kaflux.network.cluster import ClusterMetadata
     from kaflux.network.metadata_manager import MetadataManager
+    from kaflux.structs import PartitionInfo
 
 __all__ = ["LEADER_METADATA_WAIT_MS", "ClassicMembershipManager"]
 
@@ -217,15 +219,18 @@ class ClassicMembershipManager(MembershipCore):
             )
         topics = {t for m in members.values() for t in m.subscription.topics}
         counts: dict[str, int] = {}
+        infos: list[PartitionInfo] = []
         for topic in topics:
             partitions = self._cluster.partitions_for(topic)
             if partitions:
                 counts[topic] = len(partitions)
+                infos.extend(partitions)
         if len(counts) < len(topics) and now_ms - joined.joined_at_ms < LEADER_METADATA_WAIT_MS:
             self._metadata.add_topics(topics)
             self._metadata.request_update()
             return None
-        result = assignor.assign(counts, members)
+        # KIP-881: the racks of each partition's replicas, for rack-aware assignors.
+        result = assignor.assign(counts, members, partition_racks(infos, self._cluster.brokers))
         self._assigned_counts = counts
         return [
             (
