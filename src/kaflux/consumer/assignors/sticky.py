@@ -38,9 +38,8 @@ first, then rack locality, then stickiness:
 - Unowned partitions go to a least-loaded member in a matching rack when there is one.
 - After rebalancing, partitions held outside their racks move to a member in a matching rack when
   that leaves every load as it was: directly to a member of the same subscription with one
-  partition fewer, or in exchange for a partition (not a kept claim) that the other member holds
-  outside its rack or that is in the first member's rack too. Kept claims in their racks never move
-  for locality.
+  partition fewer, or in exchange for a partition that the other member holds outside its rack
+  (not a kept claim). Kept claims in their racks never move for locality.
 
 The result is as balanced as without racks; Java's algorithm may choose other rack-local partitions.
 Members without a rack, and partitions without known racks, are assigned as before.
@@ -303,6 +302,9 @@ class _Balancer:
             if use_rack_aware_assignment(member_racks, subscribed_racks):
                 self.partition_racks = subscribed_racks
         self.rack_aware = bool(self.partition_racks)
+        self.by_rack: dict[str, list[int]] = {}
+        self.group_sets: list[frozenset[int]] = []
+        self.outside: list[dict[TopicPartition, None]] = []
 
     def _resolve_claims(self, claims: Mapping[str, MemberClaims]) -> dict[TopicPartition, int]:
         """The valid owner of each claimed partition: its only claimant of the highest generation,
@@ -401,7 +403,10 @@ class _Balancer:
     def _move(self, a: int, b: int, tp: TopicPartition) -> None:
         g = self.topic_group[tp.topic]
         self._remove(a, g, tp)
+        self.outside[a].pop(tp, None)
         self._give(b, g, tp, fresh=True)
+        if not self._local(b, tp):
+            self.outside[b][tp] = None
 
     def improve_racks(self) -> None:
         """Move partitions held outside their racks to members in a matching rack where every load
@@ -409,43 +414,57 @@ class _Balancer:
         ends."""
         if not self.rack_aware:
             return
+        by_rack: dict[str, list[int]] = {}
+        for i, rack in enumerate(self.racks):
+            if rack is not None:
+                by_rack.setdefault(rack, []).append(i)
+        self.by_rack = by_rack
+        self.group_sets = [frozenset(key) for key in self.group_members]
+        # Per member: the partitions it holds fresh and outside its rack (the only ones that move).
+        self.outside = [
+            {
+                tp: None
+                for holding in self.fresh[i].values()
+                for held in holding.by_topic.values()
+                for tp in held
+                if not self._local(i, tp)
+            }
+            for i in range(len(self.ids))
+        ]
         improved = True
         while improved:
             improved = False
             for a in range(len(self.ids)):
-                if not self.fresh_count[a]:
-                    continue
-                for g in list(self.fresh[a]):
-                    holding = self.fresh[a].get(g)
-                    if holding is None:
-                        continue
-                    for tp in [tp for held in list(holding.by_topic.values()) for tp in held]:
-                        if not self._local(a, tp) and self._relocate(a, g, tp):
-                            improved = True
-                            break  # the holding changed: look at it again
+                for tp in list(self.outside[a]):
+                    if tp in self.outside[a] and self._relocate(a, tp):
+                        improved = True
 
-    def _relocate(self, a: int, g: int, tp: TopicPartition) -> bool:
-        """Give ``tp`` (held fresh by ``a``, not in its rack) to a member in a matching rack without
-        changing any load; returns whether it moved."""
-        candidates = [b for b in self.group_members[g] if b != a and self._local(b, tp)]
+    def _relocate(self, a: int, tp: TopicPartition) -> bool:
+        """Give ``tp`` (held fresh by ``a``, outside its rack) to a member in a matching rack without
+        changing any load: directly to a member of the same subscription with one partition fewer,
+        or in exchange for a partition the other member holds outside its rack. Returns whether
+        it moved."""
+        g = self.topic_group[tp.topic]
+        eligible = self.group_sets[g]
+        candidates = [
+            b
+            for rack in sorted(self.partition_racks.get(tp, ()))
+            for b in self.by_rack.get(rack, ())
+            if b != a and b in eligible
+        ]
         for b in candidates:
             if self.load[a] == self.load[b] + 1 and self.member_groups[a] == self.member_groups[b]:
                 self._move(a, b, tp)
                 return True
         for b in candidates:
             best: TopicPartition | None = None
-            for h, holding in self.fresh[b].items():
-                if a not in self.group_members[h]:
-                    continue
-                for other in (y for held in holding.by_topic.values() for y in held):
-                    if self._local(b, other) and not self._local(a, other):
-                        continue  # the exchange would only move locality around
-                    if best is None or (other.topic == tp.topic and best.topic != tp.topic):
+            for other in self.outside[b]:
+                if a in self.group_sets[self.topic_group[other.topic]]:
+                    if best is None:
                         best = other
-                    if best.topic == tp.topic:
+                    if other.topic == tp.topic:  # keeps each topic's split as it was
+                        best = other
                         break
-                if best is not None and best.topic == tp.topic:
-                    break
             if best is not None:
                 self._move(a, b, tp)
                 self._move(b, a, best)

@@ -194,3 +194,41 @@ def test_a_member_of_a_rack_without_replicas_trades_for_the_others_locality() ->
     claims = {"m1": MemberClaims(t(0, 2), 1), "m2": MemberClaims(t(1, 3), 1)}
     result = sticky_assignment({"t": 4}, members, claims, racks("t", "aabb"))
     assert (set(result["m1"]), set(result["m2"])) == (set(t(0, 1)), set(t(2, 3)))
+
+
+def test_cooperative_rounds_with_racks_converge_and_then_move_nothing() -> None:
+    """Members join and leave a racked group one at a time: each change completes within a few
+    cooperative rounds (nothing withheld), every result is balanced, and a rebalance with the
+    same members afterwards moves nothing (stickiness)."""
+    rng = random.Random(7)
+    for _ in range(15):
+        counts = {"t": rng.randint(4, 20), "u": rng.randint(4, 20)}
+        partition_racks = {
+            TopicPartition(topic, p): frozenset(rng.sample("abcd", rng.randint(1, 2)))
+            for topic, count in counts.items()
+            for p in range(count)
+        }
+        rack_of: dict[str, str | None] = {}
+        owned: dict[str, tuple[TopicPartition, ...]] = {}
+        generation = 0
+        for step in range(8):
+            if len(owned) > 1 and (len(owned) > 4 or rng.random() < 0.3):
+                name = rng.choice(sorted(owned))
+                del owned[name]
+            else:
+                name = f"m{step}"
+                rack_of[name] = rng.choice(["a", "b", "c", "d", None])
+                owned[name] = ()
+            for _round in range(5):
+                generation += 1
+                members = {m: member(m, rack_of[m], ("t", "u"), owned[m], generation - 1) for m in owned}
+                result = CooperativeStickyAssignor().assign(counts, members, partition_racks)
+                check_valid(counts, members, result, complete=False)
+                changed = any(set(result[m].partitions) != set(owned[m]) for m in owned)
+                owned = {m: result[m].partitions for m in owned}
+                if not changed and sum(len(p) for p in owned.values()) == sum(counts.values()):
+                    break
+            else:
+                raise AssertionError(f"no stable assignment after 5 rounds: {owned}")
+            loads = sorted(len(p) for p in owned.values())
+            assert loads[-1] - loads[0] <= 1, loads
