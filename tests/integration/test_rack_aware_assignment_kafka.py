@@ -3,13 +3,15 @@ cluster whose nodes are in racks rack-1..rack-3: a topic with one replica per pa
 over the nodes, and three consumers with ``client.rack`` rack-1, rack-2 and rack-3. The leader
 reads each partition's replica racks from the metadata and its assignor ("range" or
 "cooperative-sticky") gives every consumer exactly the partitions whose replica is in its rack.
+Java's consumers (kafka-clients 4.4) get the same assignment, alone and in a group that a kaflux
+member leads.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -18,6 +20,8 @@ from kaflux.admin import AdminClient, NewTopic
 from kaflux.devbrokers.apache_kafka import KafkaCluster
 from kaflux.devbrokers.brokers import BrokerUnavailableError
 from kaflux.errors import UnknownTopicOrPartitionError
+
+from support.java_client import JavaMember
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +114,82 @@ def test_each_consumer_gets_the_partitions_in_its_rack(cluster: KafkaCluster, as
         for consumer in consumers.values():
             consumer.close()
     assert seen == by_rack
+
+
+def _config(bootstrap: str, group: str, assignor: str, rack: str) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "classic",
+        "partition.assignment.strategy": assignor,  # one name: Java takes it too
+        "client.rack": rack,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+
+
+def _stop(members: Iterable[JavaMember]) -> None:
+    """Close the Java members still running (a dead one already failed the test)."""
+    for m in members:
+        if m.died() is None:
+            m.stop()
+
+
+def _numbers(partitions: set[TopicPartition]) -> frozenset[int]:
+    return frozenset(tp.partition for tp in partitions)
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_java_gets_the_same_assignment_alone_and_under_a_kaflux_leader(
+    cluster: KafkaCluster, assignor: str
+) -> None:
+    bootstrap = cluster.bootstrap_servers
+    topic, by_rack = _topic_by_rack(bootstrap)
+    expected = {rack: _numbers(parts) for rack, parts in by_rack.items()}
+
+    # Three Java members: Java's leader, Java's assignor.
+    group = f"racks-java-{assignor}-{uuid.uuid4().hex[:6]}"
+    java = {
+        rack: JavaMember(f"java-{rack}", _config(bootstrap, group, assignor, rack), [topic]) for rack in RACKS
+    }
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while {rack: m.owned for rack, m in java.items()} != expected:
+            for m in java.values():
+                assert m.died() is None, m.died()
+            assert time.monotonic() < deadline, f"Java: { ({r: sorted(m.owned) for r, m in java.items()}) }"
+            time.sleep(0.2)
+    finally:
+        _stop(java.values())
+
+    # A kaflux member joins first and leads; two Java members join it and follow its assignment.
+    group = f"racks-mixed-{assignor}-{uuid.uuid4().hex[:6]}"
+    leader = Consumer(_config(bootstrap, group, assignor, RACKS[0]))
+    followers: dict[str, JavaMember] = {}
+    try:
+        leader.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while len(leader.assignment()) != PARTITIONS:
+            assert time.monotonic() < deadline, f"kaflux alone owns {leader.assignment()}"
+            leader.poll(0.1)
+        followers = {
+            rack: JavaMember(f"java-{rack}", _config(bootstrap, group, assignor, rack), [topic])
+            for rack in RACKS[1:]
+        }
+        deadline = time.monotonic() + WAIT_S
+        stable_since: float | None = None
+        while True:
+            leader.poll(0.1)
+            seen = {RACKS[0]: _numbers(leader.assignment())} | {r: m.owned for r, m in followers.items()}
+            for m in followers.values():
+                assert m.died() is None, m.died()
+            if seen == expected:
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since > 3.0:
+                    break
+            else:
+                stable_since = None
+            assert time.monotonic() < deadline, f"mixed group: {seen}, expected {expected}"
+    finally:
+        _stop(followers.values())
+        leader.close()
