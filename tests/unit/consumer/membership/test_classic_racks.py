@@ -8,7 +8,7 @@ import pytest
 
 from kaflux.consumer.assignors import decode_subscription
 from kaflux.protocol.messages.join_group import JoinGroupRequest
-from kaflux.structs import Node
+from kaflux.structs import Node, TopicPartition
 
 from support.classic_membership_rig import tps
 from support.fake_group_coordinator import FakeGroupCoordinator, GroupDriver
@@ -56,3 +56,44 @@ def test_without_broker_racks_the_assignment_is_the_plain_one() -> None:
     first, second = sorted((a, b), key=lambda m: m.member_id)
     assert first.assignment() == tps(0, 1, 2)
     assert second.assignment() == tps(3, 4, 5)
+
+
+def _move_replica(driver: GroupDriver, partition: int, node: int) -> None:
+    part = driver.coordinator.cluster.partition(TopicPartition("t", partition))
+    part.leader = node
+    part.leader_epoch += 1
+
+
+def test_the_leader_rejoins_when_replica_racks_change() -> None:
+    driver = racked_driver()
+    members = {}
+    for rack in ("r0", "r1", "r2"):
+        members[rack] = driver.add_member(
+            f"m-{rack}", client_rack=rack, metadata_max_age_ms=1_000, session_timeout_ms=30_000
+        )
+        driver.settle()
+    generation = driver.group().generation
+    driver.run(5_000)  # metadata refreshes with the same racks: nothing happens
+    assert driver.group().generation == generation
+    assert members["r0"].assignment() == tps(0, 3)
+
+    _move_replica(driver, 3, 2)  # partition 3 moves from r0 to r2
+    _move_replica(driver, 2, 0)  # and partition 2 from r2 to r0
+    driver.run(5_000)
+    driver.settle()
+    assert driver.group().generation > generation
+    assert members["r0"].assignment() == tps(0, 2)
+    assert members["r1"].assignment() == tps(1, 4)
+    assert members["r2"].assignment() == tps(3, 5)
+
+
+def test_without_member_racks_replica_racks_do_not_cause_a_rebalance() -> None:
+    driver = racked_driver()
+    for name in ("a", "b"):
+        driver.add_member(name, metadata_max_age_ms=1_000, session_timeout_ms=30_000)
+        driver.settle()
+    generation = driver.group().generation
+    _move_replica(driver, 0, 1)
+    driver.run(5_000)
+    driver.settle()
+    assert driver.group().generation == generation
