@@ -1382,9 +1382,11 @@ class GroupDriver(DriverBase):
         metadata_max_age_ms: int = 300_000,
         has_listener: bool = True,
         subscribe: bool = True,
+        client_rack: str = "",
     ) -> Member:
         """A new member; it subscribes to ``topics`` (and joins at its first poll) by default."""
         settings = {
+            "client.rack": client_rack,
             "group.instance.id": instance_id,
             "partition.assignment.strategy": list(assignors),
             "enable.auto.commit": auto_commit,
