@@ -58,7 +58,9 @@ CONSUMERS = (
     "confluent-tuned",
     "aiokafka",
 )
-PRODUCERS = ("kaflux-send", "kaflux-arrow", "java-producer", "confluent-idempotent")
+#: kaflux-callback is send() with a delivery callback and no futures kept, as the Java and confluent
+#: children do; kaflux-send keeps every future (10M of them at 10M records: its peak RSS shows them)
+PRODUCERS = ("kaflux-callback", "kaflux-send", "kaflux-arrow", "java-producer", "confluent-idempotent")
 SHARE = ("kaflux-share", "java-share")
 JAVA_SOURCE = HERE / "java" / "AnchorBench.java"
 
@@ -122,15 +124,18 @@ def produce_run(
 ) -> dict[str, Any]:
     topic = f"anchors-produce-{client}-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions)
-    if client == "java-producer":
-        return run_java(["produce", bootstrap, topic, str(records), str(value_bytes)], java)
-    result = run_python(
-        "bench_produce.py",
-        ["--child", client, "--bootstrap-servers", bootstrap, "--topic", topic, "--records", str(records),
-         "--value-bytes", str(value_bytes)],
-    )  # fmt: skip
-    result["records"] = result.pop("acked")
-    return result
+    try:
+        if client == "java-producer":
+            return run_java(["produce", bootstrap, topic, str(records), str(value_bytes)], java)
+        result = run_python(
+            "bench_produce.py",
+            ["--child", client, "--bootstrap-servers", bootstrap, "--topic", topic, "--records", str(records),
+             "--value-bytes", str(value_bytes)],
+        )  # fmt: skip
+        result["records"] = result.pop("acked")
+        return result
+    finally:
+        delete_topic(bootstrap, topic)
 
 
 def share_child(bootstrap: str, topic: str, group: str, records: int) -> None:
@@ -188,14 +193,17 @@ def share_run(
     topic = f"anchors-share-{client}-{uuid.uuid4().hex[:8]}"
     group = f"{topic}-group"
     write_backlog(bootstrap, topic, 2 * records + 10_000, partitions, value_bytes)
-    run_java(["share-earliest", bootstrap, group], java)
-    if client == "java-share":
-        return run_java(["share", bootstrap, topic, str(records), group], java)
-    return run_python(
-        "bench_anchors.py",
-        ["--share-child", "--bootstrap-servers", bootstrap, "--topic", topic, "--group", group,
-         "--records", str(records)],
-    )  # fmt: skip
+    try:
+        run_java(["share-earliest", bootstrap, group], java)
+        if client == "java-share":
+            return run_java(["share", bootstrap, topic, str(records), group], java)
+        return run_python(
+            "bench_anchors.py",
+            ["--share-child", "--bootstrap-servers", bootstrap, "--topic", topic, "--group", group,
+             "--records", str(records)],
+        )  # fmt: skip
+    finally:
+        delete_topic(bootstrap, topic)
 
 
 # --- the parent ------------------------------------------------------------------------------------------
@@ -206,6 +214,19 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, partitions)], timeout=30)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Free a topic's disk once its round is measured: at 10M records of 1 KiB each producer round
+    writes 10 GB, which rounds would otherwise pile up on the broker's disk."""
+    from kaflux import AdminClient
+
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.delete_topics([topic], timeout=60)
+
+
+#: the benchmark broker frees deleted topics' segments at once (Kafka's default waits a minute)
+BROKER_CONFIG = {"log.segment.delete.delay.ms": 1000}
 
 
 def write_backlog(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> None:
@@ -318,7 +339,9 @@ def main() -> int:
     broker = None
     bootstrap = args.bootstrap_servers
     if bootstrap is None:
-        broker = KafkaBroker(jvm_options=["-Xms1g", "-Xmx2g", "-XX:+UseG1GC"]).start(180)
+        broker = KafkaBroker(config=BROKER_CONFIG, jvm_options=["-Xms1g", "-Xmx2g", "-XX:+UseG1GC"]).start(
+            180
+        )
         bootstrap = broker.bootstrap_servers
     try:
         print(

@@ -64,7 +64,10 @@ def cpu_seconds() -> float:
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The child's own peak RSS (``VmHWM``), not ``ru_maxrss``, which keeps a forking parent's peak."""
+    from consume_clients import peak_rss_mib as own_peak
+
+    return own_peak()
 
 
 # -- one run per child process --------------------------------------------------------------------

@@ -127,7 +127,7 @@ def steady(
 def write(
     spark: Any, fmt: str, bootstrap: str, topic: str, out: Path, source: Path, partitions: int, **_: Any
 ) -> tuple[int, float]:
-    from bench_anchors import create_topic
+    from bench_anchors import create_topic, delete_topic
 
     target = f"{topic}-written-{fmt}-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, target, partitions)
@@ -140,6 +140,7 @@ def write(
     writer.save()
     seconds = time.perf_counter() - t0
     frame.unpersist()
+    delete_topic(bootstrap, target)
     return rows, seconds
 
 
@@ -157,13 +158,13 @@ def main() -> int:
     args = parser.parse_args()
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
 
-    from bench_anchors import write_backlog
+    from bench_anchors import BROKER_CONFIG, write_backlog
 
     from kaflux.devbrokers.apache_kafka import KafkaBroker
 
     from support.spark_kafka_connector import CONNECTOR_VERSION, connector_jars
 
-    broker = KafkaBroker(jvm_options=["-Xms1g", "-Xmx2g", "-XX:+UseG1GC"]).start(180)
+    broker = KafkaBroker(config=BROKER_CONFIG, jvm_options=["-Xms1g", "-Xmx2g", "-XX:+UseG1GC"]).start(180)
     work = Path(tempfile.mkdtemp(prefix="kaflux-spark-anchors-"))
     try:
         topic = f"spark-anchors-{uuid.uuid4().hex[:8]}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kaflux.admin import AdminClient, NewTopic
+    from kaflux.consumer.close_options import CloseOptions, GroupMembershipOperation
     from kaflux.consumer.consumer import Consumer
     from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
     from kaflux.consumer.membership.group import GroupMetadata, GroupState
@@ -45,6 +46,8 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "AdminClient": "kaflux.admin",
     "NewTopic": "kaflux.admin",
+    "CloseOptions": "kaflux.consumer.close_options",
+    "GroupMembershipOperation": "kaflux.consumer.close_options",
     "Consumer": "kaflux.consumer.consumer",
     "ConsumerRecord": "kaflux.consumer.consumer_record",
     "ConsumerRecords": "kaflux.consumer.consumer_record",
@@ -85,11 +88,13 @@ def __dir__() -> list[str]:
 __all__ = [
     "AcknowledgeType",
     "AdminClient",
+    "CloseOptions",
     "Consumer",
     "ConsumerInterceptor",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
+    "GroupMembershipOperation",
     "GroupMetadata",
     "GroupState",
     "KafkaError",

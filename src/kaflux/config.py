@@ -30,10 +30,14 @@ _INT_MAX = 2**31 - 1
 _MEANINGS: dict[str, str] = {
     "client.id": "A name for this client in broker logs and metrics (default: generated).",
     "client.rack": (
-        "The rack of this client, sent with fetches and group membership (rack-aware assignment). "
+        "The rack of this client, sent with fetches and group membership. "
         "With it a consumer fetches from the closest replica (KIP-392): a partition whose leader "
         "names a preferred read replica (replica.selector.class on the brokers) is read from that "
-        "replica until metadata.max.age.ms passes or a fetch from it fails, then from the leader."
+        "replica until metadata.max.age.ms passes or a fetch from it fails, then from the leader. "
+        "In a classic group the range, sticky and cooperative-sticky assignors are rack-aware "
+        "(KIP-881): where the brokers have broker.rack, a member gets partitions with a replica in "
+        "its rack whenever the assignment stays as balanced. With group.protocol=consumer the rack "
+        "goes to the group coordinator, whose assignor decides."
     ),
     "request.timeout.ms": (
         "How long to wait for a broker's answer before failing the request and closing the connection."
@@ -66,7 +70,9 @@ _MEANINGS: dict[str, str] = {
     "group.instance.id": "A static member id: a restart within session.timeout.ms keeps the assignment.",
     "group.protocol": "classic (JoinGroup/SyncGroup) or consumer (KIP-848, the broker assigns).",
     "partition.assignment.strategy": (
-        "Assignors of the classic protocol: range, roundrobin, sticky, cooperative-sticky. "
+        "Assignors of the classic protocol, preferred first: range, roundrobin, sticky, "
+        "cooperative-sticky (or Java's class names). range, sticky and cooperative-sticky are "
+        "rack-aware (KIP-881, see client.rack); roundrobin is not."
     ),
     "session.timeout.ms": (
         "A member not heard from for this long is removed from the group (classic protocol). "
@@ -913,6 +919,12 @@ class ProducerConfig(CommonConfig):
     retries: int = _setting("retries", _INT_MAX, low=0, high=_INT_MAX)
     delivery_timeout_ms: int = _setting("delivery.timeout.ms", 120000, low=0, high=_INT_MAX)
     partitioner_ignore_keys: bool = _setting("partitioner.ignore.keys", False, kind="bool")
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
     enable_idempotence: bool = _setting(
         "enable.idempotence",
         True,
@@ -1029,6 +1041,13 @@ class AdminConfig(CommonConfig):
     CLIENT_KIND: ClassVar[str] = "admin"
 
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        False,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded; "
+        "off by default for the admin client, as in Java",
+    )
 
 
 #: consumer-group settings a share consumer refuses by name (share groups have none of them)
@@ -1102,6 +1121,12 @@ class ShareConsumerConfig(CommonConfig):
     )
     check_crcs: bool = _setting("check.crcs", True, kind="bool")
     default_api_timeout_ms: int = _setting("default.api.timeout.ms", 60000, low=0, high=_INT_MAX)
+    enable_metrics_push: bool = _setting(
+        "enable.metrics.push",
+        True,
+        kind="bool",
+        doc="push the metrics a broker's client-telemetry subscription asks for (KIP-714), OTLP-encoded",
+    )
 
     @classmethod
     def _unknown_key_message(cls, key: str, by_key: Mapping[str, object]) -> str:

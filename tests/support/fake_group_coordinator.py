@@ -53,12 +53,13 @@ from kaflux.consumer.assignors import (
     decode_assignment,
     decode_subscription,
 )
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.consumer.components import build_consumer_components
 from kaflux.consumer.events import BackgroundEvent, ErrorEvent, RebalanceCallbackNeededEvent
 from kaflux.consumer.fetch_buffer import FetchBuffer
 from kaflux.consumer.member_state import MEMBER_TRANSITIONS, MemberState
 from kaflux.consumer.subscription_state import FetchPosition, ResetStrategy, SubscriptionState
-from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kaflux.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, UnsupportedVersionError
 from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.cluster import ClusterMetadata, is_coordinator_node_id
 from kaflux.network.metadata_manager import MetadataManager
@@ -1006,11 +1007,16 @@ class Member:
         self.subscription.subscribe(list(topics))
         self.manager.on_subscription_change(self.has_listener)
 
-    def leave(self, *, on_close: bool = False) -> Future[None]:
-        """``unsubscribe()`` / ``close()``: the LeaveGroupEvent."""
+    def leave(
+        self,
+        *,
+        on_close: bool = False,
+        membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+    ) -> Future[None]:
+        """``unsubscribe()`` / ``close()`` (with its ``group_membership``): the LeaveGroupEvent."""
         future: Future[None] = Future()
         self.leave_future = future
-        self.manager.leave(future, on_close=on_close, now_ms=self.driver.now_ms)
+        self.manager.leave(future, on_close=on_close, now_ms=self.driver.now_ms, membership=membership)
         self.driver.observe()
         return future
 
@@ -1269,6 +1275,16 @@ class DriverBase:
             self.coordinator.max_versions.get(cls, cls.MAX_VERSION),
         )
         timeout = unsent.timeout_ms if unsent.timeout_ms is not None else member.request_timeout_ms
+        if unsent.min_version is not None and version < unsent.min_version:
+            # As the network client: a request whose meaning needs a newer version than the
+            # broker serves fails unsent.
+            exchange = Exchange(member, unsent, version, unsent.request, now, now + timeout, member.state)
+            exchange.error = UnsupportedVersionError(
+                f"{cls.__name__} needs v{unsent.min_version} or later; the coordinator serves v{version}"
+            )
+            exchange.ready_ms = now
+            self.exchanges.append(exchange)
+            return exchange
         request = roundtrip(unsent.request, version)
         exchange = Exchange(member, unsent, version, request, now, now + timeout, member.state)
         exchange.held = any(api is cls and who in (None, member) for api, who in self._holds)
@@ -1366,9 +1382,11 @@ class GroupDriver(DriverBase):
         metadata_max_age_ms: int = 300_000,
         has_listener: bool = True,
         subscribe: bool = True,
+        client_rack: str = "",
     ) -> Member:
         """A new member; it subscribes to ``topics`` (and joins at its first poll) by default."""
         settings = {
+            "client.rack": client_rack,
             "group.instance.id": instance_id,
             "partition.assignment.strategy": list(assignors),
             "enable.auto.commit": auto_commit,

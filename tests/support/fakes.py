@@ -545,7 +545,7 @@ class FakeCluster:
                 )
             )
         brokers = [
-            MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
+            MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
             for b in self.brokers.values()
         ]
         return MetadataResponse(

@@ -12,6 +12,7 @@ answer into results, or raises each broker error as its kaflux error class.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -45,6 +46,10 @@ from kaflux.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kaflux.metrics.clients import NetworkMetrics
+from kaflux.metrics.registry import MetricsRegistry
+from kaflux.metrics.stats import MetricConfig
+from kaflux.network.client_telemetry import ClientTelemetry
 from kaflux.network.clock import monotonic_ms
 from kaflux.network.factory import build_network
 from kaflux.network.metadata_manager import MetadataAnswer
@@ -88,10 +93,22 @@ class AdminClient(ConsumerGroupCalls, ShareGroupCalls, TokenQuotaCalls, Operatio
         network = build_network(self._config, client_id, allow_auto_create_topics=False)
         self._reachability = network.client.reachability
         manager = AdminRequestManager(network.cluster, network.metadata, network.retry_backoff)
+        # The network thread's I/O metrics (Java's admin-client-metrics and, per broker,
+        # admin-client-node-metrics), read there by the KIP-714 push (off by default, as in Java)
+        network_metrics = MetricsRegistry(
+            MetricConfig(self._config.metrics_num_samples, self._config.metrics_sample_window_ms)
+        )
+        network.client.enable_metrics(
+            NetworkMetrics(network_metrics, "admin-client", network.client.connection_count)
+        )
+        self._telemetry = ClientTelemetry(
+            self._config.enable_metrics_push, client_id, network_metrics.snapshot
+        )
         self._thread = NetworkThread(
             f"kaflux-admin-network-{client_id}",
             network.delegate,
-            [manager, network.metadata],  # the metadata manager sends this one's lookups at once
+            # the metadata manager sends this one's lookups at once
+            [manager, network.metadata, *self._telemetry.managers],
             AdminEventProcessor(manager),
         )
         self._closed = False
@@ -364,6 +381,21 @@ class AdminClient(ConsumerGroupCalls, ShareGroupCalls, TokenQuotaCalls, Operatio
         api = DeleteRecordsApi(before, int(seconds * 1000))
         low_watermarks = (yield from self._run(what, api, deadline)).values()
         return dict(sorted(low_watermarks.items()))
+
+    @blocking
+    def client_instance_id(self, timeout: float) -> Steps[uuid.UUID | None]:
+        """The client instance id the brokers gave this admin client for its metrics push
+        (KIP-714, Java's ``clientInstanceId(Duration)``), waiting at most ``timeout`` seconds
+        for the first telemetry subscription; None if none came in time or the brokers have no
+        client-telemetry APIs.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is false (the admin client's default, as
+                in Java), or the admin client is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("the admin client is closed")
+        return (yield from self._telemetry.client_instance_id(timeout))
 
     @blocking
     def close(self, timeout: float = 5.0) -> Steps[None]:

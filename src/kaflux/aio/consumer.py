@@ -15,6 +15,7 @@ positions advance only for records returned.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from re import Pattern
 from types import TracebackType
@@ -24,6 +25,7 @@ from kaflux.aio.driver import FutureAwaitable, LoopGuard
 from kaflux.aio.serde import AsyncSerde, deserialize, is_async
 from kaflux.blocking import Steps
 from kaflux.consumer.callback_invokers import CommitCallback
+from kaflux.consumer.close_options import CloseOptions, GroupMembershipOperation, resolve_close_arguments
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.consumer import METRICS_TIMEOUT_S, Consumer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
@@ -267,14 +269,30 @@ class AsyncConsumer:
     async def group_state(self, timeout: float | None = None) -> GroupState:
         return await self._guard.run(Consumer.group_state.steps(self._consumer, timeout))
 
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """:meth:`kaflux.Consumer.client_instance_id`, awaiting on the loop."""
+        return await self._guard.run(Consumer.client_instance_id.steps(self._consumer, timeout))
+
     async def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
         return await self._guard.run(Consumer.metrics.steps(self._consumer, timeout))
 
-    async def close(self, timeout: float = 30.0) -> None:
+    async def close(
+        self,
+        options: CloseOptions | float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        group_membership: GroupMembershipOperation | None = None,
+    ) -> None:
         """:meth:`kaflux.Consumer.close`: commit (with auto-commit), leave the group (awaiting
-        an async revocation callback) and stop the network thread. Idempotent."""
+        an async revocation callback) and stop the network thread. Idempotent. Takes the same
+        arguments: a :class:`~kaflux.CloseOptions` or a timeout in seconds, or the ``timeout``
+        and ``group_membership`` keywords (KIP-1092)."""
+        resolve_close_arguments(options, timeout, group_membership)  # refused before anything
         self._closed = True
-        await self._guard.run(Consumer.close.steps(self._consumer, timeout))
+        await self._guard.run(
+            Consumer.close.steps(self._consumer, options, timeout=timeout, group_membership=group_membership)
+        )
 
 
 def _continue(steps: Steps[None], outcome: Any, error: BaseException | None) -> Steps[None]:

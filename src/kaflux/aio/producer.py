@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -194,6 +195,10 @@ class AsyncProducer:
     async def close(self, timeout: float | None = None) -> None:
         """:meth:`kaflux.Producer.close`, awaiting on the loop. Idempotent."""
         await self._guard.run(Producer.close.steps(self._producer, timeout))
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """:meth:`kaflux.Producer.client_instance_id`, awaiting on the loop."""
+        return await self._guard.run(Producer.client_instance_id.steps(self._producer, timeout))
 
     async def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> dict[str, dict[str, float]]:
         return await self._guard.run(Producer.metrics.steps(self._producer, timeout))

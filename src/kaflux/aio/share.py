@@ -15,6 +15,7 @@ accepted when the cancelled poll started, as Java's would be).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -184,6 +185,10 @@ class AsyncShareConsumer:
     async def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
         """:meth:`kaflux.ShareConsumer.commit_sync`. Cancelled, the acknowledgements still go."""
         return await self._guard.run(ShareConsumer.commit_sync.steps(self._consumer, timeout))
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """:meth:`kaflux.ShareConsumer.client_instance_id`, awaiting on the loop."""
+        return await self._guard.run(ShareConsumer.client_instance_id.steps(self._consumer, timeout))
 
     async def metrics(self, timeout: float = 0.5) -> dict[str, dict[str, float]]:
         """:meth:`kaflux.ShareConsumer.metrics`."""

@@ -28,6 +28,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +38,7 @@ from kaflux.closeable import Closeable
 from kaflux.config import ConsumerConfig
 from kaflux.consumer.access import SingleThreadGuard
 from kaflux.consumer.callback_invokers import CommitCallback, CommitCallbackInvoker, RebalanceListenerInvoker
+from kaflux.consumer.close_options import CloseOptions, GroupMembershipOperation, resolve_close_arguments
 from kaflux.consumer.completed_fetch import Deserializer
 from kaflux.consumer.consumer_record import ConsumerRecord, ConsumerRecords
 from kaflux.consumer.events import (
@@ -134,9 +136,9 @@ class Consumer(OffsetCalls, Closeable):
         from kaflux.consumer.background_events import BackgroundEventHandler
         from kaflux.consumer.components import build_consumer_components
         from kaflux.consumer.consumer_metrics import PollRecorder, add_kaflux_gauges
+        from kaflux.network.client_telemetry import ClientTelemetry
         from kaflux.network.factory import build_network
         from kaflux.network.network_thread import NetworkThread
-        from kaflux.network.telemetry_manager import TelemetryRequestManager
 
         self._config = config_ = ConsumerConfig.from_dict(config)
         # Checked with or without a group.id, as Java checks its config.
@@ -201,16 +203,11 @@ class Consumer(OffsetCalls, Closeable):
             read_committed=self._read_committed,
         )
         self._poll_metrics = PollRecorder(PollMetrics(self._metrics), self._subscription, self._collector)
-        managers = parts.managers
-        if config_.enable_metrics_push:  # KIP-714: the network thread's metrics, as the broker asks
-            managers = [
-                *managers,
-                TelemetryRequestManager(
-                    network_metrics.snapshot,
-                    {"client_id": self.client_id, "client_software_name": "kaflux"},
-                    wall_ns=time.time_ns,
-                ),
-            ]
+        # KIP-714: the network thread's metrics, pushed as the broker's subscription asks
+        self._telemetry = ClientTelemetry(
+            config_.enable_metrics_push, self.client_id, network_metrics.snapshot
+        )
+        managers = [*parts.managers, *self._telemetry.managers]
         self._thread = NetworkThread(
             f"kaflux-consumer-network-{self.client_id}", network.delegate, managers, parts.processor
         )
@@ -379,15 +376,24 @@ class Consumer(OffsetCalls, Closeable):
         with self._in_use():
             yield from self._leave_group(self._timeout_s(None), on_close=False)
 
-    def _leave_group(self, timeout_s: float, *, on_close: bool) -> Steps[None]:
-        """Revoke (running the listener here) and leave, within ``timeout_s``; then unsubscribe."""
+    def _leave_group(
+        self,
+        timeout_s: float,
+        *,
+        on_close: bool,
+        membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+    ) -> Steps[None]:
+        """Revoke (running the listener here) and leave (as ``membership`` says, on close),
+        within ``timeout_s``; then unsubscribe."""
         try:
             if self._membership is not None and self._subscription.subscription_type() in (
                 SubscriptionType.AUTO_TOPICS,
                 SubscriptionType.AUTO_PATTERN,
                 SubscriptionType.AUTO_PATTERN_RE2J,
             ):
-                event = LeaveGroupEvent(self._deadline_ms(timeout_s), on_close=on_close)
+                event = LeaveGroupEvent(
+                    self._deadline_ms(timeout_s), on_close=on_close, membership=membership
+                )
                 self._thread.submit(event)
                 deadline = time.monotonic() + timeout_s
                 while not event.future.done() and time.monotonic() < deadline:
@@ -630,10 +636,34 @@ class Consumer(OffsetCalls, Closeable):
         self._wakeup.wakeup()
 
     @blocking
-    def close(self, timeout: float = 30.0) -> Steps[None]:
-        """Commit consumed offsets (with auto-commit), finish pending commits and stop the
-        network thread, all within ``timeout`` seconds. Idempotent."""
-        budget = timeout_seconds(timeout, 30.0)  # a bad timeout is refused, the consumer left open
+    def close(
+        self,
+        options: CloseOptions | float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        group_membership: GroupMembershipOperation | None = None,
+    ) -> Steps[None]:
+        """Commit consumed offsets (with auto-commit), run ``on_partitions_revoked``, leave the
+        group, finish pending commits and stop the network thread, all within the timeout
+        (30 s by default). Idempotent.
+
+        Takes a :class:`~kaflux.CloseOptions` (Java's ``close(CloseOptions)``, KIP-1092) or a
+        timeout in seconds positionally, or the keywords: ``close()``, ``close(10)``,
+        ``close(timeout=10, group_membership=GroupMembershipOperation.LEAVE_GROUP)``,
+        ``close(CloseOptions(timeout=10, group_membership=...))``. ``group_membership``
+        (:class:`~kaflux.GroupMembershipOperation`) decides whether the coordinator is told:
+        DEFAULT leaves for a dynamic member and keeps a static member's place until its
+        session expires; LEAVE_GROUP leaves, also a static member; REMAIN_IN_GROUP sends no
+        leave, also for a dynamic member (listed with its partitions until its session
+        expires). The commit and the callbacks happen whatever it says.
+
+        Raises:
+            InvalidArgumentError: a wrong type or value (the consumer is left open), or a
+                CloseOptions together with keywords.
+        """
+        # Bad arguments are refused before anything happens: the consumer is left open.
+        budget, operation = resolve_close_arguments(options, timeout, group_membership)
         self._guard.acquire()
         try:
             if self._closed or self._closing:
@@ -648,7 +678,9 @@ class Consumer(OffsetCalls, Closeable):
             ):
                 # Leaving commits (with auto-commit) and runs the revocation callback.
                 try:
-                    yield from self._leave_group(max(0.0, deadline - time.monotonic()), on_close=True)
+                    yield from self._leave_group(
+                        max(0.0, deadline - time.monotonic()), on_close=True, membership=operation
+                    )
                 except Exception as exc:
                     log.warning("%s: error while leaving the group on close: %s", self.client_id, exc)
             elif self._config.auto_commit and self._subscription.all_consumed():
@@ -707,3 +739,17 @@ class Consumer(OffsetCalls, Closeable):
             else:
                 self._network_metrics = network
         return merge_snapshots(network, self._metrics.snapshot(monotonic_ms()))
+
+    @blocking
+    def client_instance_id(self, timeout: float) -> Steps[uuid.UUID | None]:
+        """The client instance id the brokers gave this consumer for its metrics push (KIP-714,
+        Java's ``clientInstanceId(Duration)``), waiting at most ``timeout`` seconds for the
+        first telemetry subscription; None if none came in time or the brokers have no
+        client-telemetry APIs. Any thread may call it.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is false, or the consumer is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("this consumer is closed")
+        return (yield from self._telemetry.client_instance_id(timeout))

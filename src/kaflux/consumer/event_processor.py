@@ -86,7 +86,9 @@ class ApplicationEventProcessor:
                 if self._membership is None:
                     complete(event.future, None)
                 else:
-                    self._membership.leave(event.future, on_close=event.on_close, now_ms=now_ms)
+                    self._membership.leave(
+                        event.future, on_close=event.on_close, now_ms=now_ms, membership=event.membership
+                    )
             case EnforceRebalanceEvent():
                 if self._membership is not None:
                     self._membership.request_rejoin(event.reason)

@@ -12,6 +12,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
@@ -107,10 +108,13 @@ class LeaveGroupEvent(CompletableEvent):
     """``unsubscribe()`` or ``close()``: revoke (callbacks), then leave the group.
 
     On close a static member (``group.instance.id``) stays in the group: its partitions are
-    kept for it until ``session.timeout.ms`` passes.
+    kept for it until ``session.timeout.ms`` passes. ``membership`` (close() only, KIP-1092)
+    may say otherwise: LEAVE_GROUP leaves also a static member, REMAIN_IN_GROUP keeps also a
+    dynamic one.
     """
 
     on_close: bool
+    membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT
 
 
 @dataclass(slots=True)

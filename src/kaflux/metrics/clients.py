@@ -12,7 +12,10 @@ thread's :class:`~kaflux.metrics.registry.MetricsRegistry`:
 * network thread of the producer: :class:`ProducerMetrics` (``producer-metrics`` and
   ``producer-topic-metrics``) and :class:`NetworkMetrics`;
 * network thread of the share consumer: :class:`ShareMetrics`
-  (``consumer-share-fetch-manager-metrics`` and ``consumer-share-coordinator-metrics``).
+  (``consumer-share-fetch-manager-metrics`` and ``consumer-share-coordinator-metrics``) and
+  :class:`NetworkMetrics` (as ``consumer``, the group prefix Java's share consumer uses);
+* network thread of the admin client: :class:`NetworkMetrics` (as ``admin-client``), read only
+  by the KIP-714 push.
 
 Where kaflux measures something differently from Java, the class says so.
 """
@@ -40,7 +43,7 @@ KAFLUX_PRODUCER_METRICS = "kaflux-producer-metrics"
 
 
 def node_group(client: str, node_id: int) -> str:
-    """``<client>-node-metrics,node-id=node-<id>`` (``client``: consumer or producer)."""
+    """``<client>-node-metrics,node-id=node-<id>`` (``client``: consumer, producer or admin-client)."""
     return tagged_group(f"{client}-node-metrics", [("node-id", f"node-{node_id}")])
 
 

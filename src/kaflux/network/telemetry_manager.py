@@ -11,6 +11,10 @@ subscription the broker no longer knows (UNKNOWN_SUBSCRIPTION_ID) or a push it r
 answered by asking for the subscription again; a broker without these APIs (before Kafka 3.7,
 or without a client-telemetry plugin) turns the manager off. Closing sends one last push marked
 ``terminating``.
+
+:attr:`TelemetryRequestManager.instance_id` is a future the application thread may wait on
+(Java's ``clientInstanceId(timeout)``): done with the client instance id the first subscription
+gives, or with None once the manager turned itself off (a broker without the APIs).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 
 from kaflux.errors import UnsupportedVersionError
 from kaflux.metrics.telemetry import encode_metrics, select_metrics
@@ -56,6 +61,9 @@ class TelemetryRequestManager(RequestManager):
         self._wall_ns = wall_ns
         self._start_ns = wall_ns()
         self.client_instance_id: uuid.UUID = ZERO_UUID
+        #: done with the client instance id once a broker gave one (None: telemetry turned off);
+        #: thread-safe, the one thing of this manager another thread may hold
+        self.instance_id: Future[uuid.UUID | None] = Future()
         self._subscription: GetTelemetrySubscriptionsResponse | None = None
         self._next_ms = 0  # when to send the next request (subscribe or push)
         self._in_flight = False
@@ -138,6 +146,8 @@ class TelemetryRequestManager(RequestManager):
         if isinstance(error, UnsupportedVersionError):
             log.debug("client telemetry off: the broker has no client-telemetry APIs (%s)", error)
             self._disabled = True
+            if not self.instance_id.done():
+                self.instance_id.set_result(None)
             return
         self._next_ms = now_ms + _RETRY_MS
 
@@ -153,6 +163,8 @@ class TelemetryRequestManager(RequestManager):
             self._next_ms = now_ms + (body.push_interval_ms or _RETRY_MS)
             return
         self.client_instance_id = body.client_instance_id
+        if not self.instance_id.done():
+            self.instance_id.set_result(body.client_instance_id)
         changed = self._subscription is None or self._subscription.subscription_id != body.subscription_id
         self._subscription = body
         interval = max(body.push_interval_ms, 100)

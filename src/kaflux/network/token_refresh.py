@@ -10,7 +10,9 @@ Each failure is worth a WARNING naming the source (the token endpoint's URL) and
 are throttled to one per :data:`WARN_INTERVAL_S` per source, the next one saying how many were
 left out. An expired token is never handed out: once it has expired and a refresh failed, asking
 for a token raises :class:`TokenExpiredError`, which says when the token expired and why the last
-refresh failed (the broker would only have refused it as "wrong credentials").
+refresh failed (the broker would only have refused it as "wrong credentials"). A token this close
+to its expiry (:data:`LOGIN_MARGIN_S`, or the last 20 % of a short token's life) counts as expired:
+the broker checks the expiry when the login reaches it, not when the client sends it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ __all__ = ["WARN_INTERVAL_S", "TokenExpiredError", "TokenRefresh"]
 WARN_INTERVAL_S = 30.0
 #: refresh once this share of a token's life has passed
 REFRESH_AT_LIFE = 0.8
+#: a token is not sent in the last this many seconds of its life (nor in the last 20 % of a
+#: shorter token's life): a login takes time to reach the broker, which checks the expiry then
+LOGIN_MARGIN_S = 1.0
 
 
 class TokenExpiredError(AuthenticationError):
@@ -57,6 +62,8 @@ class TokenRefresh:
         self._backoff = backoff
         self._warn_interval_s = warn_interval_s
         self._token: tuple[str, float] | None = None
+        #: the token is not sent from this instant (its expiry less the login margin)
+        self._usable_until_s = 0.0
         self._refresh_at_s = 0.0
         #: consecutive failed refreshes, and the last one
         self.failures = 0
@@ -79,7 +86,9 @@ class TokenRefresh:
         follows failed refreshes, else None."""
         recovered = self.failures
         self._token = (token, float(expiry_s))
-        self._refresh_at_s = now_s + REFRESH_AT_LIFE * (float(expiry_s) - now_s)
+        life_s = float(expiry_s) - now_s
+        self._refresh_at_s = now_s + REFRESH_AT_LIFE * life_s
+        self._usable_until_s = float(expiry_s) - min(LOGIN_MARGIN_S, (1 - REFRESH_AT_LIFE) * max(life_s, 0.0))
         self.failures = 0
         self._unlogged = 0
         self._next_warn_s = float("-inf")
@@ -101,9 +110,15 @@ class TokenRefresh:
         more = f" ({count - 1} more failed since the last warning)" if count > 1 else ""
         if self._token is None:
             state = "there is no token to log in with"
-        elif now_s < self._token[1]:
+        elif now_s < self._usable_until_s:
             left = self._token[1] - now_s
             state = f"the current token stays in use until it expires in {left:.1f} s"
+        elif now_s < self._token[1]:
+            left = self._token[1] - now_s
+            state = (
+                f"the current token expires in {left:.1f} s, too soon to log in with: "
+                "connections cannot log in"
+            )
         else:
             state = f"the current token expired at {_utc(self._token[1])}: connections cannot log in"
         retry = self._refresh_at_s - now_s
@@ -114,7 +129,7 @@ class TokenRefresh:
 
     def token(self, now_s: float) -> tuple[str, float]:
         """The token to log in with, if it is still valid; else :class:`TokenExpiredError`."""
-        if self._token is not None and now_s < self._token[1]:
+        if self._token is not None and now_s < self._usable_until_s:
             return self._token
         if self._token is None:
             why = self.last_failure.cause if self.last_failure is not None else "none was fetched"
@@ -127,8 +142,14 @@ class TokenRefresh:
             else "it has not been refreshed yet"
         )
         attempts = f" ({self.failures} failed attempts)" if self.failures > 1 else ""
+        if now_s >= expired:
+            state = f"expired at {_utc(expired)} ({now_s - expired:.0f} s ago)"
+        else:  # within the login margin
+            state = (
+                f"expires at {_utc(expired)}, in {expired - now_s:.1f} s: too soon for a login to "
+                "reach the broker in time, so it is treated as expired"
+            )
         raise TokenExpiredError(
-            f"the OAUTHBEARER token from {self._source} expired at {_utc(expired)} "
-            f"({now_s - expired:.0f} s ago) and was not sent; {why}{attempts}. The refresh is "
-            "retried with backoff (sasl.login.retry.backoff.ms)"
+            f"the OAUTHBEARER token from {self._source} {state} and was not sent; {why}{attempts}. "
+            "The refresh is retried with backoff (sasl.login.retry.backoff.ms)"
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,7 @@ class Producer(Closeable):
         """
         # The network stack and the request managers: imported here, so that importing kaflux
         # costs what the API needs and a process pays for the engine when it makes a client.
+        from kaflux.network.client_telemetry import ClientTelemetry
         from kaflux.network.factory import build_network
         from kaflux.network.network_thread import NetworkThread
         from kaflux.producer.event_processor import ProducerEventProcessor
@@ -232,6 +234,9 @@ class Producer(Closeable):
         managers: list[Any] = [network.metadata, self._sender]
         if self._tm is not None:
             managers.append(self._tm)
+        # KIP-714: the network thread's metrics (org.apache.kafka.producer.*), as brokers ask
+        self._telemetry = ClientTelemetry(config_.enable_metrics_push, client_id, network_metrics.snapshot)
+        managers.extend(self._telemetry.managers)
         self._reachability = network.client.reachability
         self._thread = NetworkThread(
             f"kaflux-producer-network-{client_id}",
@@ -694,6 +699,20 @@ class Producer(Closeable):
             raise
 
     # -- introspection ------------------------------------------------------------------------
+
+    @blocking
+    def client_instance_id(self, timeout: float) -> Steps[uuid.UUID | None]:
+        """The client instance id the brokers gave this producer for its metrics push (KIP-714,
+        Java's ``clientInstanceId(Duration)``), waiting at most ``timeout`` seconds for the
+        first telemetry subscription; None if none came in time or the brokers have no
+        client-telemetry APIs. Any thread may call it.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is false, or the producer is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        return (yield from self._telemetry.client_instance_id(timeout))
 
     @property
     def transaction_state(self) -> str | None:

@@ -218,7 +218,7 @@ def test_an_expired_token_is_not_handed_out_even_within_the_backoff() -> None:
 def test_an_expired_token_with_a_failed_refresh_raises_naming_expiry_and_cause() -> None:
     refresh = TokenRefresh("the OIDC token endpoint http://idp", BACKOFF)
     refresh.fetched(0.0, "t", 100.0)
-    assert refresh.token(99.9) == ("t", 100.0)
+    assert refresh.token(98.9) == ("t", 100.0)
     refresh.failed(100.0, "HTTP 500 from the endpoint")
     with pytest.raises(TokenExpiredError) as caught:
         refresh.token(100.0)
@@ -229,6 +229,30 @@ def test_an_expired_token_with_a_failed_refresh_raises_naming_expiry_and_cause()
     refresh2 = TokenRefresh("src", BACKOFF)
     refresh2.fetched(0.0, "t", 100.0)
     assert "connections cannot log in" in (refresh2.failed(150.0, "down") or "")
+
+
+def test_a_token_in_its_last_second_is_not_sent_because_the_broker_checks_it_later() -> None:
+    """The broker checks the expiry when the login reaches it: a token with 0.5 s left would be
+    refused there as wrong credentials, so it is treated as expired here, with the cause."""
+    refresh = TokenRefresh("the OIDC token endpoint http://idp", BACKOFF)
+    refresh.fetched(0.0, "t", 100.0)
+    refresh.failed(80.0, "HTTP 500 from the endpoint")
+    assert refresh.token(98.9) == ("t", 100.0)
+    with pytest.raises(TokenExpiredError) as caught:
+        refresh.token(99.5)
+    message = str(caught.value)
+    assert "expires at 1970-01-01 00:01:40 UTC, in 0.5 s" in message and "treated as expired" in message
+    assert "the last refresh failed: HTTP 500 from the endpoint" in message
+
+
+def test_a_short_lived_tokens_margin_is_its_last_fifth() -> None:
+    """A 3 s token (tests, or a strict provider) keeps 2.4 s of use: the margin is 20 % of its life
+    when that is under a second, so the margin never swallows a short token whole."""
+    refresh = TokenRefresh("src", BACKOFF)
+    refresh.fetched(10.0, "t", 13.0)
+    assert refresh.token(12.3) == ("t", 13.0)
+    with pytest.raises(TokenExpiredError, match="treated as expired"):
+        refresh.token(12.5)
 
 
 def test_the_first_failure_raises_the_sources_own_error() -> None:

@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from kaflux.consumer.assignors.consumer_protocol import Assignment, Subscription
-from kaflux.structs import TopicPartition
+from kaflux.structs import Node, PartitionInfo, TopicPartition
 
 __all__ = [
     "GroupMember",
     "PartitionAssignor",
+    "PartitionRacks",
     "RebalanceProtocol",
     "java_string_key",
     "member_order_key",
+    "partition_racks",
+    "use_rack_aware_assignment",
 ]
+
+PartitionRacks = Mapping[TopicPartition, frozenset[str]]
+"""The racks of each partition's replicas (KIP-881), from the cluster metadata; partitions whose
+replicas have no rack may be missing."""
 
 
 class RebalanceProtocol(enum.IntEnum):
@@ -95,13 +102,19 @@ class PartitionAssignor(ABC):
 
     @abstractmethod
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
         """Assign the partitions of the subscribed topics to ``members`` (keyed by member id).
 
         ``partitions_per_topic`` gives the partition count of each subscribed topic known to the
-        cluster metadata; subscribed topics missing from it are skipped. The result has an entry
-        for every member id, an empty :class:`Assignment` for members that get nothing.
+        cluster metadata; subscribed topics missing from it are skipped. ``partition_racks`` gives
+        the racks of each partition's replicas (see :func:`partition_racks`): rack-aware assignors
+        (KIP-881) prefer giving a member whose subscription has a ``rack_id`` partitions with a
+        replica in that rack; the others ignore it. The result has an entry for every member id,
+        an empty :class:`Assignment` for members that get nothing.
         """
 
     def on_assignment(self, assignment: Assignment, generation: int) -> None:  # noqa: B027
@@ -114,3 +127,31 @@ class PartitionAssignor(ABC):
 def sorted_partitions(partitions: Collection[TopicPartition]) -> tuple[TopicPartition, ...]:
     """``partitions`` ordered by topic (Java string order), then partition number."""
     return tuple(sorted(partitions, key=lambda tp: (java_string_key(tp.topic), tp.partition)))
+
+
+def partition_racks(
+    partitions: Iterable[PartitionInfo], brokers: Mapping[int, Node]
+) -> dict[TopicPartition, frozenset[str]]:
+    """The racks of the replicas of each of ``partitions``, from the metadata's brokers (a snapshot:
+    ``brokers`` maps node ids to nodes). Replicas on brokers that are unknown or have no rack are
+    left out, and so are partitions with no rack at all."""
+    out: dict[TopicPartition, frozenset[str]] = {}
+    for info in partitions:
+        racks = frozenset(
+            rack
+            for node_id in info.replicas
+            if (node := brokers.get(node_id)) is not None and (rack := node.rack)
+        )
+        if racks:
+            out[TopicPartition(info.topic, info.partition)] = racks
+    return out
+
+
+def use_rack_aware_assignment(member_racks: Collection[str], partition_racks: PartitionRacks) -> bool:
+    """Java's ``AbstractPartitionAssignor.useRackAwareAssignment``: some member's rack holds a
+    replica, and the partitions are not all replicated on the same racks (when every partition
+    is on every rack, any assignment is rack-local)."""
+    all_racks = frozenset().union(*partition_racks.values()) if partition_racks else frozenset()
+    if not member_racks or not all_racks.intersection(member_racks):
+        return False
+    return not all(racks == all_racks for racks in partition_racks.values())

@@ -16,31 +16,21 @@ member whose rack has a replica of each. Without racks the result is the plain r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 
 from kaflux.consumer.assignors.base import (
     GroupMember,
     PartitionAssignor,
+    PartitionRacks,
     RebalanceProtocol,
     member_order_key,
     sorted_partitions,
+    use_rack_aware_assignment,
 )
 from kaflux.consumer.assignors.consumer_protocol import Assignment
 from kaflux.structs import TopicPartition
 
 __all__ = ["RangeAssignor", "use_rack_aware_assignment"]
-
-
-def use_rack_aware_assignment(
-    member_racks: Collection[str], partition_racks: Mapping[TopicPartition, frozenset[str]]
-) -> bool:
-    """Java's ``AbstractPartitionAssignor.useRackAwareAssignment``: some member's rack holds a
-    replica, and the partitions are not all replicated on the same racks (when every partition
-    is on every rack, any assignment is rack-local)."""
-    all_racks = frozenset().union(*partition_racks.values()) if partition_racks else frozenset()
-    if not member_racks or not all_racks.intersection(member_racks):
-        return False
-    return not all(racks == all_racks for racks in partition_racks.values())
 
 
 class _TopicState:
@@ -103,7 +93,7 @@ class RangeAssignor(PartitionAssignor):
         self,
         partitions_per_topic: Mapping[str, int],
         members: Mapping[str, GroupMember],
-        partition_racks: Mapping[TopicPartition, frozenset[str]] | None = None,
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
         """The range assignment; ``partition_racks`` (the racks of each partition's replicas,
         from the cluster metadata) makes it rack-aware (KIP-881) where members sent racks."""

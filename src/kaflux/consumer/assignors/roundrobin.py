@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from kaflux.consumer.assignors.base import (
     GroupMember,
     PartitionAssignor,
+    PartitionRacks,
     RebalanceProtocol,
     java_string_key,
     member_order_key,
@@ -31,8 +32,13 @@ class RoundRobinAssignor(PartitionAssignor):
     supported_protocols = (RebalanceProtocol.EAGER,)
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
+        """The round-robin assignment; ``partition_racks`` is ignored (Java's ``RoundRobinAssignor``
+        is not rack-aware)."""
         ring = sorted(members, key=lambda member_id: member_order_key(members[member_id]))
         subscribed = [frozenset(members[member_id].subscription.topics) for member_id in ring]
         assigned: dict[str, list[TopicPartition]] = {member_id: [] for member_id in members}

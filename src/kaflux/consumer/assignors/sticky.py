@@ -27,6 +27,23 @@ claims are a previous result of this algorithm minus some partitions, no claim m
 the cooperative hand-over finish in its second round). Java's general algorithm may choose
 differently: the sticky assignors must match Java's wire formats, not its results.
 
+Rack-aware assignment (KIP-881), with Java's rules for when it applies: when members send their
+``client.rack``, ``partition_racks`` gives the racks of each partition's replicas, some member's
+rack holds a replica and the partitions are not all replicated on the same racks, balance comes
+first, then rack locality, then stickiness:
+
+- A claim of a member whose rack holds no replica of the partition is not kept as such: the
+  owner still holds it, but it moves first when rebalancing (like a partition handed out in this
+  run), and it moves to a member in a matching rack whenever that keeps the balance.
+- Unowned partitions go to a least-loaded member in a matching rack when there is one.
+- After rebalancing, partitions held outside their racks move to a member in a matching rack when
+  that leaves every load as it was: directly to a member of the same subscription with one
+  partition fewer, or in exchange for a partition that the other member holds outside its rack
+  (not a kept claim). Kept claims in their racks never move for locality.
+
+The result is as balanced as without racks; Java's algorithm may choose other rack-local partitions.
+Members without a rack, and partitions without known racks, are assigned as before.
+
 ``cooperative-sticky`` then withholds every partition that changes hands: a partition assigned to a
 member that did not claim it, but that another member claims, is left out of this round. Its old
 owner, no longer assigned it, revokes it and rejoins; the next rebalance assigns it for real.
@@ -43,10 +60,12 @@ from dataclasses import dataclass
 from kaflux.consumer.assignors.base import (
     GroupMember,
     PartitionAssignor,
+    PartitionRacks,
     RebalanceProtocol,
     java_string_key,
     member_order_key,
     sorted_partitions,
+    use_rack_aware_assignment,
 )
 from kaflux.consumer.assignors.consumer_protocol import Assignment
 from kaflux.errors import ProtocolError
@@ -166,6 +185,16 @@ class _Holding:
             held.append(tp)
         self.size += 1
 
+    def remove(self, tp: TopicPartition, load: int) -> None:
+        """Remove ``tp``, which this holding has; ``load`` is the member's load of its topic with it
+        already removed."""
+        held = self.by_topic[tp.topic]
+        held.remove(tp)
+        self.size -= 1
+        if not held:
+            del self.by_topic[tp.topic]
+            self._unindex(tp.topic, load)
+
     def pop(self, topic: str, load: int) -> TopicPartition:
         """Remove the last partition of ``topic`` added; ``load`` is the member's load of the topic
         with it already removed."""
@@ -216,6 +245,7 @@ class _Balancer:
         partitions_per_topic: Mapping[str, int],
         members: Mapping[str, GroupMember],
         claims: Mapping[str, MemberClaims],
+        partition_racks: PartitionRacks | None = None,
     ) -> None:
         self.ids = sorted(members, key=lambda member_id: member_order_key(members[member_id]))
         n = len(self.ids)
@@ -258,6 +288,23 @@ class _Balancer:
         self.heaps: list[list[tuple[int, int]]] = [[(0, i) for i in key] for key in self.group_members]
 
         self.owners = self._resolve_claims(claims)
+
+        # KIP-881: member racks and replica racks, when Java's rule says they apply.
+        self.racks: list[str | None] = [members[m].subscription.rack_id or None for m in self.ids]
+        self.partition_racks: Mapping[TopicPartition, frozenset[str]] = {}
+        if partition_racks:
+            subscribed_racks = {
+                tp: partition_racks.get(tp, frozenset())
+                for t, count in self.num_partitions.items()
+                for tp in (TopicPartition(t, p) for p in range(count))
+            }
+            member_racks = {r for r in self.racks if r is not None}
+            if use_rack_aware_assignment(member_racks, subscribed_racks):
+                self.partition_racks = subscribed_racks
+        self.rack_aware = bool(self.partition_racks)
+        self.by_rack: dict[str, list[int]] = {}
+        self.group_sets: list[frozenset[int]] = []
+        self.outside: list[dict[TopicPartition, None]] = []
 
     def _resolve_claims(self, claims: Mapping[str, MemberClaims]) -> dict[TopicPartition, int]:
         """The valid owner of each claimed partition: its only claimant of the highest generation,
@@ -333,9 +380,102 @@ class _Balancer:
     def _holds(self, i: int, g: int, *, allow_kept: bool) -> bool:
         return bool(self.fresh[i].get(g)) or (allow_kept and bool(self.kept[i].get(g)))
 
+    # -- racks (KIP-881) ---------------------------------------------------------------------------------
+
+    def _local(self, i: int, tp: TopicPartition) -> bool:
+        """Member ``i`` has a rack and ``tp`` has a replica in it."""
+        rack = self.racks[i]
+        return rack is not None and rack in self.partition_racks.get(tp, ())
+
+    def _mismatched(self, i: int, tp: TopicPartition) -> bool:
+        """Java's ``racksMismatch``: member ``i`` has a rack that holds no replica of ``tp``."""
+        rack = self.racks[i]
+        return self.rack_aware and rack is not None and rack not in self.partition_racks.get(tp, ())
+
+    def _remove(self, i: int, g: int, tp: TopicPartition) -> None:
+        """Remove ``tp`` (of group ``g``, held fresh) from member ``i``."""
+        load = self.topic_load[i][tp.topic] - 1
+        self._relabel(i, g, tp.topic, load + 1, load)
+        self.fresh[i][g].remove(tp, load)
+        self.load[i] -= 1
+        self.fresh_count[i] -= 1
+
+    def _move(self, a: int, b: int, tp: TopicPartition) -> None:
+        g = self.topic_group[tp.topic]
+        self._remove(a, g, tp)
+        self.outside[a].pop(tp, None)
+        self._give(b, g, tp, fresh=True)
+        if not self._local(b, tp):
+            self.outside[b][tp] = None
+
+    def improve_racks(self) -> None:
+        """Move partitions held outside their racks to members in a matching rack where every load
+        stays as it is (see the module docstring). Each step adds a rack-local partition, so this
+        ends."""
+        if not self.rack_aware:
+            return
+        by_rack: dict[str, list[int]] = {}
+        for i, rack in enumerate(self.racks):
+            if rack is not None:
+                by_rack.setdefault(rack, []).append(i)
+        self.by_rack = by_rack
+        self.group_sets = [frozenset(key) for key in self.group_members]
+        # Per member: the partitions it holds fresh and outside its rack (the only ones that move).
+        self.outside = [
+            {
+                tp: None
+                for holding in self.fresh[i].values()
+                for held in holding.by_topic.values()
+                for tp in held
+                if not self._local(i, tp)
+            }
+            for i in range(len(self.ids))
+        ]
+        improved = True
+        while improved:
+            improved = False
+            for a in range(len(self.ids)):
+                for tp in list(self.outside[a]):
+                    if tp in self.outside[a] and self._relocate(a, tp):
+                        improved = True
+
+    def _relocate(self, a: int, tp: TopicPartition) -> bool:
+        """Give ``tp`` (held fresh by ``a``, outside its rack) to a member in a matching rack without
+        changing any load: directly to a member of the same subscription with one partition fewer,
+        or in exchange for a partition the other member holds outside its rack. Returns whether
+        it moved."""
+        g = self.topic_group[tp.topic]
+        eligible = self.group_sets[g]
+        candidates = [
+            b
+            for rack in sorted(self.partition_racks.get(tp, ()))
+            for b in self.by_rack.get(rack, ())
+            if b != a and b in eligible
+        ]
+        for b in candidates:
+            if self.load[a] == self.load[b] + 1 and self.member_groups[a] == self.member_groups[b]:
+                self._move(a, b, tp)
+                return True
+        for b in candidates:
+            best: TopicPartition | None = None
+            for other in self.outside[b]:
+                if a in self.group_sets[self.topic_group[other.topic]]:
+                    if best is None:
+                        best = other
+                    if other.topic == tp.topic:  # keeps each topic's split as it was
+                        best = other
+                        break
+            if best is not None:
+                self._move(a, b, tp)
+                self._move(b, a, best)
+                return True
+        return False
+
     def keep_owned(self) -> None:
         for tp in sorted(self.owners, key=lambda tp: (java_string_key(tp.topic), tp.partition)):
-            self._give(self.owners[tp], self.topic_group[tp.topic], tp, fresh=False)
+            owner = self.owners[tp]
+            # A claim outside the owner's rack stays with it but moves first (KIP-881).
+            self._give(owner, self.topic_group[tp.topic], tp, fresh=self._mismatched(owner, tp))
 
     def assign_unowned(self) -> None:
         topics = sorted(
@@ -349,7 +489,17 @@ class _Balancer:
                 if tp not in self.owners:
                     # Loads only grow in this phase, so stale heap entries underestimate and the
                     # lazy fix in _least_loaded finds the true minimum.
-                    self._give(self._least_loaded(g), g, tp, fresh=True)
+                    i = self._least_loaded(g)
+                    if self.rack_aware and not self._local(i, tp):
+                        i = next(
+                            (
+                                j
+                                for j in self.group_members[g]
+                                if self.load[j] == self.load[i] and self._local(j, tp)
+                            ),
+                            i,
+                        )
+                    self._give(i, g, tp, fresh=True)
 
     # -- rebalancing ------------------------------------------------------------------------------------
     #
@@ -529,17 +679,20 @@ def sticky_assignment(
     partitions_per_topic: Mapping[str, int],
     members: Mapping[str, GroupMember],
     claims: Mapping[str, MemberClaims],
+    partition_racks: PartitionRacks | None = None,
 ) -> dict[str, list[TopicPartition]]:
     """The balanced sticky assignment shared by both sticky assignors (see the module docstring).
 
     ``claims`` maps member ids to what they claim to own; members without an entry claim nothing.
     Every partition of a topic that some member subscribes to is assigned to exactly one member
-    subscribed to it; every member id of ``members`` has an entry.
+    subscribed to it; every member id of ``members`` has an entry. ``partition_racks`` (the racks
+    of each partition's replicas) makes it rack-aware where members sent racks (KIP-881).
     """
-    balancer = _Balancer(partitions_per_topic, members, claims)
+    balancer = _Balancer(partitions_per_topic, members, claims, partition_racks)
     balancer.keep_owned()
     balancer.assign_unowned()
     balancer.rebalance()
+    balancer.improve_racks()
     return balancer.result()
 
 
@@ -586,10 +739,13 @@ class StickyAssignor(PartitionAssignor):
         return MemberClaims(tuple(partitions), DEFAULT_GENERATION if generation is None else generation)
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
         claims = {member_id: self.member_claims(member) for member_id, member in members.items()}
-        assigned = sticky_assignment(partitions_per_topic, members, claims)
+        assigned = sticky_assignment(partitions_per_topic, members, claims, partition_racks)
         return {member_id: Assignment(sorted_partitions(parts)) for member_id, parts in assigned.items()}
 
 
@@ -620,10 +776,13 @@ class CooperativeStickyAssignor(PartitionAssignor):
         return MemberClaims(sub.owned_partitions, generation)
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
         claims = {member_id: self.member_claims(member) for member_id, member in members.items()}
-        assigned = sticky_assignment(partitions_per_topic, members, claims)
+        assigned = sticky_assignment(partitions_per_topic, members, claims, partition_racks)
 
         # A partition that moves to a member which did not claim it, while another member does,
         # must first be revoked by that member: leave it out of this round.

@@ -5,8 +5,9 @@ Each ``poll(now_ms)`` looks at the membership's state and returns what moves it 
 
 * JOINING: a JoinGroup (its timeout covers the coordinator holding it for the rebalance
   timeout); AWAITING_SYNC: a SyncGroup, carrying everyone's assignment from the leader;
-  LEAVING: a LeaveGroup. One of them is in flight at a time (:class:`RequestKind` says which),
-  except that a LeaveGroup does not wait for a JoinGroup or SyncGroup the coordinator holds.
+  LEAVING: a LeaveGroup (a static member's names its ``group.instance.id``, v3+). One of them
+  is in flight at a time (:class:`RequestKind` says which), except that a LeaveGroup does not
+  wait for a JoinGroup or SyncGroup the coordinator holds.
   Retriable failures back off (``retry.backoff.ms``, exponential) through a RequestState.
 * Every ``heartbeat.interval.ms`` while the member holds a generation, a Heartbeat, whether or
   not the application polls; at once after a SyncGroup.
@@ -50,7 +51,7 @@ from kaflux.network.backoff import ExponentialBackoff, RequestState
 from kaflux.network.requests import MAX_POLL_TIMEOUT_MS, ClientResponse, PollResult, UnsentRequest
 from kaflux.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kaflux.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
-from kaflux.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from kaflux.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberIdentity
 from kaflux.protocol.messages.sync_group import (
     SyncGroupRequest,
     SyncGroupRequestAssignment,
@@ -66,6 +67,9 @@ log = logging.getLogger(__name__)
 _M = MemberState
 #: Leaving through v3+ needs the members list; v2 is enough for a dynamic member.
 MAX_LEAVE_GROUP_VERSION = 2
+#: A static member leaves naming its group.instance.id, in the members list of v3+.
+STATIC_LEAVE_GROUP_MIN_VERSION = 3
+MAX_STATIC_LEAVE_GROUP_VERSION = 5
 #: The coordinator holds a JoinGroup up to the rebalance timeout; the request gets this more.
 JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
 #: The member id or generation is no longer valid: the member is fenced.
@@ -348,15 +352,40 @@ class ClassicHeartbeatRequestManager(HeartbeatRequestManagerBase[ClassicMembersh
         if not membership.member_id:
             membership.finish_leave()
             return None
-        request = LeaveGroupRequest(group_id=self._group_id, member_id=membership.member_id)
+        instance_id = membership.instance_id
+        min_version: int | None = None
+        max_version = MAX_LEAVE_GROUP_VERSION
+        if instance_id is None:
+            request = LeaveGroupRequest(group_id=self._group_id, member_id=membership.member_id)
+        else:
+            # A static member leaving (unsubscribe(), close() with LEAVE_GROUP) names its
+            # group.instance.id, as Java does (KIP-345/KIP-1092): that needs v3+.
+            request = LeaveGroupRequest(
+                group_id=self._group_id,
+                members=[MemberIdentity(member_id=membership.member_id, group_instance_id=instance_id)],
+            )
+            min_version, max_version = STATIC_LEAVE_GROUP_MIN_VERSION, MAX_STATIC_LEAVE_GROUP_VERSION
         sent = self._send(RequestKind.LEAVE_GROUP)
 
         def on_response(response: ClientResponse[LeaveGroupResponse]) -> None:
             self._answered(sent)
+            if response.error is not None:
+                log.warning(
+                    "group %s: the LeaveGroup of member %s failed (%s); the coordinator drops the "
+                    "member when its session expires",
+                    self._group_id,
+                    membership.member_id,
+                    response.error,
+                )
             if membership.state is _M.LEAVING:
                 membership.finish_leave()
 
         # Best effort: see _leave_deadline_ms.
         return UnsentRequest(
-            request, node, on_response, MAX_LEAVE_GROUP_VERSION, deadline_ms=self._leave_deadline_ms(now_ms)
+            request,
+            node,
+            on_response,
+            max_version,
+            deadline_ms=self._leave_deadline_ms(now_ms),
+            min_version=min_version,
         )

@@ -24,6 +24,10 @@ registers both with the network thread. The application events reach the members
   not the application polls. If the application does not poll for ``max.poll.interval.ms``
   the member leaves the group (STALE); its partitions are reported lost and it rejoins on the
   next ``poll()``.
+* **Racks (KIP-881).** The leader gives its assignor the racks of each partition's replicas
+  (replica node ids to broker racks, from the metadata it holds); members send ``client.rack``
+  in their subscriptions. When a member sent a rack, the leader rejoins if those racks change,
+  as it does when a partition count changes.
 * **Errors.** REBALANCE_IN_PROGRESS rejoins; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION fence the
   member (partitions lost, rejoin); coordinator errors make the coordinator manager look it
   up again; fatal errors (authorization, fenced instance id, inconsistent protocol...) move to
@@ -41,11 +45,13 @@ from kaflux.consumer.assignors import (
     Assignment,
     GroupMember,
     PartitionAssignor,
+    PartitionRacks,
     RebalanceProtocol,
     Subscription,
     decode_subscription,
     encode_assignment,
     encode_subscription,
+    partition_racks,
     rebalance_protocol_for,
 )
 from kaflux.consumer.member_state import MemberState
@@ -61,6 +67,7 @@ if TYPE_CHECKING:
     from kaflux.consumer.subscription_state import SubscriptionState
     from kaflux.network.cluster import ClusterMetadata
     from kaflux.network.metadata_manager import MetadataManager
+    from kaflux.structs import PartitionInfo
 
 __all__ = ["LEADER_METADATA_WAIT_MS", "ClassicMembershipManager"]
 
@@ -113,6 +120,9 @@ class ClassicMembershipManager(MembershipCore):
         self._joined = _Joined()
         #: partition counts of the topics the leader assigned (a change makes it rejoin)
         self._assigned_counts: dict[str, int] = {}
+        #: the replica racks the leader assigned with, when a member sent a rack (KIP-881: a
+        #: change makes it rejoin); None when racks played no part
+        self._assigned_racks: PartitionRacks | None = None
 
     # -- joining -----------------------------------------------------------------------------------
 
@@ -217,16 +227,21 @@ class ClassicMembershipManager(MembershipCore):
             )
         topics = {t for m in members.values() for t in m.subscription.topics}
         counts: dict[str, int] = {}
+        infos: list[PartitionInfo] = []
         for topic in topics:
             partitions = self._cluster.partitions_for(topic)
             if partitions:
                 counts[topic] = len(partitions)
+                infos.extend(partitions)
         if len(counts) < len(topics) and now_ms - joined.joined_at_ms < LEADER_METADATA_WAIT_MS:
             self._metadata.add_topics(topics)
             self._metadata.request_update()
             return None
-        result = assignor.assign(counts, members)
+        # KIP-881: the racks of each partition's replicas, for rack-aware assignors.
+        racks = partition_racks(infos, self._cluster.brokers)
+        result = assignor.assign(counts, members, racks)
         self._assigned_counts = counts
+        self._assigned_racks = racks if any(m.subscription.rack_id for m in members.values()) else None
         return [
             (
                 member_id,
@@ -261,4 +276,9 @@ class ClassicMembershipManager(MembershipCore):
                 partitions = cluster.partitions_for(topic)
                 if len(partitions or ()) != self._assigned_counts.get(topic, 0):
                     self.request_rejoin(f"the partition count of {topic!r} changed")
-                    break
+                    return
+            if self._assigned_racks is not None:
+                # As Java's leader (KAFKA-14867): new replica racks may allow a more local assignment.
+                infos = [i for t in sorted(self._assigned_counts) for i in cluster.partitions_for(t) or ()]
+                if partition_racks(infos, cluster.brokers) != self._assigned_racks:
+                    self.request_rejoin("the racks of a partition's replicas changed")

@@ -2,7 +2,8 @@
 
 Java's ``ConsumerHeartbeatRequestManager``. One request does everything: joining (epoch 0),
 staying in the group, receiving the target assignment, acknowledging it and leaving (epoch -1,
-or -2 for a static member closing). Each ``poll(now_ms)``:
+or -2 for a static member closing without LEAVE_GROUP; a dynamic member closing with
+REMAIN_IN_GROUP sends none, KIP-1092). Each ``poll(now_ms)``:
 
 * checks the poll timer (``max.poll.interval.ms``): once it expired the member leaves;
 * sends a heartbeat at once when joining (until the first answer of this join), when

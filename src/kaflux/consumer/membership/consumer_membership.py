@@ -22,7 +22,9 @@ rebalance callbacks, revoke-then-assign, leaving, fencing) and runs on its own s
   stays RECONCILING (asking for metadata once per retry backoff) until it can take the rest.
 * **Fencing** (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): ``on_partitions_lost``, then JOINING at
   epoch 0 with the same member id. **Leaving** sends epoch -1 (a static member closing: -2,
-  keeping its place until its session expires); the poll timer's leave ends STALE.
+  keeping its place until its session expires, unless it closes with LEAVE_GROUP; a dynamic
+  member closing with REMAIN_IN_GROUP sends nothing, KIP-1092); the poll timer's leave ends
+  STALE.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.member_state import CONSUMER_HEARTBEAT_STATES, CONSUMER_MEMBER_TRANSITIONS, MemberState
-from kaflux.consumer.membership.core import MembershipCore
+from kaflux.consumer.membership.core import Leave, MembershipCore
 from kaflux.consumer.membership.group import GroupSettings
 from kaflux.network.backoff import RequestState
 from kaflux.network.requests import PollResult
@@ -159,9 +162,15 @@ class ConsumerMembershipManager(MembershipCore):
         ]
 
     def leave_epoch(self) -> int:
-        """-1, or -2 for a static member closing (it keeps its place until its session expires)."""
+        """-1, or -2 for a static member closing (it keeps its place until its session
+        expires) unless it closes with LEAVE_GROUP (KIP-1092: then -1, it leaves for good)."""
         leave = self._leave
-        if self._instance_id is not None and leave is not None and leave.on_close:
+        if (
+            self._instance_id is not None
+            and leave is not None
+            and leave.on_close
+            and leave.membership is not GroupMembershipOperation.LEAVE_GROUP
+        ):
             return LEAVE_GROUP_STATIC_MEMBER_EPOCH
         return LEAVE_GROUP_MEMBER_EPOCH
 
@@ -189,8 +198,16 @@ class ConsumerMembershipManager(MembershipCore):
         # its partitions until the session expires.
         return self.generation > 0 or self._join_sent == self.incarnation
 
-    def _tells_coordinator_on_leave(self, leave: object) -> bool:
-        return True  # a static member closing says so with epoch -2
+    def _tells_coordinator_on_leave(self, leave: Leave | None) -> bool:
+        # A static member closing says so with epoch -2, whether it closes with DEFAULT or
+        # REMAIN_IN_GROUP (as Java); only a dynamic member closing with REMAIN_IN_GROUP sends
+        # nothing and stays in the group until its session expires.
+        return not (
+            self._instance_id is None
+            and leave is not None
+            and leave.on_close
+            and leave.membership is GroupMembershipOperation.REMAIN_IN_GROUP
+        )
 
     def request_rejoin(self, reason: str) -> None:
         """The subscription (or a pattern's matches) changed: a member in the group sends the

@@ -192,7 +192,8 @@ class ConsumerMembershipContext(EpochMembershipContext, Protocol):
         ...
 
     def leave_epoch(self) -> int:
-        """The epoch a leaving heartbeat carries (-1, or -2 for a static member closing)."""
+        """The epoch a leaving heartbeat carries (-1, or -2 for a static member closing
+        without LEAVE_GROUP)."""
         ...
 
     def on_heartbeat_request_generated(self) -> None:

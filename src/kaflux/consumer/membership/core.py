@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.consumer.events import ErrorEvent, complete, fail
 from kaflux.consumer.member_state import MemberState
 from kaflux.consumer.membership.callbacks import (
@@ -221,8 +222,18 @@ class MembershipCore(GroupMembership):
 
     # -- leaving ------------------------------------------------------------------------------------
 
-    def leave(self, future: Future[None], *, on_close: bool, now_ms: int) -> None:
-        """unsubscribe()/close(): revoke everything (with callbacks) and leave the group."""
+    def leave(
+        self,
+        future: Future[None],
+        *,
+        on_close: bool,
+        now_ms: int,
+        membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+    ) -> None:
+        """unsubscribe()/close(): revoke everything (with callbacks) and leave the group.
+
+        ``membership`` (close() only, KIP-1092) decides whether the coordinator is told; the
+        commit (auto-commit) and the callbacks happen whatever it says, as in Java."""
         self.metrics.tick(now_ms)
         if self.state in (_M.UNJOINED, _M.FATAL):
             self._subscription_cleared()
@@ -236,6 +247,7 @@ class MembershipCore(GroupMembership):
             else:  # the poll timer is leaving: finish as this leave instead of going STALE
                 leaving.future = future
                 leaving.on_close = on_close
+                leaving.membership = membership
                 leaving.stale = False
             return
         self._join_requested = False
@@ -244,7 +256,7 @@ class MembershipCore(GroupMembership):
         # Partitions already handed to the application in a revoked/lost callback are not
         # handed over again: the leave waits for that callback's acknowledgement instead.
         released = set(self.callbacks.released)
-        self._leave = Leave(future, on_close=on_close, with_generation=valid)
+        self._leave = Leave(future, on_close=on_close, membership=membership, with_generation=valid)
         self._to(_M.PREPARE_LEAVING, "close()" if on_close else "unsubscribe()")
         self._subscription.mark_pending_revocation(owned)
         remaining = owned - released
@@ -282,9 +294,10 @@ class MembershipCore(GroupMembership):
         return bool(self.member_id)
 
     def _tells_coordinator_on_leave(self, leave: Leave | None) -> bool:
-        """Whether leaving sends a request: not for a static member closing, which keeps its
-        place (and partitions) until its session times out."""
-        return not (leave is not None and leave.on_close and self._instance_id is not None)
+        """Whether leaving sends a request: not when the member remains in the group (a static
+        member closing, which keeps its place and partitions until its session times out, or a
+        close with REMAIN_IN_GROUP)."""
+        return not self._remains_in_group(leave)
 
     def leave_on_poll_timeout(self) -> None:
         """The poll timer expired: stop fetching and leave at once (no callbacks, no commit);
@@ -314,8 +327,7 @@ class MembershipCore(GroupMembership):
             self._publish_metadata()  # outside a generation: poll() wakes us for the rejoin
             self._to(_M.STALE)
             return
-        on_close = leave is not None and leave.on_close
-        if not self.KEEPS_MEMBER_ID and (self._instance_id is None or not on_close):
+        if not self.KEEPS_MEMBER_ID and not self._remains_in_group(leave):
             self.member_id = ""
         self.generation = -1
         self._publish_metadata()

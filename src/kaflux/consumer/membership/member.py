@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.consumer.commit_request_manager import MemberInfo
 from kaflux.consumer.events import BackgroundEvent
 from kaflux.consumer.member_state import (
@@ -67,8 +68,10 @@ class Leave:
 
     #: completed once the member left; None for the poll timer's leave (nobody waits for it)
     future: Future[None] | None
-    #: close(): a static member keeps its place in the group
+    #: close(): a static member keeps its place in the group (unless ``membership`` says otherwise)
     on_close: bool = False
+    #: close(): what to do about the membership (KIP-1092); unsubscribe() always leaves
+    membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT
     #: the member held a valid generation when it started leaving (its commits still count)
     with_generation: bool = False
     #: the poll timer's leave: end STALE (and rejoin on the next poll), not UNJOINED
@@ -213,6 +216,16 @@ class GroupMembership(RequestManager):
         """The member holds a valid generation (or epoch): its commits count, it revokes
         rather than loses its partitions when it leaves."""
         return self.state in HEARTBEAT_STATES
+
+    def _remains_in_group(self, leave: Leave | None) -> bool:
+        """Whether this leave keeps the member's place in the group (KIP-1092): a close with
+        REMAIN_IN_GROUP, or a static member's close with DEFAULT. Unsubscribing always leaves."""
+        if leave is None or not leave.on_close:
+            return False
+        operation = leave.membership
+        if operation is GroupMembershipOperation.DEFAULT:
+            return self._instance_id is not None
+        return operation is GroupMembershipOperation.REMAIN_IN_GROUP
 
     # -- request manager: nothing to send (the heartbeat request manager sends) -----------------
 

@@ -71,10 +71,11 @@ from kaflux.interceptors import (
     ShareConsumerInterceptor,
     load_interceptors,
 )
-from kaflux.metrics.clients import ShareMetrics
+from kaflux.metrics.clients import NetworkMetrics, ShareMetrics
 from kaflux.metrics.registry import MetricsRegistry
 from kaflux.metrics.stats import MetricConfig
 from kaflux.network.backoff import RequestState
+from kaflux.network.client_telemetry import ClientTelemetry
 from kaflux.network.clock import monotonic_ms
 from kaflux.network.factory import build_network
 from kaflux.network.network_thread import NetworkThread
@@ -171,6 +172,10 @@ class ShareConsumer(Closeable):
         # The network thread's metrics: recorded there, measured there for metrics()
         metric_config = MetricConfig(config_.metrics_num_samples, config_.metrics_sample_window_ms)
         network_metrics = MetricsRegistry(metric_config)
+        # network I/O in consumer-metrics / consumer-node-metrics, as Java's share consumer names it
+        network.client.enable_metrics(
+            NetworkMetrics(network_metrics, "consumer", network.client.connection_count)
+        )
         share_metrics = ShareMetrics(network_metrics)
         # The network thread's: this thread reaches them only through events.
         membership, heartbeat = build_share_group(
@@ -195,10 +200,14 @@ class ShareConsumer(Closeable):
             metrics=share_metrics,
         )
         processor = ShareEventProcessor(membership, consume, heartbeat, network.metadata, network_metrics)
+        # KIP-714: the network thread's metrics (org.apache.kafka.consumer.*), as brokers ask
+        self._telemetry = ClientTelemetry(
+            config_.enable_metrics_push, self.client_id, network_metrics.snapshot
+        )
         self._thread = NetworkThread(
             f"kaflux-share-consumer-network-{self.client_id}",
             network.delegate,
-            [network.metadata, coordinator, membership, heartbeat, consume],
+            [network.metadata, coordinator, membership, heartbeat, consume, *self._telemetry.managers],
             processor,
         )
         self._book = AcknowledgementBook(implicit=self._implicit)
@@ -581,6 +590,20 @@ class ShareConsumer(Closeable):
         self._buffer.wakeup()
 
     @blocking
+    def client_instance_id(self, timeout: float) -> Steps[uuid.UUID | None]:
+        """The client instance id the brokers gave this share consumer for its metrics push
+        (KIP-714, Java's ``clientInstanceId(Duration)``), waiting at most ``timeout`` seconds
+        for the first telemetry subscription; None if none came in time or the brokers have no
+        client-telemetry APIs. Any thread may call it.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is false, or the share consumer is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("this share consumer is closed")
+        return (yield from self._telemetry.client_instance_id(timeout))
+
+    @blocking
     def close(self, timeout: float = 30.0) -> Steps[None]:
         """Acknowledge what is pending (implicit mode: accept the last poll's records; explicit:
         what was acknowledged, the rest is released), close the share sessions, leave the
@@ -631,7 +654,9 @@ class ShareConsumer(Closeable):
         ``fetch-latency-avg`` / ``-max``, ``records-consumed-rate`` / ``-total``,
         ``bytes-consumed-rate`` / ``-total``, ``acknowledgements-send-rate`` / ``-total``,
         ``acknowledgements-error-rate`` / ``-total``) and ``consumer-share-coordinator-metrics``
-        (``heartbeat-rate`` / ``heartbeat-total``, ``assigned-partitions``), plus
+        (``heartbeat-rate`` / ``heartbeat-total``, ``assigned-partitions``), network I/O in
+        ``consumer-metrics`` and per broker ``consumer-node-metrics,node-id=node-<id>`` (as
+        Java's share consumer names them), plus
         ``kaflux-share-consumer-metrics`` (``records-returned``). Rates are per second over
         ``metrics.num.samples`` windows of ``metrics.sample.window.ms``
         (:class:`~kaflux.metrics.clients.ShareMetrics`). Any thread may call it."""

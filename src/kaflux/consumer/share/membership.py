@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Protocol
 
+from kaflux.consumer.close_options import GroupMembershipOperation
 from kaflux.consumer.events import BackgroundEvent, ErrorEvent
 from kaflux.consumer.member_state import (
     SHARE_HEARTBEAT_STATES,
@@ -253,9 +254,18 @@ class ShareMembershipManager(MembershipCore):
             self._to(_M.UNJOINED)
         return in_group
 
-    def leave(self, future: Future[None] | None = None, *, on_close: bool = False, now_ms: int = 0) -> None:
+    def leave(
+        self,
+        future: Future[None] | None = None,
+        *,
+        on_close: bool = False,
+        now_ms: int = 0,
+        membership: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+    ) -> None:
         """The pending acknowledgements went: the leave heartbeat is due (after
-        :meth:`prepare_leaving`); ``future``, if given, completes once the member is out."""
+        :meth:`prepare_leaving`); ``future``, if given, completes once the member is out. A
+        share member always leaves: ``membership`` is the consumer's close option (KIP-1092),
+        which share consumers do not take (nor does Java's ShareConsumer)."""
         if self.state is _M.PREPARE_LEAVING:
             self._leave = Leave(future, on_close=on_close)
             self._to(_M.LEAVING)

@@ -11,6 +11,7 @@ from kaflux.consumer.assignors import (
     CooperativeStickyAssignor,
     GroupMember,
     PartitionAssignor,
+    PartitionRacks,
     RangeAssignor,
     RebalanceProtocol,
     RoundRobinAssignor,
@@ -102,7 +103,10 @@ class _CooperativeOnly(PartitionAssignor):
     supported_protocols = (RebalanceProtocol.COOPERATIVE,)
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
         return {m: Assignment(()) for m in members}
 
