@@ -904,13 +904,17 @@ class TransactionManager(RequestManager):
                     continue
                 node_id = coordinator_node_id(coordinator.node_id)
             self._in_flight = handler
-            return PollResult(
-                unsent=[
-                    UnsentRequest(
-                        handler.build(), node_id, self._response_handler(handler, now_ms), handler.max_version
-                    )
-                ]
+            # A coordinator that cannot be reached (its broker died) fails the request at once,
+            # and the retry finds the coordinator again, as Java's Sender does; waiting for
+            # request.timeout.ms would stall the transaction that long after the failover.
+            request = UnsentRequest(
+                handler.build(),
+                node_id,
+                self._response_handler(handler, now_ms),
+                handler.max_version,
+                fail_on_connection_failure=node_id is not None,
             )
+            return PollResult(unsent=[request])
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         """Nothing is sent at close (an open transaction is aborted by ``Producer.close``)."""
