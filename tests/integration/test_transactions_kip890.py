@@ -197,7 +197,8 @@ def test_offsets_of_a_missing_topic_time_out_and_the_abort_gives_them_up(kafka: 
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         assert missing not in admin.list_topics(timeout=30), "kaflux does not create the offsets' topic"
 
-    with JavaProducer(bootstrap, sink, {"transactional.id": f"jtx-{suffix}", "max.block.ms": 30_000}) as java:
+    java = JavaProducer(bootstrap, sink, {"transactional.id": f"jtx-{suffix}", "max.block.ms": 30_000})
+    with java:
         java.op("begin")
         assert java.try_op("send_offsets", group=f"jg-{suffix}", offsets=[[missing, 0, 5]]) is None
         java.op("abort")
