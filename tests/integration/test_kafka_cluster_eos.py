@@ -59,6 +59,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
         pytest.skip(f"Apache Kafka is not available: {e}")
     try:
         cluster.start(timeout=240)
+        with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            finalized = admin.describe_features(timeout=60).finalized_features
+        assert finalized["transaction.version"].max_version_level == request.param
         yield cluster
     finally:
         cluster.cleanup()
