@@ -25,8 +25,11 @@ from typing import Any
 
 import pytest
 
-from kaflux import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kaflux import AdminClient, Consumer, GroupMetadata, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from kaflux.devbrokers import Broker, BrokerUnavailableError, start_broker
+from kaflux.errors import KafkaTimeoutError
+
+from support.java_client import JavaProducer
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +164,44 @@ def test_read_process_write_is_exactly_once_across_a_sigkilled_producer(cluster:
         committed = consumer.committed([TopicPartition(source, 0)], 30.0)
     offset = committed[TopicPartition(source, 0)]
     assert offset is not None and offset.offset == TOTAL
+
+
+def test_offsets_of_a_missing_topic_time_out_and_the_abort_gives_them_up(kafka: Broker) -> None:
+    """Kafka 4.4 (transactions v2) answers TxnOffsetCommit for a topic it does not know with
+    UNKNOWN_TOPIC_OR_PARTITION, on a connection it keeps open; kaflux retries as Java's
+    TxnOffsetCommitHandler does, so send_offsets_to_transaction() times out. The transaction can
+    then be aborted (the abort used to wait behind the retries forever) and the producer goes on.
+    Java's producer differs only in that it asks Metadata for the offsets' topic, which this broker
+    (auto.create.topics.enable) answers by creating it, after which the offsets are accepted."""
+    bootstrap = kafka.bootstrap_servers
+    suffix = uuid.uuid4().hex[:8]
+    sink, missing = f"kx-out-{suffix}", f"kx-missing-{suffix}"
+    make_topics(bootstrap, sink)
+    group = GroupMetadata(f"g-{suffix}")
+    with Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{suffix}"}) as producer:
+        producer.init_transactions(60.0)
+        producer.begin_transaction()
+        producer.send(sink, b"aborted", partition=0)
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="send_offsets_to_transaction"):
+            producer.send_offsets_to_transaction(
+                {TopicPartition(missing, 0): OffsetAndMetadata(5)}, group, 3.0
+            )
+        assert time.monotonic() - started < 30.0
+        producer.abort_transaction(60.0)
+        producer.begin_transaction()
+        producer.send(sink, b"committed", partition=0)
+        producer.send_offsets_to_transaction({TopicPartition(sink, 0): OffsetAndMetadata(1)}, group, 60.0)
+        producer.commit_transaction(60.0)
+    assert read_committed(bootstrap, sink, 1) == [b"committed"]
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert missing not in admin.list_topics(timeout=30), "kaflux does not create the offsets' topic"
+
+    java = JavaProducer(bootstrap, sink, {"transactional.id": f"jtx-{suffix}", "max.block.ms": 30_000})
+    with java:
+        java.op("begin")
+        assert java.try_op("send_offsets", group=f"jg-{suffix}", offsets=[[missing, 0, 5]]) is None
+        java.op("abort")
+        java.finish()
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert missing in admin.list_topics(timeout=30), "Java's Metadata request created the topic"

@@ -259,6 +259,14 @@ class JavaProducer(JavaProcess):
         assert line.get("ok") == name, line
         return [(p, o) for p, o in line["acks"]]
 
+    def try_op(self, name: str, timeout: float = WAIT_S, **fields: Any) -> tuple[str, str] | None:
+        """Run ``name`` (with ``fields``, e.g. ``group`` and ``offsets=[[topic, partition,
+        offset]]`` for ``send_offsets``); return the Java exception's class and message, or None."""
+        self.send(json.dumps({"op": name, "catch": True, **fields}))
+        line = self.next_line(timeout)
+        assert line.get("ok") == name, line
+        return (line["error"], line["message"]) if "error" in line else None
+
     def finish(self, timeout: float = WAIT_S) -> None:
         """Close stdin: the producer flushes, closes and the JVM exits."""
         self.close_stdin()

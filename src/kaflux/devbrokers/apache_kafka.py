@@ -481,6 +481,8 @@ class KafkaCluster:
     ``advertised_ports`` (one per node) are what each node's plain listener advertises (see
     :class:`KafkaBroker`): put a proxy in front of each node to cut a node off from the clients.
     ``nodes`` are :class:`KafkaBroker` objects: stop, kill and restart each on its own (by PID).
+    ``features`` sets feature levels when every node's storage is formatted, as for
+    :class:`KafkaBroker` (e.g. ``{"transaction.version": 1}``).
     """
 
     def __init__(
@@ -495,6 +497,7 @@ class KafkaCluster:
         racks: Sequence[str] | None = None,
         jvm_options: Iterable[str] | None = None,
         advertised_ports: Sequence[int] | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one node, not {size}")
@@ -532,6 +535,7 @@ class KafkaCluster:
                 rack=racks[i],
                 controller_port=controller_ports[i],
                 advertised_port=advertised_ports[i] if advertised_ports is not None else None,
+                features=features,
                 _quorum=quorum,
             )
             for i in range(size)

@@ -3,7 +3,8 @@
 Request managers never send anything: their ``poll(now_ms)`` returns a :class:`PollResult`
 of :class:`UnsentRequest` objects. The network thread adds them here; each loop this delegate
 sends those whose broker is ready (connecting to it if needed), fails those that could not
-be sent within ``request.timeout.ms``, polls the network client and hands every outcome to
+be sent within ``request.timeout.ms`` (or, if they ask for it, as soon as connecting to their
+broker failed: a request to a coordinator), polls the network client and hands every outcome to
 the request's handler. Handlers run on the network thread.
 """
 
@@ -72,6 +73,16 @@ class NetworkClientDelegate:
                 if refused is not None:
                     # Retrying a login that failed will not help: fail at once (as Java does).
                     self._fail_unsent(unsent, refused, now_ms)
+                elif (
+                    unsent.fail_on_connection_failure
+                    and node_id is not None
+                    and self.client.connection_failed_recently(node_id, now_ms)
+                ):
+                    # its manager looks for another node rather than wait for this one
+                    error = KafkaConnectionError(
+                        f"{type(unsent.request).__name__} was not sent: connecting to node {node_id} failed"
+                    )
+                    self._fail_unsent(unsent, error, now_ms)
                 else:
                     self._unsent.append(unsent)
                 continue

@@ -96,6 +96,10 @@ class UnsentRequest(Generic[R]):
     deadline_ms: int = -1
     #: lowest version that carries the request's meaning (see :class:`ClientRequest`)
     min_version: int | None = None
+    #: fail at once (KafkaConnectionError, retriable) when connecting to ``node_id`` failed,
+    #: instead of waiting up to request.timeout.ms for it to come back: for a request to a
+    #: coordinator, whose manager then finds the coordinator again (a dead broker's successor)
+    fail_on_connection_failure: bool = False
 
 
 @dataclass(slots=True)

@@ -328,8 +328,25 @@ class TransactionManager(RequestManager):
         self._require(TxnState.ABORTING_TRANSACTION, "abort_transaction()")
         self._transition(TxnState.ABORTING_TRANSACTION)
         self._new_partitions.clear()
+        self._drop_pending_offsets()
         self._pending_result = self._begin_completing(commit=False)
         return self._pending_result
+
+    def _drop_pending_offsets(self) -> None:
+        """Aborting: offsets still waiting to be sent are aborted with the transaction (their
+        retries would otherwise go before the EndTxn(abort), forever for a topic the broker
+        does not know)."""
+        kept = []
+        for entry in self._pending:
+            handler = entry[2]
+            if isinstance(handler, (AddOffsetsHandler, TxnOffsetCommitHandler)):
+                handler.fail(
+                    TransactionAbortedError("the transaction was aborted before its offsets were committed")
+                )
+            else:
+                kept.append(entry)
+        heapq.heapify(kept)
+        self._pending = kept
 
     def send_offsets_to_transaction(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], group: GroupMetadataLike
@@ -904,13 +921,17 @@ class TransactionManager(RequestManager):
                     continue
                 node_id = coordinator_node_id(coordinator.node_id)
             self._in_flight = handler
-            return PollResult(
-                unsent=[
-                    UnsentRequest(
-                        handler.build(), node_id, self._response_handler(handler, now_ms), handler.max_version
-                    )
-                ]
+            # A coordinator that cannot be reached (its broker died) fails the request at once,
+            # and the retry finds the coordinator again, as Java's Sender does; waiting for
+            # request.timeout.ms would stall the transaction that long after the failover.
+            request = UnsentRequest(
+                handler.build(),
+                node_id,
+                self._response_handler(handler, now_ms),
+                handler.max_version,
+                fail_on_connection_failure=node_id is not None,
             )
+            return PollResult(unsent=[request])
 
     def poll_on_close(self, now_ms: int) -> PollResult:
         """Nothing is sent at close (an open transaction is aborted by ``Producer.close``)."""

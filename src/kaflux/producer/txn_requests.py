@@ -43,7 +43,7 @@ from kaflux.errors import (
     error_for_code,
 )
 from kaflux.network.backoff import ExponentialBackoff
-from kaflux.producer.txn_state import GroupMetadataLike
+from kaflux.producer.txn_state import GroupMetadataLike, TransactionAbortedError
 from kaflux.protocol.framing import RequestMessage
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kaflux.protocol.messages.add_partitions_to_txn import (
@@ -114,6 +114,9 @@ class TxnContext(Protocol):
 
     @property
     def can_bump_epoch(self) -> bool: ...
+
+    @property
+    def is_aborting(self) -> bool: ...
 
     @property
     def retry_backoff(self) -> ExponentialBackoff: ...
@@ -217,6 +220,17 @@ class TxnRequestHandler(Generic[R]):
     def reenqueue(self) -> None:
         self.attempts += 1
         self.tm.enqueue(self)
+
+    def reenqueue_unless_aborting(self) -> None:
+        """Retry offsets of the transaction, unless the application aborts it: the retries
+        would go before the EndTxn(abort) forever (offsets of a topic the broker does not know
+        are refused until it exists), and the abort drops those offsets anyway."""
+        if self.tm.is_aborting:
+            self.fail(
+                TransactionAbortedError("the transaction was aborted before its offsets were committed")
+            )
+        else:
+            self.reenqueue()
 
 
 class FindCoordinatorHandler(TxnRequestHandler[FindCoordinatorResponse]):
@@ -413,9 +427,9 @@ class AddOffsetsHandler(TxnRequestHandler[AddOffsetsToTxnResponse]):
             tm.mark_transaction_started()
         elif code in (CoordinatorNotAvailableError.code, NotCoordinatorError.code):
             tm.lookup_coordinator(TRANSACTION_COORDINATOR, tm.transactional_id or "")
-            self.reenqueue()
+            self.reenqueue_unless_aborting()
         elif code in (CoordinatorLoadInProgressError.code, ConcurrentTransactionsError.code):
-            self.reenqueue()
+            self.reenqueue_unless_aborting()
         elif code in (UnknownProducerIdError.code, InvalidProducerIdMappingError.code):
             self.abortable_error_if_possible(error_for_code(code)("AddOffsetsToTxn"))
         elif code in (InvalidProducerEpochError.code, ProducerFencedError.code):
@@ -447,6 +461,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
         self.pending = dict(offsets)
         self.group = group
         self._concurrent = False
+        self._warned_unknown = False
         if transaction_v2:
             self.max_version = MAX_TXN_OFFSET_COMMIT_VERSION_V2
 
@@ -487,6 +502,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
         tm = self.tm
         group = self.group.group_id
         lookup = False
+        unknown: set[TopicPartition] = set()
         self._concurrent = False
         for topic in body.topics:
             for p in topic.partitions:
@@ -508,6 +524,8 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
                     ConcurrentTransactionsError.code,
                 ):
                     self._concurrent = self._concurrent or code == ConcurrentTransactionsError.code
+                    if code == UnknownTopicOrPartitionError.code:
+                        unknown.add(tp)
                     continue
                 elif code == GroupAuthorizationFailedError.code:
                     self.abortable_error(GroupAuthorizationFailedError(f"group {group!r}"))
@@ -546,7 +564,17 @@ class TxnOffsetCommitHandler(TxnRequestHandler[TxnOffsetCommitResponse]):
         if not self.pending:
             self.done()
         else:
-            self.reenqueue()
+            if unknown and not self._warned_unknown:
+                self._warned_unknown = True
+                log.warning(
+                    "transactional.id=%s: group %r's coordinator does not know %s "
+                    "(UNKNOWN_TOPIC_OR_PARTITION): retrying until the topic exists; "
+                    "abort_transaction() gives up on these offsets",
+                    tm.transactional_id,
+                    group,
+                    ", ".join(str(tp) for tp in sorted(unknown)),
+                )
+            self.reenqueue_unless_aborting()
 
 
 class EndTxnHandler(TxnRequestHandler[EndTxnResponse]):

@@ -8,7 +8,10 @@
 //
 //   produce   stdin lines: {"op":"send","partition":P|null,"key":B64|null,"value":B64|null,
 //             "headers":[[name,B64|null],...],"timestamp":MS|null} | {"op":"begin"} |
-//             {"op":"commit"} | {"op":"abort"} | {"op":"flush"}; each op except send answers
+//             {"op":"commit"} | {"op":"abort"} | {"op":"flush"} |
+//             {"op":"send_offsets","group":G,"offsets":[[topic,partition,offset],...]}; with
+//             "catch":true an op's exception is answered as "error"/"message" instead of ending
+//             the harness; each op except send answers
 //             {"ok":OP,"acks":[[partition,offset],...]} (the acks of every send so far, in order;
 //             [-1,-1] for a send that failed). A transactional.id in the config calls
 //             initTransactions() first. EOF: flush, close, {"ok":"closed"}.
@@ -197,8 +200,7 @@ public final class KafluxJavaHarness {
                 }
                 JsonNode cmd = JSON.readTree(line);
                 String op = cmd.get("op").asText();
-                switch (op) {
-                    case "send" -> {
+                if (op.equals("send")) {
                         RecordHeaders headers = new RecordHeaders();
                         JsonNode hs = cmd.get("headers");
                         if (hs != null) {
@@ -217,13 +219,31 @@ public final class KafluxJavaHarness {
                                 headers)));
                         continue;
                     }
-                    case "begin" -> producer.beginTransaction();
-                    case "commit" -> producer.commitTransaction();
-                    case "abort" -> producer.abortTransaction();
-                    case "flush" -> producer.flush();
-                    default -> throw new IllegalArgumentException("unknown op " + op);
-                }
                 ObjectNode out = JSON.createObjectNode();
+                try {
+                    switch (op) {
+                        case "begin" -> producer.beginTransaction();
+                        case "commit" -> producer.commitTransaction();
+                        case "abort" -> producer.abortTransaction();
+                        case "flush" -> producer.flush();
+                        case "send_offsets" -> {
+                            Map<TopicPartition, OffsetAndMetadata> offsets = new java.util.HashMap<>();
+                            for (JsonNode o : cmd.get("offsets")) {
+                                offsets.put(new TopicPartition(o.get(0).asText(), o.get(1).asInt()),
+                                        new OffsetAndMetadata(o.get(2).asLong()));
+                            }
+                            producer.sendOffsetsToTransaction(offsets,
+                                    new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(cmd.get("group").asText()));
+                        }
+                        default -> throw new IllegalArgumentException("unknown op " + op);
+                    }
+                } catch (RuntimeException e) {
+                    if (!cmd.path("catch").asBoolean(false)) {
+                        throw e;
+                    }
+                    out.put("error", e.getClass().getName());
+                    out.put("message", String.valueOf(e.getMessage()));
+                }
                 out.put("ok", op);
                 ArrayNode acks = out.putArray("acks");
                 for (Future<RecordMetadata> f : sent) {

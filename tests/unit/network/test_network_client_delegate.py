@@ -144,6 +144,24 @@ def test_a_request_to_a_broker_that_refused_the_login_fails_at_once_with_that_er
     assert not delegate.has_unsent()
 
 
+def test_a_request_that_asks_for_it_fails_at_once_when_connecting_to_its_node_failed() -> None:
+    client = ScriptedClient()
+    delegate = delegate_over(client)
+    coordinator, other = Outcomes(), Outcomes()
+    delegate.add(UnsentRequest(MetadataRequest(), 3, coordinator, fail_on_connection_failure=True), now_ms=0)
+    delegate.add(UnsentRequest(MetadataRequest(), 3, other), now_ms=0)
+    poll(delegate, 1)
+    assert coordinator.responses == [], "nothing failed yet: the delegate is connecting"
+    client.backing_off.add(3)  # the connection attempt was refused
+    poll(delegate, 2)
+    (response,) = coordinator.responses
+    assert isinstance(response.error, KafkaConnectionError)
+    assert response.error.retriable
+    assert "node 3" in str(response.error)
+    assert other.responses == [], "a request that did not ask waits for request.timeout.ms"
+    assert delegate.has_unsent()
+
+
 def test_a_request_for_any_broker_fails_only_when_every_broker_refused_the_login() -> None:
     client = ScriptedClient()
     delegate = delegate_over(client)

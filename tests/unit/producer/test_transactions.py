@@ -15,6 +15,7 @@ from kaflux.errors import (
     IllegalStateError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaConnectionError,
     ProducerFencedError,
     RecordTooLargeError,
     TransactionAbortableError,
@@ -341,6 +342,30 @@ def test_the_transaction_coordinator_moved_is_looked_up_again(fake: TxnFakeClust
     commit.result(0)
     assert len(driver.sent(FindCoordinatorRequest)) == 2
     assert len(driver.sent(EndTxnRequest)) == 2
+
+
+def test_a_coordinator_that_cannot_be_reached_is_looked_up_again_at_once(fake: TxnFakeCluster) -> None:
+    """Its broker died: the request to it fails as soon as connecting fails (it asks the
+    delegate for that, rather than wait request.timeout.ms), and the retry goes to the
+    coordinator FindCoordinator names now."""
+    driver = initialized(fake)
+    tm = tm_of(driver)
+    tm.begin_transaction()
+    driver.send(b"a", TP)
+    driver.run(0, passes=3)
+    fake.stop_broker(1)  # the transaction coordinator dies; broker 0 takes the transaction over
+    fake.coordinators[TXN_ID] = 0
+    commit = tm.begin_commit()
+    took = settle(driver, commit, start_ms=10)
+    commit.result(0)
+    end_txns = [e for e in driver.net.exchanges if e.api is EndTxnRequest]
+    assert [e.broker_id for e in end_txns] == [1, 0]
+    assert isinstance(end_txns[0].error, KafkaConnectionError)
+    assert all(e.unsent.fail_on_connection_failure for e in end_txns), (
+        "the delegate would hold the request up to request.timeout.ms for the dead broker"
+    )
+    assert len(driver.sent(FindCoordinatorRequest)) == 2
+    assert took - 10 < 1_000
 
 
 @pytest.mark.parametrize("code", [COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS])

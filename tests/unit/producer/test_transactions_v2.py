@@ -10,7 +10,7 @@ import pytest
 
 from kaflux.consumer.membership.group import GroupMetadata
 from kaflux.errors import RecordTooLargeError
-from kaflux.producer.transaction_manager import TransactionManager, TxnState
+from kaflux.producer.transaction_manager import TransactionAbortedError, TransactionManager, TxnState
 from kaflux.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kaflux.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kaflux.protocol.messages.end_txn import EndTxnRequest
@@ -21,7 +21,7 @@ from kaflux.records import CONTROL_ABORT, CONTROL_COMMIT, iter_batches
 from kaflux.structs import OffsetAndMetadata, TopicPartition
 
 from support.fake_transactions import MESSAGE_TOO_LARGE, ProducerDriver, TxnFakeCluster
-from support.fakes import Committed
+from support.fakes import UNKNOWN_TOPIC_OR_PARTITION, Committed
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -144,3 +144,35 @@ def test_an_idempotent_producer_uses_produce_v12() -> None:
     driver.run_until(future.done)
     assert future.result(0).offset == 0
     assert versions(driver, ProduceRequest) == {12}
+
+
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_offsets_of_an_unknown_topic_are_retried_until_an_abort_gives_them_up(
+    transaction_version: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka refuses offsets of a topic it does not know (UNKNOWN_TOPIC_OR_PARTITION) until the
+    topic exists; the producer retries (as Java) and says so once. Aborting gives them up: the
+    retries would otherwise go before the EndTxn(abort) forever (they did: abort and close hung)."""
+    fake = make_fake(transaction_version)
+    missing = TopicPartition("no-such-topic", 0)
+    fake.inject(TxnOffsetCommitRequest, UNKNOWN_TOPIC_OR_PARTITION, tp=missing, count=-1)
+    driver, tm = initialized(fake)
+    tm.begin_transaction()
+    driver.send(b"a", TP)
+    offsets = tm.send_offsets_to_transaction({missing: OffsetAndMetadata(5)}, GROUP)
+    now = 0
+    for _ in range(50):
+        driver.run(now)
+        now += 100
+    assert not offsets.done(), "refused offsets are retried"
+    assert len(driver.sent(TxnOffsetCommitRequest)) > 3
+    warnings = [r for r in caplog.records if "does not know no-such-topic-0" in r.getMessage()]
+    assert len(warnings) == 1
+    abort = tm.begin_abort()
+    driver.run_until(abort.done, start_ms=now)
+    abort.result(0)
+    with pytest.raises(TransactionAbortedError):
+        offsets.result(0)
+    assert tm.state is TxnState.READY
+    assert markers(fake, TP) == [CONTROL_ABORT]
+    assert "billing" not in fake.committed
