@@ -18,8 +18,10 @@ import uuid
 import pytest
 
 from kaflux import AdminClient, ConsumerRecord, Producer, ShareConsumer
-from kaflux.admin import AlterConfigOp, ConfigResource, NewTopic
+from kaflux.admin import NewTopic
 from kaflux.devbrokers.brokers import Broker
+
+from support.kafka_helpers import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -37,8 +39,7 @@ def _backlog(bootstrap: str) -> tuple[str, str, list[bytes]]:
     topic, group = f"acquire-mode-{suffix}", f"acquire-mode-group-{suffix}"
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
-        ops = [AlterConfigOp(k, v, "set") for k, v in GROUP_CONFIGS.items()]
-        admin.incremental_alter_configs({ConfigResource("group", group): ops}, timeout=WAIT_S)
+        set_group_configs(admin, group, GROUP_CONFIGS)
     values = [f"job-{i}".encode() for i in range(RECORDS)]
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000}) as producer:
         futures = [producer.send(topic, value, partition=0) for value in values]

@@ -20,10 +20,12 @@ from typing import TypeVar
 import pytest
 
 from kaflux import AcknowledgeType, AdminClient, ConsumerRecord, Producer, ShareConsumer, TopicPartition
-from kaflux.admin import AlterConfigOp, ConfigResource, NewTopic, SharePartitionOffsetInfo
+from kaflux.admin import NewTopic, SharePartitionOffsetInfo
 from kaflux.aio import AsyncAdminClient
 from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmptyGroupError
+
+from support.kafka_helpers import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -58,19 +60,9 @@ def _topic(admin: AdminClient, partitions: int = PARTITIONS) -> str:
 
 def _group(admin: AdminClient, name: str) -> str:
     """A share group id, with a short record lock and reading from the earliest offset (group
-    configs, KIP-932), both in force: the broker applies a group config once it has read it back
-    from its metadata log, and a share partition takes its start offset when first fetched."""
-    resource = ConfigResource("group", name)
+    configs, KIP-932), both in force before its first member joins."""
     configs = {"share.record.lock.duration.ms": str(LOCK_MS), "share.auto.offset.reset": "earliest"}
-    admin.incremental_alter_configs(
-        {resource: [AlterConfigOp(k, v) for k, v in configs.items()]}, timeout=WAIT_S
-    )
-
-    def applied() -> bool:
-        entries = admin.describe_configs([resource], names=list(configs), timeout=WAIT_S)[resource]
-        return all(k in entries and entries[k].value == v for k, v in configs.items())
-
-    _wait_for(f"the group configs of {name}", applied)
+    set_group_configs(admin, name, configs)
     return name
 
 
