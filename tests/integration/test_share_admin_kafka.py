@@ -171,14 +171,22 @@ def test_renew_keeps_a_record_from_being_redelivered(kafka: Broker, admin: Admin
         (record,) = held
         other.subscribe([topic])  # joins while the holder keeps renewing
         tp = TopicPartition(topic, record.partition)
-        deadline = time.monotonic() + 3 * LOCK_MS / 1000
+        # renew until the other member has held the partition for two lock durations (its join
+        # may take seconds on a loaded machine): time enough to get the record had it been let go
+        join_deadline = time.monotonic() + WAIT_S
+        other_assigned_at: float | None = None
         stolen: list[ConsumerRecord] = []
-        while time.monotonic() < deadline:
+        while other_assigned_at is None or time.monotonic() < other_assigned_at + 2 * LOCK_MS / 1000:
             holder.acknowledge(record, AcknowledgeType.RENEW)
             assert holder.commit_sync(WAIT_S) == {tp: None}
             for got in other.poll(0.5):
                 stolen.append(got)
                 other.acknowledge(got, AcknowledgeType.RELEASE)
+            if other_assigned_at is None and other.group_state().assignment == {tp}:
+                other_assigned_at = time.monotonic()
+            assert other_assigned_at is not None or time.monotonic() < join_deadline, (
+                "the other member must be able to get the record: it was never assigned the partition"
+            )
         assert other.group_state().assignment == {tp}, "the other member must be able to get the record"
         assert stolen == [], "a renewed record was delivered to another member"
         holder.acknowledge(record, AcknowledgeType.ACCEPT)
