@@ -367,7 +367,7 @@ def test_a_thread_is_refused_while_a_coroutine_of_the_loop_is_pending(kafka: Bro
         consumer = AsyncConsumer({"bootstrap.servers": kafka.bootstrap_servers})
         consumer.assign([TopicPartition(topic, 0)])
         errors: list[str] = []
-        polling = asyncio.ensure_future(consumer.poll(3.0))
+        polling = asyncio.ensure_future(consumer.poll(WAIT_S))  # cancelled below: only a bound
         await asyncio.sleep(0.1)  # the poll is waiting for records
 
         def from_a_thread() -> None:
