@@ -52,7 +52,7 @@ def test_share_consume_releases_then_accepts_with_delivery_counts() -> None:
         readable = [p.decode() for p in probes[probes.index(released["value"].encode()) :]]
         again = json_lines(
             run_kaflux("share", "consume", "-g", group, topic, "--ack", "accept", "-n", str(len(readable)),
-                       "--timeout", "10", "-b", b)
+                       "--timeout", str(WAIT_S), "-b", b)
         )  # fmt: skip
         counts = {r["value"]: r["delivery_count"] for r in again}
         assert set(counts) == set(readable)

@@ -13,6 +13,7 @@ from kaflux.admin import AdminClient, NewTopic
 from kaflux.devbrokers.brokers import Broker
 
 from support.cli_helpers import json_out, ok, run_kaflux
+from support.kafka_helpers import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +26,9 @@ def test_share_group_commands(kafka: Broker) -> None:
     topic, group = f"cli-share-{suffix}", f"cli-share-group-{suffix}"
     with AdminClient({"bootstrap.servers": b}) as admin:
         admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
+        # at "latest" Kafka fixes the start offset at the share partition's first fetch, which
+        # may come after the records produced once the member saw its assignment
+        set_group_configs(admin, group, {"share.auto.offset.reset": "earliest"})
     with ShareConsumer({"bootstrap.servers": b, "group.id": group, "client.id": "cli-sharer"}) as member:
         member.subscribe([topic])
         deadline = time.monotonic() + WAIT_S

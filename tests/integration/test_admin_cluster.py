@@ -8,6 +8,7 @@ right (not on Tansu).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -156,8 +157,16 @@ def test_describe_topics(broker: Broker, admin: AdminClient, topic_name: str) ->
 def test_create_partitions(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 2)], timeout=WAIT_S)
     admin.create_partitions({topic_name: 5}, timeout=WAIT_S)
-    assert len(ck_describe_topic(broker.bootstrap_servers, topic_name).partitions) == 5
-    assert len(admin.describe_topics([topic_name], timeout=WAIT_S)[topic_name].partitions) == 5
+    # Kafka answers once its controller committed the change; its broker's metadata cache, which
+    # describes topics, gets it soon after
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        theirs = len(ck_describe_topic(broker.bootstrap_servers, topic_name).partitions)
+        ours = len(admin.describe_topics([topic_name], timeout=WAIT_S)[topic_name].partitions)
+        if theirs == ours == 5:
+            break
+        assert time.monotonic() < deadline, f"confluent-kafka describes {theirs} partitions, kaflux {ours}"
+        time.sleep(0.1)
     with pytest.raises(InvalidPartitionsError, match="must exceed the current count"):
         admin.create_partitions({topic_name: 3}, timeout=WAIT_S)
     with pytest.raises(UnknownTopicOrPartitionError, match="create it first"):

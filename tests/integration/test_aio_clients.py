@@ -24,7 +24,7 @@ from kaflux.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from support.aio_helpers import LOOPS, WAIT_S, LagProbe, create_topic, partitions_of, produce, run
+from support.aio_helpers import LOOPS, WAIT_S, LagProbe, create_topic, eventually, partitions_of, produce, run
 
 pytestmark = pytest.mark.integration
 
@@ -206,12 +206,22 @@ def test_every_admin_call_is_a_coroutine(kafka: Broker, loop: str) -> None:
 
     async def main() -> None:
         async with AsyncAdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
+            # Kafka answers a topic change once its controller committed it; the broker's metadata
+            # cache, which answers ListTopics and DescribeTopics, gets it a moment later
             await admin.create_topics([NewTopic(topic, 1)], timeout=WAIT_S)
-            assert topic in await admin.list_topics(timeout=WAIT_S)
+
+            async def listed() -> bool:
+                return topic in await admin.list_topics(timeout=WAIT_S)
+
+            await eventually(listed, WAIT_S, f"{topic} listed")
             cluster = await admin.describe_cluster(WAIT_S)
             assert cluster.nodes
             await admin.create_partitions({topic: 2}, WAIT_S)
-            assert len((await admin.describe_topics([topic], WAIT_S))[topic].partitions) == 2
+
+            async def two_partitions() -> bool:
+                return len((await admin.describe_topics([topic], WAIT_S))[topic].partitions) == 2
+
+            await eventually(two_partitions, WAIT_S, f"{topic} described with 2 partitions")
             await admin.alter_consumer_group_offsets(group, {tp: 0}, WAIT_S)
             assert (await admin.list_consumer_group_offsets(group, timeout=WAIT_S))[tp].offset == 0
             assert group in {g.group_id for g in await admin.list_consumer_groups(WAIT_S)}
@@ -357,7 +367,7 @@ def test_a_thread_is_refused_while_a_coroutine_of_the_loop_is_pending(kafka: Bro
         consumer = AsyncConsumer({"bootstrap.servers": kafka.bootstrap_servers})
         consumer.assign([TopicPartition(topic, 0)])
         errors: list[str] = []
-        polling = asyncio.ensure_future(consumer.poll(3.0))
+        polling = asyncio.ensure_future(consumer.poll(WAIT_S))  # cancelled below: only a bound
         await asyncio.sleep(0.1)  # the poll is waiting for records
 
         def from_a_thread() -> None:

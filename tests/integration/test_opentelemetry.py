@@ -36,7 +36,8 @@ from support.kafka_helpers import create_topic  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-WAIT_S = 30.0
+#: a deadline, not a duration: on Tansu a join alone takes half the default 45 s session
+WAIT_S = 90.0
 
 
 @dataclass

@@ -3,8 +3,10 @@
 delete them), the share consumer's acquisition lock timeout (KIP-1222) and RENEW
 acknowledgements (ShareAcknowledge v2), and the same calls through ``kaflux.aio``.
 
-A share group starts at the latest offset, so each test's member joins (and is assigned the
-partitions) before records are produced.
+Each test's group reads from the earliest offset (``share.auto.offset.reset``, a group
+config): at ``latest``, Kafka fixes a share partition's start offset when the partition is first
+fetched, not when it is assigned, so records produced right after the member saw its assignment
+were sometimes skipped under load (about one run in fifty, then nothing to read).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import TypeVar
 import pytest
 
 from kaflux import AcknowledgeType, AdminClient, ConsumerRecord, Producer, ShareConsumer, TopicPartition
-from kaflux.admin import AlterConfigOp, ConfigResource, NewTopic, SharePartitionOffsetInfo
+from kaflux.admin import NewTopic, SharePartitionOffsetInfo
 from kaflux.aio import AsyncAdminClient
 from kaflux.devbrokers.brokers import Broker
 from kaflux.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmptyGroupError
+
+from support.kafka_helpers import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +59,10 @@ def _topic(admin: AdminClient, partitions: int = PARTITIONS) -> str:
 
 
 def _group(admin: AdminClient, name: str) -> str:
-    """A share group id, with a short record lock (a group config, KIP-932)."""
-    resource = ConfigResource("group", name)
-    admin.incremental_alter_configs(
-        {resource: [AlterConfigOp("share.record.lock.duration.ms", str(LOCK_MS))]}, timeout=WAIT_S
-    )
+    """A share group id, with a short record lock and reading from the earliest offset (group
+    configs, KIP-932), both in force before its first member joins."""
+    configs = {"share.record.lock.duration.ms": str(LOCK_MS), "share.auto.offset.reset": "earliest"}
+    set_group_configs(admin, name, configs)
     return name
 
 
@@ -168,14 +171,22 @@ def test_renew_keeps_a_record_from_being_redelivered(kafka: Broker, admin: Admin
         (record,) = held
         other.subscribe([topic])  # joins while the holder keeps renewing
         tp = TopicPartition(topic, record.partition)
-        deadline = time.monotonic() + 3 * LOCK_MS / 1000
+        # renew until the other member has held the partition for two lock durations (its join
+        # may take seconds on a loaded machine): time enough to get the record had it been let go
+        join_deadline = time.monotonic() + WAIT_S
+        other_assigned_at: float | None = None
         stolen: list[ConsumerRecord] = []
-        while time.monotonic() < deadline:
+        while other_assigned_at is None or time.monotonic() < other_assigned_at + 2 * LOCK_MS / 1000:
             holder.acknowledge(record, AcknowledgeType.RENEW)
             assert holder.commit_sync(WAIT_S) == {tp: None}
             for got in other.poll(0.5):
                 stolen.append(got)
                 other.acknowledge(got, AcknowledgeType.RELEASE)
+            if other_assigned_at is None and other.group_state().assignment == {tp}:
+                other_assigned_at = time.monotonic()
+            assert other_assigned_at is not None or time.monotonic() < join_deadline, (
+                "the other member must be able to get the record: it was never assigned the partition"
+            )
         assert other.group_state().assignment == {tp}, "the other member must be able to get the record"
         assert stolen == [], "a renewed record was delivered to another member"
         holder.acknowledge(record, AcknowledgeType.ACCEPT)

@@ -80,12 +80,14 @@ def test_max_offsets_per_trigger_and_available_now(kafka: Broker, topic_name: st
 
 def test_min_offsets_per_trigger_waits_until_max_trigger_delay(kafka: Broker, topic_name: str) -> None:
     create_topic(kafka.bootstrap_servers, topic_name, 1)
-    source = reader(kafka, subscribe=topic_name, minOffsetsPerTrigger="10", maxTriggerDelay="1500ms")
+    # the delay also bounds how long produce() may take between two triggers that must skip:
+    # seconds, for a loaded CI machine
+    source = reader(kafka, subscribe=topic_name, minOffsetsPerTrigger="10", maxTriggerDelay="4000ms")
     assert source.getDefaultReadLimit() == ReadMinRows(10)
     start = source.initialOffset()
     produce(kafka.bootstrap_servers, topic_name, 4, partitions=1)
     assert source.latestOffset(start, ReadMinRows(10)) == start, "4 < 10 offsets: skip this trigger"
-    time.sleep(1.6)
+    time.sleep(4.1)
     end = source.latestOffset(start, ReadMinRows(10))
     assert end == {topic_name: {"0": 4}}, "maxTriggerDelay passed: run with what there is"
     produce(kafka.bootstrap_servers, topic_name, 3, partitions=1, start=4)

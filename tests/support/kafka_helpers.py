@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from kaflux import AdminClient, NewTopic, Producer
+from kaflux.admin import AlterConfigOp, ConfigResource
 
 WAIT_S = 30.0
 
@@ -25,3 +27,21 @@ def produce(bootstrap: str, topic: str, values_by_partition: Mapping[int, Sequen
         producer.flush(WAIT_S)
     for future in futures:
         future.result(timeout=0)
+
+
+def set_group_configs(admin: AdminClient, group: str, configs: Mapping[str, str]) -> None:
+    """Set group configs (KIP-932/KIP-848, e.g. ``share.auto.offset.reset``) and wait until the
+    broker shows them: it applies them once it has read them back from its metadata log, and a
+    member that joins before would run with the defaults."""
+    resource = ConfigResource("group", group)
+    admin.incremental_alter_configs(
+        {resource: [AlterConfigOp(k, v) for k, v in configs.items()]}, timeout=WAIT_S
+    )
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        entries = admin.describe_configs([resource], names=list(configs), timeout=WAIT_S)[resource]
+        shown = {k: entries[k].value for k in configs if k in entries}
+        if shown == dict(configs):
+            return
+        assert time.monotonic() < deadline, f"the group configs of {group} never showed: {shown}"
+        time.sleep(0.1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +30,11 @@ def pipe() -> Iterator[tuple[int, int]]:
             os.close(fd)
         except OSError:
             pass  # closed by the test
+
+
+def queued(read_end: int) -> int:
+    """How many bytes wait in the pipe (FIONREAD)."""
+    return int(struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0])
 
 
 def drain_later(read_end: int, got: bytearray, start_after: threading.Event) -> threading.Thread:
@@ -94,7 +101,11 @@ def test_epipe_mid_write_counts_only_what_went_in_whole(pipe: tuple[int, int]) -
     chunks = [bytes([65 + i]) * CHUNK for i in range(3)]
 
     def close_reader_when_full() -> None:
-        time.sleep(0.2)  # the writer is blocked on the full pipe by now
+        # the writer is blocked on the full pipe once it holds a page (a fixed sleep was not
+        # always enough on a loaded machine: a writer not yet started met EPIPE at once)
+        deadline = time.monotonic() + 10
+        while queued(read_end) < 4096 and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.close(read_end)
 
     closer = threading.Thread(target=close_reader_when_full, daemon=True)
