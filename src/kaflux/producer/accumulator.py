@@ -322,11 +322,9 @@ class RecordAccumulator:
                 writer = batch.writer
                 if writer is not None:
                     if writer.append(timestamp, key, value, headers):
-                        # the common case: the record joins the open batch
-                        index = writer.count - 1
-                        if callback is not None:  # the batch is open: no outcome before we unlock
-                            batch.result.add_delivery_callback_open(index, timestamp, callback)
-                        return RecordFuture(batch.result, index, timestamp), False, False
+                        # the common case: the record joins the open batch, which can have no
+                        # outcome before we unlock
+                        return batch.result.open_future(writer.count - 1, timestamp, callback), False, False
                     rolled_over = True
                 else:
                     rolled_over = False

@@ -33,6 +33,8 @@ __all__ = ["BatchFuture", "BatchMetadata", "DeliveryCallback", "ProduceResult", 
 log = logging.getLogger("kaflux.producer")
 #: ``tuple.__new__``: makes a NamedTuple from a tuple without the class's Python-level ``__new__``.
 _new_tuple: Any = tuple.__new__
+#: ``object.__new__``: an instance without running its class's ``__init__``.
+_new_object: Any = object.__new__
 
 #: ``callback(metadata, error)``; ``error`` is None on success.
 DeliveryCallback = Callable[[RecordMetadata, KafkaError | None], Any]
@@ -124,16 +126,26 @@ class ProduceResult:
                 return
         self._call_delivery(index, timestamp, callback)
 
-    def add_delivery_callback_open(self, index: int, timestamp: int, callback: DeliveryCallback) -> None:
-        """:meth:`add_delivery_callback` for a batch that cannot have an outcome yet, without
-        taking this result's lock: the record accumulator calls it while it holds its own lock
-        and the batch is still open (queued, not drained), and every path to an outcome first
-        takes the batch out of its queue under that lock, so :meth:`_finish` sees the callback."""
-        callbacks = self._callbacks
-        if callbacks is None:
-            self._callbacks = [index, timestamp, callback]
-        else:
-            callbacks += (index, timestamp, callback)
+    def open_future(self, index: int, timestamp: int, callback: DeliveryCallback | None) -> RecordFuture:
+        """The future of record ``index`` of a batch that cannot have an outcome yet, with its
+        delivery ``callback`` (if any) registered, without taking this result's lock: the
+        record accumulator calls it while it holds its own lock and the batch is still open
+        (queued, not drained), and every path to an outcome first takes the batch out of its
+        queue under that lock, so :meth:`_finish` sees the callback.
+
+        One call for what ``send()`` does per record (register, make the future): the
+        future is made here without ``RecordFuture.__init__``'s Python frame."""
+        if callback is not None:
+            callbacks = self._callbacks
+            if callbacks is None:
+                self._callbacks = [index, timestamp, callback]
+            else:
+                callbacks += (index, timestamp, callback)
+        future: RecordFuture = _new_object(RecordFuture)
+        future._result_ref = self
+        future._index = index
+        future._timestamp = timestamp
+        return future
 
     def add_done_callback(self, future: Future[Any], fn: Callable[[Any], object]) -> None:
         """``future.add_done_callback(fn)`` for a future of this result."""

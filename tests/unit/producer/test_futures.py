@@ -135,9 +135,17 @@ def test_batch_futures_resolve_to_batch_metadata() -> None:
 def test_callbacks_registered_on_an_open_batch_get_log_append_time_metadata() -> None:
     result = ProduceResult(TP)
     calls: list[tuple[RecordMetadata, KafkaError | None]] = []
-    result.add_delivery_callback_open(0, 5, lambda m, e: calls.append((m, e)))
-    result.add_delivery_callback_open(1, 6, lambda m, e: calls.append((m, e)))
+    first = result.open_future(0, 5, lambda m, e: calls.append((m, e)))
+    second = result.open_future(1, 6, lambda m, e: calls.append((m, e)))
+    third = result.open_future(2, 7, None)
+    assert not first.done() and not third.done()
     result.complete(40, log_append_time=999)
+    assert [f.result(0) for f in (first, second, third)] == [
+        RecordMetadata("t", 3, 40, 999),
+        RecordMetadata("t", 3, 41, 999),
+        RecordMetadata("t", 3, 42, 999),
+    ]
+    assert type(third) is RecordFuture
     assert calls == [(RecordMetadata("t", 3, 40, 999), None), (RecordMetadata("t", 3, 41, 999), None)]
     assert all(type(metadata) is RecordMetadata for metadata, _ in calls)
     assert calls[0][0].offset == 40 and calls[1][0].timestamp == 999
