@@ -26,6 +26,10 @@ cdef extern from "Python.h":
     bint PyBytes_Check(object o)
     bint PyUnicode_Check(object o)
     bint PyTuple_Check(object o)
+    bint PyObject_IS_GC(object o)
+    void PyObject_GC_UnTrack(void* o)
+    void PyObject_GC_Track(void* o)
+    int PyObject_GC_IsTracked(object o)
 
 SOURCE_SHA256 = KAFLUX_ENCODE_SOURCE_SHA256.decode("ascii")
 KIND = "compiled"
@@ -40,6 +44,8 @@ __all__ = [
     "encode_columns",
     "murmur2",
     "partition_for_key",
+    "track",
+    "untrack",
 ]
 
 cdef uint32_t _M = 0x5BD1E995
@@ -86,6 +92,23 @@ def partition_for_key(bytes key not None, int num_partitions):
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     cdef int32_t h = _murmur2(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
     return (h & 0x7FFFFFFF) % num_partitions
+
+
+# -- the cyclic garbage collector ------------------------------------------------------------
+
+
+def untrack(object obj):
+    """Take ``obj`` out of the cyclic garbage collector's lists (it is freed by its reference
+    count alone). For the producer's record futures: kept by the hundred thousand, each full
+    collection walked them all. Only for an object no reference cycle goes through."""
+    if PyObject_IS_GC(obj):
+        PyObject_GC_UnTrack(<PyObject*>obj)
+
+
+def track(object obj):
+    """Undo :func:`untrack` (nothing if ``obj`` is tracked already)."""
+    if PyObject_IS_GC(obj) and not PyObject_GC_IsTracked(obj):
+        PyObject_GC_Track(<PyObject*>obj)
 
 
 # -- varints and a growable buffer ------------------------------------------------------------

@@ -8,6 +8,8 @@ the batch header, compression and CRC are added when a batch is closed
 (:func:`kaflux.records.assemble_batch`).
 
 * :func:`murmur2` / :func:`partition_for_key`: Kafka's key hash and default partition.
+* :func:`untrack` / :func:`track`: nothing here (Python cannot take an object out of the cyclic
+  garbage collector); the compiled twin's take the producer's record futures out of it.
 * :class:`RecordsWriter`: one batch's records, appended one at a time, up to a byte limit.
 * :func:`encode_columns`: many rows at once from Arrow-layout buffers (``Producer.send_arrow``):
   each row's partition is chosen (the row's own, its key's hash, or a sticky partition that
@@ -39,6 +41,8 @@ __all__ = [
     "encode_columns",
     "murmur2",
     "partition_for_key",
+    "track",
+    "untrack",
 ]
 
 #: Which implementation this module is ("pure"; the compiled twin says "compiled").
@@ -78,6 +82,15 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def untrack(obj: object) -> None:
+    """The compiled twin takes ``obj`` out of the cyclic garbage collector; Python cannot, so
+    this does nothing (``obj`` stays tracked: correct, only slower to collect around)."""
+
+
+def track(obj: object) -> None:
+    """Undo :func:`untrack`: nothing to undo here."""
 
 
 def _varint_size(value: int) -> int:
