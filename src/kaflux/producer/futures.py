@@ -27,13 +27,12 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, NamedTuple, TypeVar
 
 from kaflux.errors import KafkaError
+from kaflux.records import kernels
 from kaflux.structs import RecordMetadata, TopicPartition
 
 __all__ = ["BatchFuture", "BatchMetadata", "DeliveryCallback", "ProduceResult", "RecordFuture"]
 
 log = logging.getLogger("kaflux.producer")
-#: ``tuple.__new__``: makes a NamedTuple from a tuple without the class's Python-level ``__new__``.
-_new_tuple: Any = tuple.__new__
 #: ``object.__new__``: an instance without running its class's ``__init__``.
 _new_object: Any = object.__new__
 
@@ -207,26 +206,22 @@ class ProduceResult:
 
     def _call_deliveries(self, callbacks: list[Any]) -> None:
         """The delivery callbacks of a batch written without error: :meth:`_call_delivery`'s
-        success case for many records in one loop (one metadata tuple made per record, without
-        the NamedTuple constructor's Python frame)."""
-        topic, partition = self.tp.topic, self.tp.partition
-        base_offset, log_append_time = self.base_offset, self.log_append_time
-        new, metadata_type = _new_tuple, RecordMetadata
-        each = iter(callbacks)
-        for index, timestamp, callback in zip(each, each, each, strict=True):
-            metadata = new(
-                metadata_type,
-                (
-                    topic,
-                    partition,
-                    base_offset + index if base_offset >= 0 else -1,
-                    log_append_time if log_append_time >= 0 else timestamp,
-                ),
-            )
-            try:
-                callback(metadata, None)
-            except Exception:
-                log.exception("a delivery callback for %s raised", self.tp)
+        success case for many records in one loop, run by the record encoder (compiled: one
+        metadata tuple made per record in C, no Python frame besides the callback's)."""
+        tp = self.tp
+        _deliveries()(
+            callbacks,
+            RecordMetadata,
+            tp.topic,
+            tp.partition,
+            self.base_offset,
+            self.log_append_time,
+            self._delivery_raised,
+        )
+
+    def _delivery_raised(self) -> None:
+        """Log the exception a delivery callback raised (called in its ``except`` block)."""
+        log.exception("a delivery callback for %s raised", self.tp)
 
     def _call_delivery(self, index: int, timestamp: int, callback: DeliveryCallback) -> None:
         error = self.error
@@ -252,6 +247,17 @@ class ProduceResult:
                 if self._materialized is None:
                     self._materialized = []
                 self._materialized.append(future)
+
+
+#: the record encoder's call_deliveries (resolved on first use, as the producer's encoder is)
+_call_deliveries_fn: Callable[..., None] | None = None
+
+
+def _deliveries() -> Callable[..., None]:
+    global _call_deliveries_fn
+    if _call_deliveries_fn is None:
+        _call_deliveries_fn = kernels.encoder().call_deliveries
+    return _call_deliveries_fn
 
 
 def _compiled_track() -> Callable[[object], None]:
