@@ -230,7 +230,10 @@ class RecordAccumulator:
         self._delivery_timeout_ms = delivery_timeout_ms
         self._max_in_flight = max(1, max_in_flight_per_partition)
         self._max_block_s = max_block_ms / 1000
-        self._writer_cls: Any = (encoder or kernels.encoder()).RecordsWriter
+        encoder = encoder or kernels.encoder()
+        self._writer_cls: Any = encoder.RecordsWriter
+        #: takes a record future out of the cyclic GC (compiled encoder; the pure one cannot)
+        self._untrack: Callable[[object], None] = encoder.untrack
         # One plain lock (cheap to take on the send path) and a condition over it for waiting.
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire
@@ -322,11 +325,12 @@ class RecordAccumulator:
                 writer = batch.writer
                 if writer is not None:
                     if writer.append(timestamp, key, value, headers):
-                        # the common case: the record joins the open batch
-                        index = writer.count - 1
-                        if callback is not None:  # the batch is open: no outcome before we unlock
-                            batch.result.add_delivery_callback_open(index, timestamp, callback)
-                        return RecordFuture(batch.result, index, timestamp), False, False
+                        # the common case: the record joins the open batch, which can have no
+                        # outcome before we unlock
+                        future = batch.result.open_future(
+                            writer.count - 1, timestamp, callback, self._untrack
+                        )
+                        return future, False, False
                     rolled_over = True
                 else:
                     rolled_over = False

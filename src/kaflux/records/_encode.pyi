@@ -1,7 +1,7 @@
 """Type stub of the compiled record encoder (``_encode.pyx``); see :mod:`kaflux.records.encode`."""
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
@@ -10,6 +10,17 @@ SOURCE_SHA256: Final[str]
 
 def murmur2(data: bytes) -> int: ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
+def call_deliveries(
+    callbacks: list[Any],
+    metadata_type: type[tuple[Any, ...]],
+    topic: str,
+    partition: int,
+    base_offset: int,
+    log_append_time: int,
+    on_error: Callable[[], object],
+) -> None: ...
+def untrack(obj: object) -> None: ...
+def track(obj: object) -> None: ...
 
 class RecordsWriter:
     def __init__(self, limit: int) -> None: ...

@@ -9,7 +9,9 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 
 from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
@@ -26,6 +28,11 @@ cdef extern from "Python.h":
     bint PyBytes_Check(object o)
     bint PyUnicode_Check(object o)
     bint PyTuple_Check(object o)
+    bint PyObject_IS_GC(object o)
+    void PyObject_GC_UnTrack(void* o)
+    void PyObject_GC_Track(void* o)
+    int PyObject_GC_IsTracked(object o)
+    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
 
 SOURCE_SHA256 = KAFLUX_ENCODE_SOURCE_SHA256.decode("ascii")
 KIND = "compiled"
@@ -37,9 +44,12 @@ __all__ = [
     "HeadersColumn",
     "IntColumn",
     "RecordsWriter",
+    "call_deliveries",
     "encode_columns",
     "murmur2",
     "partition_for_key",
+    "track",
+    "untrack",
 ]
 
 cdef uint32_t _M = 0x5BD1E995
@@ -86,6 +96,74 @@ def partition_for_key(bytes key not None, int num_partitions):
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     cdef int32_t h = _murmur2(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
     return (h & 0x7FFFFFFF) % num_partitions
+
+
+# -- the cyclic garbage collector ------------------------------------------------------------
+
+
+def untrack(object obj):
+    """Take ``obj`` out of the cyclic garbage collector's lists (it is freed by its reference
+    count alone). For the producer's record futures: kept by the hundred thousand, each full
+    collection walked them all. Only for an object no reference cycle goes through."""
+    if PyObject_IS_GC(obj):
+        PyObject_GC_UnTrack(<PyObject*>obj)
+
+
+def track(object obj):
+    """Undo :func:`untrack` (nothing if ``obj`` is tracked already)."""
+    if PyObject_IS_GC(obj) and not PyObject_GC_IsTracked(obj):
+        PyObject_GC_Track(<PyObject*>obj)
+
+
+# -- delivery callbacks ------------------------------------------------------------------------
+
+
+cdef inline object _new4(PyTypeObject* t, object a, object b, object c, object d):
+    """``tuple.__new__(t, (a, b, c, d))`` without the intermediate tuple."""
+    cdef object made = PyType_GenericAlloc(t, 4)
+    Py_INCREF(a)
+    PyTuple_SET_ITEM(made, 0, a)
+    Py_INCREF(b)
+    PyTuple_SET_ITEM(made, 1, b)
+    Py_INCREF(c)
+    PyTuple_SET_ITEM(made, 2, c)
+    Py_INCREF(d)
+    PyTuple_SET_ITEM(made, 3, d)
+    return made
+
+
+def call_deliveries(
+    list callbacks not None,
+    type metadata_type not None,
+    object topic,
+    object partition,
+    int64_t base_offset,
+    int64_t log_append_time,
+    object on_error,
+):
+    """The delivery callbacks of a batch written without error (see the pure twin)."""
+    cdef Py_ssize_t i = 0
+    cdef object index, timestamp, callback, offset
+    cdef object append_time = log_append_time
+    if len(callbacks) % 3:
+        raise ValueError("callbacks must be (index, timestamp, callback) triples")
+    if (
+        not issubclass(metadata_type, tuple)
+        or len(getattr(metadata_type, "_fields", ())) != 4
+        or metadata_type.__basicsize__ != tuple.__basicsize__
+    ):
+        raise TypeError(f"metadata_type must be a NamedTuple of 4 fields, got {metadata_type!r}")
+    cdef PyTypeObject* t = <PyTypeObject*>metadata_type
+    while i + 2 < len(callbacks):
+        index = callbacks[i]
+        timestamp = callbacks[i + 1]
+        callback = callbacks[i + 2]
+        i += 3
+        offset = base_offset + <int64_t>index if base_offset >= 0 else -1
+        try:
+            callback(_new4(t, topic, partition, offset, append_time if log_append_time >= 0 else timestamp), None)
+        except Exception:
+            on_error()
 
 
 # -- varints and a growable buffer ------------------------------------------------------------

@@ -8,6 +8,9 @@ the batch header, compression and CRC are added when a batch is closed
 (:func:`kaflux.records.assemble_batch`).
 
 * :func:`murmur2` / :func:`partition_for_key`: Kafka's key hash and default partition.
+* :func:`call_deliveries`: the producer's delivery callbacks of a batch written without error.
+* :func:`untrack` / :func:`track`: nothing here (Python cannot take an object out of the cyclic
+  garbage collector); the compiled twin's take the producer's record futures out of it.
 * :class:`RecordsWriter`: one batch's records, appended one at a time, up to a byte limit.
 * :func:`encode_columns`: many rows at once from Arrow-layout buffers (``Producer.send_arrow``):
   each row's partition is chosen (the row's own, its key's hash, or a sticky partition that
@@ -24,8 +27,8 @@ here imports pyarrow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from kaflux.records.definitions import BinaryColumn, Chunk, HeadersColumn, IntColumn
 
@@ -36,9 +39,12 @@ __all__ = [
     "HeadersColumn",
     "IntColumn",
     "RecordsWriter",
+    "call_deliveries",
     "encode_columns",
     "murmur2",
     "partition_for_key",
+    "track",
+    "untrack",
 ]
 
 #: Which implementation this module is ("pure"; the compiled twin says "compiled").
@@ -78,6 +84,57 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def call_deliveries(
+    callbacks: list[Any],
+    metadata_type: type[tuple[Any, ...]],
+    topic: str,
+    partition: int,
+    base_offset: int,
+    log_append_time: int,
+    on_error: Callable[[], object],
+) -> None:
+    """Call the delivery callbacks of a batch written without error, in order.
+
+    ``callbacks`` is flat: index (in the batch), timestamp, callback for each record. Each is
+    called as ``callback(metadata_type(topic, partition, offset, timestamp), None)``: offset
+    ``base_offset + index`` (-1 when ``base_offset`` is), timestamp ``log_append_time`` when it
+    is not -1, else the record's. An exception in one calls ``on_error()`` (within the
+    ``except`` block, so it may log the exception) and the others still run.
+
+    Raises:
+        ValueError: ``callbacks`` is not made of triples (nothing is called).
+        TypeError: ``metadata_type`` is not a tuple class of 4 fields (a NamedTuple).
+    """
+    if len(callbacks) % 3:
+        raise ValueError("callbacks must be (index, timestamp, callback) triples")
+    if (
+        not issubclass(metadata_type, tuple)
+        or len(getattr(metadata_type, "_fields", ())) != 4
+        or metadata_type.__basicsize__ != tuple.__basicsize__
+    ):
+        raise TypeError(f"metadata_type must be a NamedTuple of 4 fields, got {metadata_type!r}")
+    new = tuple.__new__
+    each = iter(callbacks)
+    for index, timestamp, callback in zip(each, each, each, strict=True):
+        offset = base_offset + index if base_offset >= 0 else -1
+        metadata = new(
+            metadata_type, (topic, partition, offset, log_append_time if log_append_time >= 0 else timestamp)
+        )
+        try:
+            callback(metadata, None)
+        except Exception:
+            on_error()
+
+
+def untrack(obj: object) -> None:
+    """The compiled twin takes ``obj`` out of the cyclic garbage collector; Python cannot, so
+    this does nothing (``obj`` stays tracked: correct, only slower to collect around)."""
+
+
+def track(obj: object) -> None:
+    """Undo :func:`untrack`: nothing to undo here."""
 
 
 def _varint_size(value: int) -> int:

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import threading
+import weakref
 from concurrent.futures import Future
+from types import ModuleType
 
 import pytest
 
 from kaflux.errors import KafkaError, NotLeaderOrFollowerError
 from kaflux.producer.futures import BatchFuture, BatchMetadata, ProduceResult, RecordFuture
+from kaflux.records import encode, kernels
 from kaflux.structs import RecordMetadata, TopicPartition
 
 TP = TopicPartition("t", 3)
@@ -135,9 +139,46 @@ def test_batch_futures_resolve_to_batch_metadata() -> None:
 def test_callbacks_registered_on_an_open_batch_get_log_append_time_metadata() -> None:
     result = ProduceResult(TP)
     calls: list[tuple[RecordMetadata, KafkaError | None]] = []
-    result.add_delivery_callback_open(0, 5, lambda m, e: calls.append((m, e)))
-    result.add_delivery_callback_open(1, 6, lambda m, e: calls.append((m, e)))
+    first = result.open_future(0, 5, lambda m, e: calls.append((m, e)), encode.untrack)
+    second = result.open_future(1, 6, lambda m, e: calls.append((m, e)), encode.untrack)
+    third = result.open_future(2, 7, None, encode.untrack)
+    assert not first.done() and not third.done()
     result.complete(40, log_append_time=999)
+    assert [f.result(0) for f in (first, second, third)] == [
+        RecordMetadata("t", 3, 40, 999),
+        RecordMetadata("t", 3, 41, 999),
+        RecordMetadata("t", 3, 42, 999),
+    ]
+    assert type(third) is RecordFuture
     assert calls == [(RecordMetadata("t", 3, 40, 999), None), (RecordMetadata("t", 3, 41, 999), None)]
     assert all(type(metadata) is RecordMetadata for metadata, _ in calls)
     assert calls[0][0].offset == 40 and calls[1][0].timestamp == 999
+
+
+def _encoders() -> list[ModuleType]:
+    try:
+        return [encode, kernels.load_compiled_encoder()]
+    except ImportError:  # pragma: no cover - a build without the extension
+        return [encode]
+
+
+@pytest.mark.parametrize("encoder", _encoders(), ids=lambda m: m.KIND)
+def test_open_futures_leave_the_cyclic_gc_until_they_get_plain_future_internals(encoder: ModuleType) -> None:
+    result = ProduceResult(TP)
+    calls: list[RecordMetadata] = []
+    future = result.open_future(0, 5, lambda m, e: calls.append(m), encoder.untrack)
+    kept = result.open_future(1, 6, None, encoder.untrack)
+    # the compiled encoder untracks them; the pure one cannot
+    assert gc.is_tracked(future) is (encoder.KIND == "pure")
+    assert gc.is_tracked(kept) is (encoder.KIND == "pure")
+    done, pending = concurrent.futures.wait([future], timeout=0)  # makes its Future internals
+    assert (done, pending) == (set(), {future})
+    assert gc.is_tracked(future)
+    result.complete(7)
+    assert concurrent.futures.wait([future], timeout=0).done == {future}
+    assert future.result(0) == RecordMetadata("t", 3, 7, 5) == calls[0]
+    assert kept.result(0) == RecordMetadata("t", 3, 8, 6)
+    # no cycle goes through an untracked future: its reference count alone frees it
+    gone = weakref.ref(kept)
+    del kept
+    assert gone() is None

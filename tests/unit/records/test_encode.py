@@ -6,7 +6,9 @@ the record decoder; a property test checks that the two write identical bytes an
 
 from __future__ import annotations
 
+import gc
 import random
+import sys
 from types import ModuleType
 
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from kaflux.producer.partitioner import murmur2 as reference_murmur2
 from kaflux.records import assemble_batch, encode, iter_batches, kernels
 from kaflux.records.encode import BinaryColumn, HeadersColumn, IntColumn
+from kaflux.structs import RecordMetadata
 
 compiled: ModuleType | None
 try:
@@ -50,6 +53,55 @@ def decode(
     )
     (parsed,) = list(iter_batches(memoryview(batch)))
     return [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in parsed.records()]
+
+
+def test_call_deliveries_calls_each_callback_in_order_with_its_metadata(encoder: ModuleType) -> None:
+    calls: list[tuple[object, object]] = []
+    raised: list[str] = []
+
+    def record(metadata: RecordMetadata, error: object) -> None:
+        calls.append((metadata, error))
+
+    def fail(metadata: RecordMetadata, error: object) -> None:
+        raise RuntimeError("callback bug")
+
+    def on_error() -> None:
+        raised.append(str(sys.exc_info()[1]))  # called within the except block
+
+    callbacks = [0, 50, record, 1, 51, fail, 2, 52, record]
+    encoder.call_deliveries(callbacks, RecordMetadata, "t", 3, 1_000, -1, on_error)
+    assert calls == [(RecordMetadata("t", 3, 1_000, 50), None), (RecordMetadata("t", 3, 1_002, 52), None)]
+    assert all(type(metadata) is RecordMetadata for metadata, _ in calls)
+    assert raised == ["callback bug"]
+    calls.clear()
+    # offset unknown (acks=0, or a duplicate), and the broker's log-append time
+    encoder.call_deliveries([4, 50, record], RecordMetadata, "t", 3, -1, 777, on_error)
+    assert calls == [(RecordMetadata("t", 3, -1, 777), None)]
+
+
+def test_call_deliveries_refuses_bad_input_before_calling_any(encoder: ModuleType) -> None:
+    calls: list[object] = []
+    with pytest.raises(ValueError, match="triples"):
+        encoder.call_deliveries([0, 50, calls.append, 1], RecordMetadata, "t", 3, 0, -1, print)
+    with pytest.raises(TypeError, match="NamedTuple of 4 fields"):
+        encoder.call_deliveries([0, 50, calls.append], tuple, "t", 3, 0, -1, print)
+    assert calls == []
+
+
+def test_untrack_takes_an_object_out_of_the_cyclic_gc_when_compiled(encoder: ModuleType) -> None:
+    class Plain:
+        pass
+
+    obj = Plain()
+    encoder.untrack(obj)
+    # the compiled twin untracks; Python cannot, so the pure twin leaves it tracked
+    assert gc.is_tracked(obj) is (encoder.KIND == "pure")
+    encoder.track(obj)
+    encoder.track(obj)  # tracking a tracked object does nothing
+    assert gc.is_tracked(obj)
+    encoder.untrack(12)  # not a GC object: nothing to do
+    encoder.track(12)
+    assert not gc.is_tracked(12)
 
 
 @pytest.mark.parametrize("key", [b"", b"a", b"ab", b"abc", b"abcd", b"00001234", bytes(range(256)) * 3])
