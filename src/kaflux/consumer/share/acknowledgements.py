@@ -93,11 +93,21 @@ class Acknowledgements:
         return {o for o, t in self.as_dict().items() if with_gaps or t != GAP}
 
     def batches(self) -> list[AckBatch]:
-        """Runs of consecutive offsets, in offset order."""
+        """Runs of consecutive offsets, in offset order. Adjacent runs of one type go as one
+        batch: the broker keeps an acquisition as whole batches and takes an acknowledgement
+        that covers them whole as one; one that splits an acquired batch (the ranges of
+        successive polls, 500 records each, rarely end where a record batch does) makes it
+        track every offset of that batch apart, and its ShareFetch answers come slower."""
         if not self.types:
-            return [AckBatch(first, last, (t,)) for first, last, t in sorted(self.runs)]
+            out: list[AckBatch] = []
+            for first, last, t in sorted(self.runs):
+                if out and out[-1].last_offset + 1 == first and out[-1].types == (t,):
+                    out[-1] = AckBatch(out[-1].first_offset, last, (t,))
+                else:
+                    out.append(AckBatch(first, last, (t,)))
+            return out
         types = self.as_dict()
-        out: list[AckBatch] = []
+        out = []
         run: list[tuple[int, int]] = []
         for offset in sorted(types):
             if run and offset != run[-1][0] + 1:

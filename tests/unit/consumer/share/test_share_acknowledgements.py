@@ -143,3 +143,20 @@ def test_ranges_and_single_offsets_merge_into_one_set_of_batches() -> None:
     assert len(acks) == 6
     assert acks.batches() == [AckBatch(10, 13, (1, 1, 1, 2)), AckBatch(20, 21, (1,))]
     assert acks.offsets() == {10, 11, 12, 13, 20, 21}
+
+
+def test_adjacent_ranges_of_one_type_go_as_one_batch() -> None:
+    """The ranges of successive polls (500 records each) cover what one ShareFetch acquired:
+    sent as one batch, the broker takes them as whole acquired batches instead of tracking
+    each offset of a batch a poll boundary split (slower ShareFetch answers, issue 30)."""
+    acks = Acknowledgements()
+    acks.add_range(500, 999, A)
+    acks.add_range(0, 499, A)
+    acks.add_range(1000, 1152, A)
+    acks.add_range(1153, 1153, R)
+    acks.add_range(1200, 1210, A)
+    assert acks.batches() == [
+        AckBatch(0, 1152, (1,)),
+        AckBatch(1153, 1153, (2,)),
+        AckBatch(1200, 1210, (1,)),
+    ]

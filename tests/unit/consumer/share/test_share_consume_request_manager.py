@@ -297,6 +297,23 @@ def test_close_completes_when_the_fetch_in_flight_then_fails(failure: str) -> No
     assert rig.pump() == []
 
 
+def test_the_ranges_of_successive_polls_ride_on_the_fetch_as_one_batch() -> None:
+    """Implicit acknowledgement: each poll() adds its own range; the due fetch carries what one
+    ShareFetch acquired as one batch, which the broker takes whole (issue 30)."""
+    rig = _joined()
+    rig.group.produce(P0, b"a", b"b", b"c", b"d")
+    rig.pump()
+    rig.take_all()
+    for first, last in ((0, 1), (2, 3)):  # two polls' ranges
+        acks = Acknowledgements()
+        acks.add_range(first, last, AcknowledgeType.ACCEPT)
+        rig.consume.acknowledge({0: {P0: acks}})
+    (to_broker_0,) = [r for r in _fetches(rig.pump()) if r.topics[0].partitions[0].partition_index == 0]
+    batches = to_broker_0.topics[0].partitions[0].acknowledgement_batches
+    assert [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches] == [(0, 3, [1])]
+    assert [rig.group.state_of(P0, o) for o in (0, 3)] == [(ARCHIVED, 1), (ARCHIVED, 1)]
+
+
 # -- a member acquires no more than one poll() can hand out ------------------------------------------
 
 
