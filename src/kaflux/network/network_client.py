@@ -66,8 +66,12 @@ from kaflux.protocol.framing import DEFAULT_MAX_RESPONSE_BYTES, ReceivedResponse
 if TYPE_CHECKING:
     from kaflux.metrics.clients import NetworkMetrics
 
-#: new connections in a row closed unanswered before a plaintext client concludes the listener is TLS
+#: new connections in a row closed unanswered before a client concludes the listener speaks the
+#: other protocol (TLS for a plaintext client, plaintext for a TLS one)...
 UNANSWERED_BEFORE_TLS_VERDICT = 3
+#: ...and for at least this long since the first of them: a burst of resets from the network
+#: (a proxy or load balancer cutting every connection for a moment) ends sooner, and is retried
+UNANSWERED_VERDICT_SPAN_MS = 2_500
 #: at most one WARNING per broker this often for responses above receive.message.max.bytes
 OVERSIZED_LOG_INTERVAL_MS = 10_000
 
@@ -113,6 +117,8 @@ class NetworkClient:
         self._auth_errors: dict[int, AuthenticationError] = {}
         #: connections in a row that a broker closed before answering ApiVersions
         self._unanswered: dict[int, int] = {}
+        #: when each node's current run of unanswered connections began
+        self._unanswered_since: dict[int, int] = {}
         #: addresses (host, port) that answered ApiVersions at least once: never a TLS listener
         self._answered_once: set[tuple[str, int]] = set()
         self._selector = selectors.DefaultSelector()
@@ -507,12 +513,12 @@ class NetworkClient:
             and self._ssl_context is None
             and (conn.host, conn.port) not in self._answered_once
         ):
-            error = self._maybe_tls_listener(conn, error)
+            error = self._maybe_tls_listener(conn, error, now_ms)
         if isinstance(error, HandshakeInterruptedError):
             if error.answered or (conn.host, conn.port) in self._tls_established:
                 self._unanswered.pop(conn.node_id, None)  # a TLS listener: no longer "in a row"
             else:
-                error = self._maybe_plaintext_listener(conn, error)
+                error = self._maybe_plaintext_listener(conn, error, now_ms)
         if isinstance(error, AuthenticationError):
             self._auth_errors[conn.node_id] = error
         if backoff:
@@ -560,33 +566,44 @@ class NetworkClient:
             )
         return KafkaTimeoutError(f"connection to {conn.broker} not established within {limit}")
 
-    def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
-        """A broker that closes three new plaintext connections in a row before answering
-        ApiVersions is a TLS listener (it took the request for a bad TLS hello).
+    def _unanswered_run(self, node_id: int, now_ms: int) -> bool:
+        """Count one more connection closed unanswered; whether the run is now long enough, in
+        number and in time, to be the listener and not a burst of network resets."""
+        count = self._unanswered.get(node_id, 0) + 1
+        self._unanswered[node_id] = count
+        if count == 1:
+            self._unanswered_since[node_id] = now_ms
+        since = self._unanswered_since.get(node_id, now_ms)
+        return count >= UNANSWERED_BEFORE_TLS_VERDICT and now_ms - since >= UNANSWERED_VERDICT_SPAN_MS
+
+    def _maybe_tls_listener(self, conn: BrokerConnection, error: KafkaError, now_ms: int) -> KafkaError:
+        """A broker that closes three new plaintext connections in a row, over at least
+        :data:`UNANSWERED_VERDICT_SPAN_MS`, before answering ApiVersions is a TLS listener (it
+        took the request for a bad TLS hello).
 
         Only for an address that never answered: one that did speaks plaintext, and closing new
         connections unanswered is what a proxy or load balancer in front of a restarting broker
         does. Calling that an authentication error would fail sends that a retry would deliver.
         """
-        count = self._unanswered.get(conn.node_id, 0) + 1
-        self._unanswered[conn.node_id] = count
-        if count < UNANSWERED_BEFORE_TLS_VERDICT:
+        if not self._unanswered_run(conn.node_id, now_ms):
             return error
+        count = self._unanswered[conn.node_id]
         return SslAuthenticationError(
             f"broker {conn.broker} closed {count} connections in a row without answering ApiVersions: "
             "its listener is most likely TLS. Set security.protocol=SSL (or SASL_SSL) and ssl.ca.location"
         )
 
-    def _maybe_plaintext_listener(self, conn: BrokerConnection, error: KafkaError) -> KafkaError:
-        """A broker that ends three TLS handshakes in a row by closing or resetting the
-        connection without sending a byte is most likely a plaintext listener: Kafka closes a
+    def _maybe_plaintext_listener(self, conn: BrokerConnection, error: KafkaError, now_ms: int) -> KafkaError:
+        """A broker that ends three TLS handshakes in a row, over at least
+        :data:`UNANSWERED_VERDICT_SPAN_MS`, by closing or resetting the connection without
+        sending a byte is most likely a plaintext listener (a shorter run is a burst of network
+        resets, retried): Kafka closes a
         connection whose first bytes, a TLS hello, read as an absurd request size (with the
         rest of the hello unread, the close is a reset). Only before any TLS connection to that
         address was established: after that, a cut handshake is the network, retried."""
-        count = self._unanswered.get(conn.node_id, 0) + 1
-        self._unanswered[conn.node_id] = count
-        if count < UNANSWERED_BEFORE_TLS_VERDICT:
+        if not self._unanswered_run(conn.node_id, now_ms):
             return error
+        count = self._unanswered[conn.node_id]
         return SslAuthenticationError(
             f"broker {conn.broker} closed {count} TLS handshakes in a row: its listener is most likely "
             "not TLS. Use security.protocol=PLAINTEXT (or SASL_PLAINTEXT), or the broker's TLS port"

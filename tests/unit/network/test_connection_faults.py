@@ -33,7 +33,7 @@ from kaflux.network import connection as connection_module
 from kaflux.network.backoff import ExponentialBackoff
 from kaflux.network.cluster import ClusterMetadata
 from kaflux.network.connection import ConnectionState, HandshakeInterruptedError
-from kaflux.network.network_client import NetworkClient
+from kaflux.network.network_client import UNANSWERED_VERDICT_SPAN_MS, NetworkClient
 from kaflux.network.requests import ClientRequest, ClientResponse
 from kaflux.protocol.messages.metadata import MetadataRequest
 
@@ -453,6 +453,39 @@ def test_a_stalled_handshake_to_a_known_tls_listener_times_out_as_a_disconnect(
     finally:
         faults.disarm()
         client.close()
+
+
+def test_a_burst_of_resets_on_a_first_tls_connection_is_retried_not_read_as_plaintext(
+    faults: FaultPlan, certs: TestCerts, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Six handshakes reset before the broker sent a byte, on a client's very first connection,
+    within a fraction of a second (a proxy cutting every connection for a moment): more than
+    three in a row, but not for UNANSWERED_VERDICT_SPAN_MS, so they are retried, and the send is
+    delivered. (CI failed here under load: the verdict took three resets in 0.2 s for a
+    plaintext listener.)"""
+    cluster = TxnFakeCluster(1)
+    tp = TopicPartition("burst", 0)
+    cluster.create_topic(tp.topic, 1)
+    broker = SocketFakeBroker(cluster, ssl_context=_server_context(certs))
+    try:
+        faults.arm("handshake", ERRORS["reset"], times=6)
+        started = time.monotonic()
+        with Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(certs.ca_cert),
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 50,
+            }
+        ) as producer:
+            producer.send(tp.topic, b"v", partition=0).result(DEADLINE_S)
+        assert faults.fired["handshake"] == 6
+        assert time.monotonic() - started < UNANSWERED_VERDICT_SPAN_MS / 1000, "the burst was not short"
+        assert [v for _, _, v in cluster.records(tp)] == [b"v"]
+        assert not [r for r in caplog.records if "not TLS" in r.getMessage()]
+    finally:
+        broker.close()
 
 
 def test_resets_after_the_broker_answered_the_hello_never_read_as_a_plaintext_listener(
