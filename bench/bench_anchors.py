@@ -252,6 +252,14 @@ def write_backlog(bootstrap: str, topic: str, records: int, partitions: int, val
         raise SystemExit("backlog not fully produced")
 
 
+def rotated(clients: list[str], round_no: int) -> list[str]:
+    """The clients in round ``round_no``'s order: each round starts one client later, so that no
+    client always runs first (the first run after a broker starts, or after the backlog is
+    written, is the slow one)."""
+    shift = round_no % len(clients) if clients else 0
+    return clients[shift:] + clients[:shift]
+
+
 def progress(client: str, result: dict[str, Any]) -> None:
     print(f"  {client}: {result['records'] / result['seconds']:,.0f} rec/s", file=sys.stderr)
 
@@ -357,8 +365,8 @@ def main() -> int:
             clients = [c for c in CONSUMERS if not only or c in only]
             consume(clients[0], bootstrap, topic, args.records, java)  # untimed: warms the broker's cache
             runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
-            for _ in range(args.rounds):
-                for client in clients:
+            for round_no in range(args.rounds):
+                for client in rotated(clients, round_no):
                     runs[client].append(consume(client, bootstrap, topic, args.records, java))
                     print(
                         f"  {client}: {runs[client][-1]['records'] / runs[client][-1]['seconds']:,.0f} rec/s",
@@ -368,8 +376,8 @@ def main() -> int:
         if "producers" in sections:
             clients = [c for c in PRODUCERS if not only or c in only]
             runs = {c: [] for c in clients}
-            for _ in range(args.rounds):
-                for client in clients:
+            for round_no in range(args.rounds):
+                for client in rotated(clients, round_no):
                     runs[client].append(
                         produce_run(client, bootstrap, args.records, args.partitions, args.value_bytes, java)
                     )
@@ -381,8 +389,8 @@ def main() -> int:
         if "share" in sections:
             clients = [c for c in SHARE if not only or c in only]
             runs = {c: [] for c in clients}
-            for _ in range(args.rounds):
-                for client in clients:
+            for round_no in range(args.rounds):
+                for client in rotated(clients, round_no):
                     runs[client].append(
                         share_run(client, bootstrap, args.records, args.partitions, args.value_bytes, java)
                     )
