@@ -180,6 +180,10 @@ def test_a_group_consumer_reads_everything_through_tls_resets(tls_rig: ProxiedBr
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "max.partition.fetch.bytes": 16384,  # many small fetches: resets land mid-read
+                # A reset that cuts a JoinGroup's answer leaves the member it created pending on
+                # the coordinator, and the rejoin (a new member) waits until that one's session
+                # expires, as for any classic client: keep the session short.
+                "session.timeout.ms": 10_000,
             }
         )
     )
@@ -187,7 +191,8 @@ def test_a_group_consumer_reads_everything_through_tls_resets(tls_rig: ProxiedBr
         consumer.subscribe([topic])
         keys: set[bytes] = set()
         pb.relay.cut_mid_response(TLS_HANDSHAKE)
-        deadline = time.monotonic() + WAIT_S
+        # more than two sessions: the pending member's expiry, then the rebalance
+        deadline = time.monotonic() + 3 * WAIT_S
         with _storm(pb):
             while len(keys) < 2000 and time.monotonic() < deadline:
                 for record in consumer.poll(0.1):
