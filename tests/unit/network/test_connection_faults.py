@@ -455,6 +455,17 @@ def test_a_stalled_handshake_to_a_known_tls_listener_times_out_as_a_disconnect(
         client.close()
 
 
+def _quick_tls_config(broker: SocketFakeBroker, certs: TestCerts) -> dict[str, object]:
+    """A TLS client of ``broker`` that reconnects within 10-50 ms (many handshakes, quickly)."""
+    return {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca_cert),
+        "reconnect.backoff.ms": 10,
+        "reconnect.backoff.max.ms": 50,
+    }
+
+
 def test_a_burst_of_resets_on_a_first_tls_connection_is_retried_not_read_as_plaintext(
     faults: FaultPlan, certs: TestCerts, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -470,15 +481,7 @@ def test_a_burst_of_resets_on_a_first_tls_connection_is_retried_not_read_as_plai
     try:
         faults.arm("handshake", ERRORS["reset"], times=6)
         started = time.monotonic()
-        with Producer(
-            {
-                "bootstrap.servers": broker.bootstrap_servers,
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(certs.ca_cert),
-                "reconnect.backoff.ms": 10,
-                "reconnect.backoff.max.ms": 50,
-            }
-        ) as producer:
+        with Producer(_quick_tls_config(broker, certs)) as producer:
             producer.send(tp.topic, b"v", partition=0).result(DEADLINE_S)
         assert faults.fired["handshake"] == 6
         assert time.monotonic() - started < UNANSWERED_VERDICT_SPAN_MS / 1000, "the burst was not short"
@@ -501,15 +504,7 @@ def test_resets_after_the_broker_answered_the_hello_never_read_as_a_plaintext_li
     try:
         faults.arm("slow-server", ERRORS["reset"], times=1000)
         faults.arm("handshake-answered", ERRORS["reset"], times=6)
-        with Producer(
-            {
-                "bootstrap.servers": broker.bootstrap_servers,
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(certs.ca_cert),
-                "reconnect.backoff.ms": 10,
-                "reconnect.backoff.max.ms": 50,
-            }
-        ) as producer:
+        with Producer(_quick_tls_config(broker, certs)) as producer:
             producer.send(tp.topic, b"v", partition=0).result(DEADLINE_S)
             producer.send(tp.topic, b"w", partition=0).result(DEADLINE_S)  # not a fatal error
         assert faults.fired["handshake-answered"] == 6
