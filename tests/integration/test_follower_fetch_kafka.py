@@ -15,8 +15,9 @@ import pytest
 from kaflux import Consumer, Producer, TopicPartition
 from kaflux.admin import AdminClient, NewTopic
 from kaflux.devbrokers.apache_kafka import KafkaCluster
-from kaflux.devbrokers.brokers import BrokerUnavailableError
 from kaflux.errors import UnknownTopicOrPartitionError
+
+from support.kafka_helpers import started_kafka_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +28,8 @@ VALUE = b"x" * 1000
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KafkaCluster]:
-    try:
-        kafka = KafkaCluster(3).start(timeout=240)
-    except BrokerUnavailableError as e:
-        pytest.skip(f"Apache Kafka is not available: {e}")
-    try:
+    with started_kafka_cluster(240) as kafka:
         yield kafka
-    finally:
-        kafka.stop()
-        kafka.cleanup()
 
 
 def _node_metric(metrics: dict[str, dict[str, float]], node: int, name: str) -> float:

@@ -18,10 +18,10 @@ import pytest
 from kaflux import Consumer, TopicPartition
 from kaflux.admin import AdminClient, NewTopic
 from kaflux.devbrokers.apache_kafka import KafkaCluster
-from kaflux.devbrokers.brokers import BrokerUnavailableError
 from kaflux.errors import UnknownTopicOrPartitionError
 
 from support.java_client import JavaMember
+from support.kafka_helpers import started_kafka_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +33,8 @@ RACKS = ("rack-1", "rack-2", "rack-3")
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KafkaCluster]:
     """One cluster for the module (three nodes start slowly on a loaded machine)."""
-    try:
-        kafka = KafkaCluster(3, racks=RACKS).start(timeout=300)
-    except BrokerUnavailableError as e:
-        pytest.skip(f"Apache Kafka is not available: {e}")
-    try:
+    with started_kafka_cluster(300, racks=RACKS) as kafka:
         yield kafka
-    finally:
-        kafka.stop()
-        kafka.cleanup()
 
 
 def _topic_by_rack(bootstrap: str) -> tuple[str, dict[str, set[TopicPartition]]]:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import pytest
 
 from kaflux import AdminClient, NewTopic, Producer
 from kaflux.admin import AlterConfigOp, ConfigResource
+from kaflux.devbrokers.apache_kafka import KafkaCluster
+from kaflux.devbrokers.brokers import BrokerUnavailableError
 
 WAIT_S = 30.0
 
@@ -45,3 +50,18 @@ def set_group_configs(admin: AdminClient, group: str, configs: Mapping[str, str]
             return
         assert time.monotonic() < deadline, f"the group configs of {group} never showed: {shown}"
         time.sleep(0.1)
+
+
+@contextmanager
+def started_kafka_cluster(timeout: float, **options: object) -> Iterator[KafkaCluster]:
+    """A 3-node ``KafkaCluster(3, **options)`` started within ``timeout`` seconds for a test
+    module (the test is skipped if Apache Kafka is not available), then stopped and removed."""
+    try:
+        cluster = KafkaCluster(3, **options).start(timeout=timeout)  # type: ignore[arg-type]
+    except BrokerUnavailableError as e:
+        pytest.skip(f"Apache Kafka is not available: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        cluster.cleanup()
